@@ -1,0 +1,58 @@
+"""The `coreward` command line: one typer app; each subpackage registers its own commands.
+
+Heavy libraries (torch, transformers, trl) are imported inside the command bodies so that
+`coreward --help` and `coreward verify` start fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from coreward.errors import CorewardError
+
+app = typer.Typer(
+    name="coreward",
+    help="RL for LLM reasoning with co-optimized (Cooper) and co-derived (Co-rewarding) rewards.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _register_all() -> None:
+    from coreward.data import cli as data_cli
+    from coreward.verify import cli as verify_cli
+    from coreward.training import cli as training_cli
+
+    data_cli.register(app)
+    verify_cli.register(app)
+    training_cli.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Entry point that turns a CorewardError into one clear line and exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except CorewardError as err:
+        typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
+        sys.exit(2)
+    except typer.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as err:  # click usage errors
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            sys.exit(err.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+"""Reward sources. Importing this package registers every method under its config name."""
+
+from coreward.rewards.base import RewardSource, RolloutBatch, register, registered_sources
+from coreward.rewards import rule  # noqa: F401
+
+__all__ = ["RewardSource", "RolloutBatch", "register", "registered_sources"]

@@ -1,0 +1,151 @@
+"""The typed config of `coreward train`: model, data, reward sources, and TRL's GRPOConfig fields.
+
+    model:   {name_or_path: demo | PATH | hub id, dtype: float32 | bfloat16 | ...}
+    lora:    {enabled: false, r: 16, ...}                 # peft LoRA on the policy
+    data:    {train: demo | gsm8k | FILE, split: train, prompt_format: plain | chat, ...}
+    rewards: [{name: rule, weight: 1.0, params: {...}}]   # several sources are summed with weights
+    grpo:    {num_generations: 8, learning_rate: 1e-6, beta: 0.001, ...}   # any trl.GRPOConfig field
+
+`grpo` keys are checked against trl.GRPOConfig itself, so every TRL option is available and a typo
+is an error that names the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from coreward.config import check_type
+from coreward.errors import CorewardError
+
+INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+
+
+@dataclass
+class ModelSettings:
+    name_or_path: str = "demo"  # "demo" = the project's warm-started demo policy
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    attn_implementation: str | None = None
+    trust_remote_code: bool = False
+
+
+@dataclass
+class LoraSettings:
+    enabled: bool = False
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: str | list[str] = "all-linear"
+
+
+@dataclass
+class DataSettings:
+    train: str = "demo"  # a registered benchmark name, or a jsonl/json/parquet file (verl parquet too)
+    split: str = "train"
+    limit: int | None = None
+    data_dir: str | None = None
+    prompt_format: Literal["plain", "chat"] = "chat"
+    instruction: str | None = INSTRUCTION
+    system_prompt: str | None = None
+    reference_column: str = "answer"
+    # held-out set evaluated every `eval_every` steps (0 = never)
+    eval: str | None = None
+    eval_split: str = "test"
+    eval_limit: int | None = 64
+    eval_every: int = 0
+    eval_n: int = 4
+    eval_temperature: float = 0.7
+
+
+@dataclass
+class RewardSpec:
+    name: str
+    weight: float = 1.0
+    params: dict = field(default_factory=dict)
+
+
+@dataclass
+class VerifierSettings:
+    timeout_s: float = 3.0
+    num_workers: int | None = None
+
+
+@dataclass
+class TrainConfig:
+    model: ModelSettings = field(default_factory=ModelSettings)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+    rewards: list[RewardSpec] = field(default_factory=lambda: [RewardSpec(name="rule")])
+    grpo: dict = field(default_factory=dict)
+    verifier: VerifierSettings = field(default_factory=VerifierSettings)
+    seed: int = 42
+    output_dir: str = "runs/train"
+
+    def validate(self) -> None:
+        validate_rewards(self.rewards)
+        validate_grpo_keys(self.grpo)
+        G = self.grpo.get("num_generations", 8)
+        if G is not None and G < 2:
+            raise CorewardError(
+                f"key grpo.num_generations must be at least 2 (GRPO normalizes rewards within a group), got {G}"
+            )
+        batch = self.grpo.get("per_device_train_batch_size")
+        gen_batch = self.grpo.get("generation_batch_size")
+        steps = self.grpo.get("steps_per_generation") or self.grpo.get("gradient_accumulation_steps") or 1
+        total = gen_batch if gen_batch is not None else (batch * steps if batch is not None else None)
+        if total is not None and G and total % G != 0:
+            raise CorewardError(
+                f"the generation batch ({total} completions: grpo.per_device_train_batch_size × "
+                f"steps_per_generation) must be a multiple of grpo.num_generations ({G})"
+            )
+
+
+def validate_rewards(rewards: list[RewardSpec]) -> None:
+    from coreward.rewards import registered_sources
+
+    if not rewards:
+        raise CorewardError("key rewards must list at least one reward source")
+    sources = registered_sources()
+    for i, spec in enumerate(rewards):
+        if spec.name not in sources:
+            raise CorewardError(f"key rewards.{i}.name: unknown reward {spec.name!r} (known: {', '.join(sorted(sources))})")
+        signature = inspect.signature(sources[spec.name].__init__)
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+        known = [n for n in signature.parameters if n != "self"]
+        for key in spec.params:
+            if key not in known and not accepts_any:
+                raise CorewardError(
+                    f"key rewards.{i}.params.{key}: reward {spec.name!r} has no such parameter "
+                    f"(known: {', '.join(known) or 'none'})"
+                )
+
+
+_SCALARS = (int, float, bool, str)
+
+
+def validate_grpo_keys(grpo: dict[str, Any]) -> None:
+    """Check `grpo:` keys against trl.GRPOConfig's fields, and scalar values against their types."""
+    from trl import GRPOConfig
+
+    fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
+    hints = typing.get_type_hints(GRPOConfig)
+    for key, value in grpo.items():
+        if key not in fields:
+            raise CorewardError(f"key grpo.{key}: not a trl.GRPOConfig option")
+        if key in _MANAGED:
+            raise CorewardError(f"key grpo.{key}: set it with {_MANAGED[key]} instead")
+        expected = hints.get(key)
+        options = [a for a in typing.get_args(expected) if a is not type(None)] or [expected]
+        if all(o in _SCALARS for o in options) and value is not None:
+            grpo[key] = check_type(expected, value, f"grpo.{key}", "config")
+
+
+# GRPOConfig fields that coreward derives from its own keys
+_MANAGED = {
+    "output_dir": "output_dir (or --output-dir)",
+    "seed": "seed",
+    "reward_weights": "rewards.N.weight",
+}

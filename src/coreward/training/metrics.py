@@ -1,0 +1,106 @@
+"""`metrics.jsonl`: one JSON object per optimizer step, with `step`, never duplicated or missing.
+
+HF's Trainer calls `on_log` several times around a step (training metrics, then evaluation metrics,
+then a run summary at the end). We merge everything logged for one step into one row and write the
+row when the step is over. On resume, rows after the checkpoint's step are dropped first, so a killed
+and resumed run has each step exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+# keys of HF's end-of-run summary, kept out of the per-step rows (written to summary.json instead)
+SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos"}
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a metrics.jsonl file (a torn last line, from a kill mid-write, is ignored)."""
+    rows = []
+    path = Path(path)
+    if not path.exists():
+        return rows
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def truncate_after(path: Path, step: int) -> None:
+    """Keep rows with step <= `step` (and drop a torn line), rewriting the file atomically."""
+    rows = [row for row in read_metrics(path) if row.get("step", 0) <= step]
+    tmp = path.with_suffix(".jsonl.tmp")
+    with open(tmp, "w") as handle:
+        for row in rows:
+            handle.write(json.dumps(row) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class MetricsFileCallback(TrainerCallback):
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / "metrics.jsonl"
+        self.row: dict[str, Any] | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                truncate_after(self.path, state.global_step)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        summary = {k: v for k, v in logs.items() if k in SUMMARY_KEYS}
+        if summary:
+            with open(self.run_dir / "summary.json", "w") as handle:
+                json.dump(summary, handle, indent=2)
+        values = {k: _clean(v) for k, v in logs.items() if k not in SUMMARY_KEYS}
+        if not values:
+            return
+        if self.row is not None and self.row["step"] != state.global_step:
+            self.flush()
+        if self.row is None:
+            self.row = {"step": state.global_step}
+        self.row.update(values)
+
+    def log_extra(self, step: int, values: dict[str, Any]) -> None:
+        """Merge metrics computed outside HF's logging (e.g. held-out evaluation) into a step's row."""
+        if self.row is not None and self.row["step"] != step:
+            self.flush()
+        if self.row is None:
+            self.row = {"step": step}
+        self.row.update({k: _clean(v) for k, v in values.items()})
+
+    def flush(self) -> None:
+        if self.row is None:
+            return
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(self.row) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.row = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.flush()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.flush()
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,192 @@
+"""`coreward train`: build the dataset, the policy and the reward sources from a config, then run GRPO.
+
+Order matters for bad input: the config and the data are checked before any model loads, so a typo
+costs a second, not a model download.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coreward.config import load_config, save_yaml
+from coreward.errors import CorewardError
+from coreward.training.config import DataSettings, TrainConfig
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    final_model: Path
+    global_step: int
+    trainer: Any
+
+
+def build_rows(records, data: DataSettings) -> list[dict[str, Any]]:
+    """Dataset rows for TRL: `prompt` (plain text or chat messages) plus every record field."""
+    from coreward.data.prompts import build_messages, plain_prompt
+
+    rows = []
+    for record in records:
+        row = record.to_dict()
+        if data.prompt_format == "chat":
+            row["prompt"] = build_messages(record.question, instruction=data.instruction, system=data.system_prompt)
+        else:
+            row["prompt"] = plain_prompt(record.question, instruction=data.instruction)
+        rows.append(row)
+    return rows
+
+
+def load_records(source: str, split: str, limit: int | None, data_dir: str | None):
+    """Records from a registered benchmark name or from a file (jsonl/json/parquet, verl parquet too)."""
+    from coreward.data.registry import list_benchmarks, load_benchmark, load_records_file
+
+    if source in list_benchmarks():
+        records = load_benchmark(source, split=split, data_dir=data_dir, limit=limit)
+    elif Path(source).suffix in (".jsonl", ".json", ".parquet"):
+        records = load_records_file(source)
+        records = records[:limit] if limit is not None else records
+    else:
+        raise CorewardError(
+            f"key data.train: {source!r} is neither a benchmark ({', '.join(list_benchmarks())}) "
+            "nor a .jsonl/.json/.parquet file"
+        )
+    if not records:
+        raise CorewardError(f"dataset {source!r} (split {split!r}) is empty")
+    return records
+
+
+def build_train_dataset(config: TrainConfig):
+    from datasets import Dataset
+
+    records = load_records(config.data.train, config.data.split, config.data.limit, config.data.data_dir)
+    return Dataset.from_list(build_rows(records, config.data))
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    if name_or_path == "demo":
+        from coreward.training.demo_policy import ensure_demo_policy
+
+        return str(ensure_demo_policy())
+    return name_or_path
+
+
+def build_sources(config: TrainConfig):
+    from coreward.rewards import registered_sources
+
+    factories = registered_sources()
+    return [factories[spec.name](**spec.params) for spec in config.rewards]
+
+
+def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
+    import torch
+    from trl import GRPOConfig
+
+    on_gpu = torch.cuda.is_available()
+    settings: dict[str, Any] = {
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": 50,
+        "report_to": ["tensorboard"],
+        "remove_unused_columns": False,
+        "gradient_checkpointing": on_gpu,
+        "bf16": on_gpu and torch.cuda.is_bf16_supported(),
+        "use_cpu": not on_gpu,
+        "model_init_kwargs": {"dtype": config.model.dtype},
+    }
+    if config.model.attn_implementation:
+        settings["model_init_kwargs"]["attn_implementation"] = config.model.attn_implementation
+    settings.update(config.grpo)
+    settings.update(
+        output_dir=str(run_dir),
+        seed=config.seed,
+        reward_weights=[spec.weight for spec in config.rewards],
+        save_total_limit=None,  # coreward rotates checkpoints itself, after they are complete
+    )
+    if max_steps is not None:
+        settings["max_steps"] = max_steps
+    try:
+        return GRPOConfig(**settings)
+    except (ValueError, TypeError) as err:
+        raise CorewardError(f"invalid grpo settings: {err}") from None
+
+
+def build_peft_config(config: TrainConfig):
+    if not config.lora.enabled:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=config.lora.r,
+        lora_alpha=config.lora.alpha,
+        lora_dropout=config.lora.dropout,
+        target_modules=config.lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
+def run_training(
+    config: TrainConfig,
+    output_dir: str | None = None,
+    max_steps: int | None = None,
+    resume: bool = False,
+    extra_callbacks: list | None = None,
+) -> TrainResult:
+    from transformers import AutoTokenizer
+
+    from coreward.training.metrics import MetricsFileCallback
+    from coreward.training.trainer import CorewardGRPOTrainer, last_complete_checkpoint
+    from coreward.verify import Verifier
+
+    run_dir = Path(output_dir or config.output_dir)
+    dataset = build_train_dataset(config)  # bad data fails here, before any model loads
+    sources = build_sources(config)
+    checkpoint = last_complete_checkpoint(run_dir) if resume else None
+    if resume and checkpoint is None:
+        print(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
+    elif not resume and (run_dir / "metrics.jsonl").exists():
+        raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume or pick another --output-dir")
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run_dir / "tensorboard"))
+    save_yaml(config, run_dir / "config.yaml")
+
+    model_path = resolve_model_path(config.model.name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=config.model.trust_remote_code)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+
+    args = build_grpo_args(config, run_dir, max_steps)
+    verifier = Verifier(timeout_s=config.verifier.timeout_s, num_workers=config.verifier.num_workers)
+    metrics_callback = MetricsFileCallback(run_dir)
+    trainer = CorewardGRPOTrainer(
+        model=model_path,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=build_peft_config(config),
+        reward_sources=sources,
+        verifier=verifier,
+        reference_column=config.data.reference_column,
+        callbacks=[metrics_callback, *(extra_callbacks or [])],
+    )
+    try:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        final = run_dir / "final"
+        trainer.save_model(str(final))
+        if trainer.accelerator.is_main_process:
+            tokenizer.save_pretrained(str(final))
+            trainer.save_sources(final)
+    finally:
+        for source in sources:
+            source.close()
+        verifier.close()
+    return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step, trainer=trainer)
+
+
+def train_main(config_path: str | None, overrides: list[str], output_dir: str | None, max_steps: int | None, resume: bool):
+    config = load_config(TrainConfig, config_path, overrides)
+    return run_training(config, output_dir=output_dir, max_steps=max_steps, resume=resume)
