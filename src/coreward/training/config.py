@@ -51,6 +51,7 @@ class DataSettings:
     instruction: str | None = INSTRUCTION
     system_prompt: str | None = None
     reference_column: str = "answer"
+    max_prompt_tokens: int | None = None  # longer prompts are dropped (and counted), as verl does
     # held-out set evaluated every `eval_every` steps (0 = never)
     eval: str | None = None
     eval_split: str = "test"

@@ -65,6 +65,24 @@ def build_train_dataset(config: TrainConfig):
     return Dataset.from_list(build_rows(records, config.data))
 
 
+def drop_long_prompts(dataset, tokenizer, max_tokens: int):
+    """Drop rows whose rendered prompt is longer than `max_tokens` (TRL 1.16 has no prompt truncation)."""
+
+    def length(row) -> int:
+        prompt = row["prompt"]
+        if isinstance(prompt, list):
+            text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+            return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    kept = dataset.filter(lambda row: length(row) <= max_tokens)
+    if len(kept) < len(dataset):
+        print(f"dropped {len(dataset) - len(kept)} of {len(dataset)} prompts longer than {max_tokens} tokens")
+    if len(kept) == 0:
+        raise CorewardError(f"every prompt is longer than data.max_prompt_tokens={max_tokens}")
+    return kept
+
+
 def resolve_model_path(name_or_path: str) -> str:
     if name_or_path == "demo":
         from coreward.training.demo_policy import ensure_demo_policy
@@ -159,6 +177,8 @@ def run_training(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
 
+    if config.data.max_prompt_tokens:
+        dataset = drop_long_prompts(dataset, tokenizer, config.data.max_prompt_tokens)
     args = build_grpo_args(config, run_dir, max_steps)
     verifier = Verifier(timeout_s=config.verifier.timeout_s, num_workers=config.verifier.num_workers)
     metrics_callback = MetricsFileCallback(run_dir)
