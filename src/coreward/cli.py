@@ -37,23 +37,12 @@ _register_all()
 
 
 def main() -> None:
-    """Entry point that turns a CorewardError into one clear line and exit code 2."""
+    """Entry point: usage errors are click's (exit 2); a CorewardError is one clear line and exit 2."""
     try:
-        app(standalone_mode=False)
+        app()
     except CorewardError as err:
         typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
         sys.exit(2)
-    except typer.Exit as exit_:
-        sys.exit(exit_.exit_code)
-    except typer.Abort:
-        sys.exit(1)
-    except Exception as err:  # click usage errors
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
-        raise
 
 
 if __name__ == "__main__":

@@ -1,0 +1,18 @@
+"""Entropy minimization: reward low-entropy completions.
+
+    r(o) = -(1/T) Σ_t H(p_t),   H(p_t) = -Σ_j p_t(j) log p_t(j)
+
+from the policy's own logits on its completion (`training/token_stats.py`). No reference used.
+"""
+
+from __future__ import annotations
+
+from coreward.rewards.base import RewardSource, RolloutBatch, register
+
+
+@register("entropy")
+class EntropyReward(RewardSource):
+    needs_token_stats = ("entropy",)
+
+    def compute(self, batch: RolloutBatch) -> list[float]:
+        return [-h for h in batch.token_stats["entropy"]]

@@ -1,0 +1,68 @@
+"""Majority votes over extracted answers, shared by majority voting and both Co-rewarding methods.
+
+Two ways to decide that two answers are the same:
+  * "verified" — math-verify equivalence classes (`1/2`, `0.5` and `\\frac{1}{2}` are one answer);
+  * "exact"    — equal strings after stripping whitespace (what the Co-rewarding authors did).
+Empty answers never vote. Ties go to the answer seen first (lowest row), so a vote is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+Match = Literal["verified", "exact"]
+
+
+def _clean(answer: str | None) -> str | None:
+    if answer is None:
+        return None
+    answer = answer.strip()
+    return answer or None
+
+
+def answer_classes(answers: list[str | None], match: Match, verifier: Any) -> list[int | None]:
+    """A class id per answer (None for no answer); equal ids mean the same answer."""
+    answers = [_clean(a) for a in answers]
+    if match == "verified":
+        return verifier.equivalence_classes(answers)
+    ids: dict[str, int] = {}
+    return [None if a is None else ids.setdefault(a, len(ids)) for a in answers]
+
+
+def majority_vote(answers: list[str | None], match: Match, verifier: Any) -> tuple[str | None, list[int | None], int | None]:
+    """The majority answer, every answer's class, and the winning class (None when nobody answered)."""
+    classes = answer_classes(answers, match, verifier)
+    counts = Counter(c for c in classes if c is not None)
+    if not counts:
+        return None, classes, None
+    top = max(counts.values())
+    winner = next(c for c in classes if c is not None and counts[c] == top)  # first seen among the tied
+    return _clean(answers[classes.index(winner)]), classes, winner
+
+
+def matches_label(label: str | None, answers: list[str | None], match: Match, verifier: Any) -> list[bool]:
+    """Does each answer equal the pseudo label? (label first, as the gold is in verification)."""
+    answers = [_clean(a) for a in answers]
+    if label is None:
+        return [False] * len(answers)
+    if match == "exact":
+        return [a == label for a in answers]
+    present = [i for i, a in enumerate(answers) if a is not None]
+    verdicts = verifier.equivalent([label] * len(present), [answers[i] for i in present]) if present else []
+    result = [False] * len(answers)
+    for i, ok in zip(present, verdicts):
+        result[i] = ok
+    return result
+
+
+def label_accuracy(labels: list[str | None], references: list[str | None] | None, verifier: Any) -> float | None:
+    """How often pseudo labels equal the true answers (None when there are no references)."""
+    if references is None or not labels:
+        return None
+    pairs = [(r, l) for r, l in zip(references, labels) if r is not None]
+    if not pairs:
+        return None
+    golds = [r for r, _ in pairs]
+    preds = [l for _, l in pairs]
+    return sum(verifier.equivalent(golds, preds)) / len(pairs)
