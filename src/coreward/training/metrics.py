@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback
 
 # keys of HF's end-of-run summary, kept out of the per-step rows (written to summary.json instead)
 SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos"}
@@ -61,13 +62,11 @@ class MetricsFileCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        summary = {k: v for k, v in logs.items() if k in SUMMARY_KEYS}
-        if summary:
+        if SUMMARY_KEYS & set(logs):  # the end-of-run summary: its own file, not a second row for the step
             with open(self.run_dir / "summary.json", "w") as handle:
-                json.dump(summary, handle, indent=2)
-        values = {k: _clean(v) for k, v in logs.items() if k not in SUMMARY_KEYS}
-        if not values:
+                json.dump({k: _clean(v) for k, v in logs.items()}, handle, indent=2)
             return
+        values = {k: _clean(v) for k, v in logs.items()}
         if self.row is not None and self.row["step"] != state.global_step:
             self.flush()
         if self.row is None:
@@ -104,3 +103,22 @@ def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+# what the progress bar shows after each step; everything else is in metrics.jsonl and TensorBoard
+PROGRESS_KEYS = {"reward": "reward", "verified_accuracy": "verified", "eval/avg@n": "eval", "completions/mean_length": "len"}
+
+
+class CompactProgressCallback(ProgressCallback):
+    """HF's progress bar, with a few numbers as its postfix instead of a dict dumped per step."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None and logs:
+            shown = {label: f"{logs[key]:.3g}" for key, label in PROGRESS_KEYS.items() if isinstance(logs.get(key), float)}
+            if shown:
+                self.training_bar.set_postfix(shown, refresh=False)
+
+
+def use_compact_progress(trainer) -> None:
+    if trainer.pop_callback(ProgressCallback) is not None:
+        trainer.add_callback(CompactProgressCallback())

@@ -109,7 +109,7 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
         "save_steps": 50,
         "report_to": ["tensorboard"],
         "remove_unused_columns": False,
-        "gradient_checkpointing": on_gpu,
+        "activation_checkpointing": on_gpu,
         "bf16": on_gpu and torch.cuda.is_bf16_supported(),
         "use_cpu": not on_gpu,
         "model_init_kwargs": {"dtype": config.model.dtype},
@@ -117,6 +117,8 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     if config.model.attn_implementation:
         settings["model_init_kwargs"]["attn_implementation"] = config.model.attn_implementation
     settings.update(config.grpo)
+    if "gradient_checkpointing" in settings:  # transformers 5 renamed it; the old name would be ignored
+        settings["activation_checkpointing"] = settings.pop("gradient_checkpointing")
     settings.update(
         output_dir=str(run_dir),
         seed=config.seed,
@@ -154,7 +156,7 @@ def run_training(
 ) -> TrainResult:
     from transformers import AutoTokenizer
 
-    from coreward.training.metrics import MetricsFileCallback
+    from coreward.training.metrics import MetricsFileCallback, use_compact_progress
     from coreward.training.trainer import CorewardGRPOTrainer, last_complete_checkpoint
     from coreward.verify import Verifier
 
@@ -193,6 +195,7 @@ def run_training(
         reference_column=config.data.reference_column,
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
+    use_compact_progress(trainer)
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         final = run_dir / "final"
