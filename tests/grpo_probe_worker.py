@@ -3,8 +3,10 @@
 The probe's reward is a completion's length rank within its group, which is only right when the source
 sees the whole group. Each process writes what the source saw and the advantages TRL got back.
 
-    python tests/grpo_probe_worker.py MODEL_DIR OUT_DIR STEPS PER_DEVICE_BATCH
-    torchrun --nproc_per_node 2 tests/grpo_probe_worker.py MODEL_DIR OUT_DIR STEPS PER_DEVICE_BATCH
+    python tests/grpo_probe_worker.py MODEL_DIR OUT_DIR STEPS PER_DEVICE_BATCH [REWARD]
+    torchrun --nproc_per_node 2 tests/grpo_probe_worker.py MODEL_DIR OUT_DIR STEPS PER_DEVICE_BATCH [REWARD]
+
+REWARD is a comma-separated list of registered source names (default: the probe); every call's batch and rewards are recorded.
 
 With G=4 and a per-device batch of 6, groups straddle the two processes (rows 4-7 are one group).
 """
@@ -33,30 +35,44 @@ def length_ranks(batch: RolloutBatch) -> list[float]:
 
 @register("length_rank_probe")
 class LengthRankProbe(RewardSource):
-    def __init__(self):
+    def compute(self, batch: RolloutBatch) -> list[float]:
+        return length_ranks(batch)
+
+
+class Recording(RewardSource):
+    """Wraps a source and records each global batch it saw with the rewards it gave."""
+
+    def __init__(self, inner: RewardSource):
+        self.inner = inner
+        self.name = inner.name
+        self.needs_token_stats = inner.needs_token_stats
         self.calls = []
 
     def compute(self, batch: RolloutBatch) -> list[float]:
-        rewards = length_ranks(batch)
+        rewards = self.inner.compute(batch)
         self.calls.append(
             {
                 "step": batch.step,
                 "group_ids": batch.group_ids,
                 "ids": batch.columns["id"],
                 "prompts": batch.prompts,
+                "prompt_ids": batch.prompt_ids,
                 "completion_ids": batch.completion_ids,
+                "completions": batch.completions,
+                "answers": batch.columns["answer"],
                 "rewards": rewards,
             }
         )
         return rewards
 
 
-def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int) -> None:
+def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward: str) -> None:
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import GRPOConfig
 
     from coreward.data.synthetic import load_demo
+    from coreward.rewards import registered_sources
     from coreward.training.trainer import CorewardGRPOTrainer
     from coreward.verify import Verifier
 
@@ -71,7 +87,7 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int) -> Non
     records = load_demo("train", limit=16)
     dataset = Dataset.from_list([{"prompt": r.question, "answer": r.answer, "id": r.id} for r in records])
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    probe = LengthRankProbe()
+    sources = [Recording(registered_sources()[name]()) for name in reward.split(",")]
     args = GRPOConfig(
         output_dir=str(Path(out_dir) / "run"),
         num_generations=4,
@@ -95,7 +111,7 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int) -> Non
             args=args,
             train_dataset=dataset,
             processing_class=tokenizer,
-            reward_sources=[probe],
+            reward_sources=sources,
             verifier=verifier,
         )
         trainer.train()
@@ -103,7 +119,7 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int) -> Non
     result = {
         "rank": rank,
         "world": trainer.accelerator.num_processes,
-        "calls": probe.calls,
+        "calls": {source.name: source.calls for source in sources},
         "advantages": RecordingTrainer.advantages,
     }
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -111,4 +127,4 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int) -> Non
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else "length_rank_probe")

@@ -29,13 +29,14 @@ def tiny_policy(tmp_path_factory) -> Path:
     return path
 
 
-def run_worker(model: Path, out: Path, nproc: int, per_device: int, steps: int = 2) -> list[dict]:
+def run_worker(model: Path, out: Path, nproc: int, per_device: int, steps: int = 2,
+               reward: str = "length_rank_probe") -> list[dict]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     if nproc == 1:
-        cmd = [sys.executable, str(WORKER), str(model), str(out), str(steps), str(per_device)]
+        cmd = [sys.executable, str(WORKER), str(model), str(out), str(steps), str(per_device), reward]
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-               "--master_port", "29517", str(WORKER), str(model), str(out), str(steps), str(per_device)]
+               "--master_port", "29517", str(WORKER), str(model), str(out), str(steps), str(per_device), reward]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)]
@@ -53,9 +54,9 @@ def check_run(results: list[dict], steps: int, per_device: int) -> None:
     world = len(results)
     for rank_result in results:
         assert rank_result["world"] == world
-        assert len(rank_result["calls"]) == steps
+        assert len(rank_result["calls"]["length_rank_probe"]) == steps
     for step in range(steps):
-        calls = [r["calls"][step] for r in results]
+        calls = [r["calls"]["length_rank_probe"][step] for r in results]
         # every process's source saw the same, whole global batch
         for call in calls[1:]:
             assert call["completion_ids"] == calls[0]["completion_ids"]

@@ -34,6 +34,7 @@ class RolloutBatch:
     columns: dict[str, list[Any]]
     step: int = 0
     reference_column: str = "answer"
+    prompt_ids: list[list[int]] = field(default_factory=list)  # the policy's tokens of each row's prompt
     # Per-completion statistics of the policy's own logits (mean entropy, self-certainty), filled by
     # the trainer only when a configured source lists them in `needs_token_stats`.
     token_stats: dict[str, list[float]] = field(default_factory=dict)

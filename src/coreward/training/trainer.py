@@ -16,7 +16,6 @@ What we change in TRL (trl==1.16.0), and why:
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import time
@@ -137,6 +136,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
             columns={key: gather_object(values) for key, values in sorted(local_columns.items())},
             step=self.state.global_step,
             reference_column=self.reference_column,
+            prompt_ids=gather_object([list(ids) for ids in self._last_prompt_ids or []]),
             token_stats={name: gather_object(values) for name, values in local_stats.items()},
             context={"verifier": self.verifier, "trainer": self, "mode": mode},
         )
@@ -281,6 +281,3 @@ def rotate_checkpoints(run_dir: Path, keep: int | None) -> None:
         for path in complete[:-keep]:
             shutil.rmtree(path, ignore_errors=True)
 
-
-def finite_or_none(value: float) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
