@@ -60,6 +60,7 @@ class Recording(RewardSource):
                 "completion_ids": batch.completion_ids,
                 "completions": batch.completions,
                 "answers": batch.columns["answer"],
+                "columns": batch.columns,
                 "rewards": rewards,
             }
         )
@@ -85,7 +86,16 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward
             return output
 
     records = load_demo("train", limit=16)
-    dataset = Dataset.from_list([{"prompt": r.question, "answer": r.answer, "id": r.id} for r in records])
+    rows = [{"prompt": r.question, "answer": r.answer, "id": r.id, "question": r.question} for r in records]
+    paired = "co_rewarding_1" in reward
+    if paired:  # each question next to its rephrasing, as Co-rewarding-I trains
+        from coreward.data.synthetic import demo_rephrasing
+        from coreward.training.paired import paired_rows
+
+        rows = paired_rows([(row, demo_rephrasing(r)) for row, r in zip(rows, records)])
+        for row in rows:
+            row["prompt"] = row["question"]
+    dataset = Dataset.from_list(rows)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     sources = [Recording(registered_sources()[name]()) for name in reward.split(",")]
     args = GRPOConfig(
@@ -113,6 +123,7 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward
             processing_class=tokenizer,
             reward_sources=sources,
             verifier=verifier,
+            paired_views=paired,
         )
         trainer.train()
     rank = trainer.accelerator.process_index

@@ -23,11 +23,13 @@ app = typer.Typer(
 
 def _register_all() -> None:
     from coreward.data import cli as data_cli
+    from coreward.data import rephrase_cli
     from coreward.verify import cli as verify_cli
     from coreward.training import cli as training_cli
     from coreward.evaluation import cli as evaluation_cli
 
     data_cli.register(app)
+    rephrase_cli.register(app)
     verify_cli.register(app)
     training_cli.register(app)
     evaluation_cli.register(app)

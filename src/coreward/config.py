@@ -108,9 +108,36 @@ def build(cls: type[T], data: Any, key: str = "", where: str = "config") -> T:
     return obj
 
 
+def read_yaml_with_base(path: str | Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Read a config; a top-level `base: other.yaml` (relative to this file) is loaded first and merged under it.
+
+    Lists (such as `rewards`) are replaced, not merged: a method's config names its own reward sources.
+    """
+    path = Path(path).resolve()
+    if path in seen:
+        raise CorewardError(f"config file {path}: 'base' chain loops back to itself")
+    data = read_yaml(path)
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise CorewardError(f"config file {path}: key base must be a file name, got {base!r}")
+    return _deep_merge(read_yaml_with_base(path.parent / base, seen + (path,)), data)
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def load_config(cls: type[T], path: str | Path | None, overrides: list[str] | None = None) -> T:
     """Load `cls` from a YAML file (or defaults when `path` is None) plus `--set` overrides."""
-    data = read_yaml(path) if path is not None else {}
+    data = read_yaml_with_base(path) if path is not None else {}
     apply_overrides(data, overrides)
     return build(cls, data, where=f"config {path}" if path else "config")
 

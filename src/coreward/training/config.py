@@ -52,6 +52,9 @@ class DataSettings:
     system_prompt: str | None = None
     reference_column: str = "answer"
     max_prompt_tokens: int | None = None  # longer prompts are dropped (and counted), as verl does
+    # Co-rewarding-I: "demo" (the task's own rephrasings) or a file from `coreward rephrase` / a verl
+    # rewrite parquet aligned with `train`. Each question and its rephrasing are rolled out together.
+    rephrasings: str | None = None
     # held-out set evaluated every `eval_every` steps (0 = never)
     eval: str | None = None
     eval_split: str = "test"
@@ -101,6 +104,11 @@ class TrainConfig:
             raise CorewardError(
                 f"the generation batch ({total} completions: grpo.per_device_train_batch_size × "
                 f"steps_per_generation) must be a multiple of grpo.num_generations ({G})"
+            )
+        if self.data.rephrasings and total is not None and G and (total // G) % 2:
+            raise CorewardError(
+                f"data.rephrasings pairs each question with its rephrasing: the generation batch ({total} "
+                f"completions) must hold an even number of prompts, i.e. be a multiple of 2 × num_generations"
             )
 
 

@@ -62,20 +62,50 @@ def build_train_dataset(config: TrainConfig):
     from datasets import Dataset
 
     records = load_records(config.data.train, config.data.split, config.data.limit, config.data.data_dir)
+    if config.data.rephrasings:
+        return Dataset.from_list(build_paired_rows(records, config.data))
     return Dataset.from_list(build_rows(records, config.data))
 
 
-def drop_long_prompts(dataset, tokenizer, max_tokens: int):
-    """Drop rows whose rendered prompt is longer than `max_tokens` (TRL 1.16 has no prompt truncation)."""
+def build_paired_rows(records, data: DataSettings) -> list[dict[str, Any]]:
+    """Co-rewarding-I rows: each record's question (view 0) next to its rephrasing (view 1)."""
+    from dataclasses import replace
 
-    def length(row) -> int:
-        prompt = row["prompt"]
+    from coreward.data.rephrase import demo_pairs, load_rephrasings
+    from coreward.training.paired import paired_rows
+
+    if data.rephrasings == "demo":
+        pairs = demo_pairs(records)
+    else:
+        rephrased = load_rephrasings(data.rephrasings, records)
+        pairs = [(r, rephrased[r.id]) for r in records if r.id in rephrased]
+        if not pairs:
+            raise CorewardError(f"data.rephrasings {data.rephrasings}: no id matches the training data")
+        if len(pairs) < len(records):
+            print(f"{len(records) - len(pairs)} of {len(records)} questions have no rephrasing and are left out")
+    originals = build_rows([r for r, _ in pairs], data)
+    views = build_rows([replace(r, question=q2) for r, q2 in pairs], data)
+    rows = paired_rows([(row, q2) for row, (_, q2) in zip(originals, pairs)])
+    for i, view_row in enumerate(views):  # the rephrased view's prompt is rendered from its own question
+        rows[2 * i + 1]["prompt"] = view_row["prompt"]
+    return rows
+
+
+def drop_long_prompts(dataset, tokenizer, max_tokens: int, paired: bool = False):
+    """Drop rows whose rendered prompt is longer than `max_tokens` (TRL 1.16 has no prompt truncation).
+
+    With paired views a pair is dropped whole, so the two views stay side by side.
+    """
+
+    def length(prompt) -> int:
         if isinstance(prompt, list):
-            text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-            return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+            prompt = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
         return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
-    kept = dataset.filter(lambda row: length(row) <= max_tokens)
+    fits = [length(prompt) <= max_tokens for prompt in dataset["prompt"]]
+    if paired:
+        fits = [fits[i] and fits[i ^ 1] for i in range(len(fits))]  # rows 2p and 2p+1 are one pair
+    kept = dataset.select([i for i, ok in enumerate(fits) if ok])
     if len(kept) < len(dataset):
         print(f"dropped {len(dataset) - len(kept)} of {len(dataset)} prompts longer than {max_tokens} tokens")
     if len(kept) == 0:
@@ -180,7 +210,7 @@ def run_training(
         tokenizer.pad_token = tokenizer.eos_token
 
     if config.data.max_prompt_tokens:
-        dataset = drop_long_prompts(dataset, tokenizer, config.data.max_prompt_tokens)
+        dataset = drop_long_prompts(dataset, tokenizer, config.data.max_prompt_tokens, bool(config.data.rephrasings))
     args = build_grpo_args(config, run_dir, max_steps)
     verifier = Verifier(timeout_s=config.verifier.timeout_s, num_workers=config.verifier.num_workers)
     metrics_callback = MetricsFileCallback(run_dir)
@@ -193,6 +223,7 @@ def run_training(
         reward_sources=sources,
         verifier=verifier,
         reference_column=config.data.reference_column,
+        paired_views=bool(config.data.rephrasings),
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     use_compact_progress(trainer)

@@ -64,12 +64,14 @@ class CorewardGRPOTrainer(GRPOTrainer):
         verifier: Any,
         reference_column: str = "answer",
         keep_checkpoints: int | None = 2,
+        paired_views: bool = False,
         **kwargs: Any,
     ):
         self.reward_sources = reward_sources
         self.verifier = verifier
         self.reference_column = reference_column
         self.keep_checkpoints = keep_checkpoints
+        self.paired_views = paired_views
         self.needed_token_stats = sorted({s for src in reward_sources for s in src.needs_token_stats})
         self._last_prompt_ids: list[list[int]] | None = None
         self._generation_time = 0.0
@@ -80,6 +82,21 @@ class CorewardGRPOTrainer(GRPOTrainer):
         if len(set(names)) != len(names):
             names = [f"{n}_{i}" for i, n in enumerate(names)]
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
+
+    def _get_train_sampler(self, dataset=None):
+        if not self.paired_views:
+            return super()._get_train_sampler(dataset)
+        from coreward.training.paired import PairedRepeatSampler
+
+        dataset = dataset if dataset is not None else self.train_dataset
+        return PairedRepeatSampler(
+            num_rows=len(dataset),
+            mini_repeat_count=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            shuffle=self.shuffle_dataset,
+            seed=self.args.seed,
+        )
 
     # ----------------------------------------------------------------- generation and timing
     def _generate(self, prompts: list):

@@ -1,0 +1,50 @@
+"""Command `coreward rephrase`: make the rephrased views Co-rewarding-I trains on."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def rephrase(
+        input: str = typer.Option(..., "--input", help="benchmark name (e.g. math) or a jsonl/json/parquet file (verl too)"),
+        output: str = typer.Option(..., "--output", help="output parquet"),
+        model: str = typer.Option(..., "--model", help="local model path, hub id, http(s)://endpoint[#model], or 'demo'"),
+        split: str = typer.Option("train", "--split"),
+        limit: Optional[int] = typer.Option(None, "--limit"),
+        fmt: str = typer.Option("pairs", "--format", help="pairs (original and rephrased side by side) or verl"),
+        temperature: float = typer.Option(0.7, "--temperature"),
+        max_tokens: int = typer.Option(1024, "--max-tokens"),
+        data_dir: Optional[str] = typer.Option(None, "--data-dir"),
+    ) -> None:
+        """Rewrite each question with new wording and scenario, same numbers and answer."""
+        from coreward.data.rephrase import demo_pairs, rephrase_records, write_pairs
+        from coreward.errors import CorewardError
+        from coreward.training.train import load_records
+
+        if fmt not in ("pairs", "verl"):
+            raise CorewardError(f"--format must be 'pairs' or 'verl', got {fmt!r}")
+        records = load_records(input, split, limit, data_dir)
+        if model == "demo":
+            pairs = demo_pairs(records)
+            typer.echo(f"demo task: {len(pairs)} rephrasings from the generator's other templates (offline)")
+        else:
+            from coreward.llm import build_generator
+
+            generator = build_generator(model)
+            try:
+                if hasattr(generator, "health_check"):
+                    generator.health_check()
+                pairs, report = rephrase_records(records, generator, temperature, max_tokens)
+            finally:
+                generator.close()
+            typer.echo(
+                f"kept {report.kept} of {report.total} rows; dropped {report.dropped} "
+                f"({report.failed_generation} generation failures, {report.failed_parse} unparseable outputs)"
+            )
+        if not pairs:
+            raise CorewardError("no row could be rephrased; nothing written")
+        typer.echo(f"wrote {write_pairs(pairs, output, fmt)}")

@@ -1,0 +1,78 @@
+"""Co-rewarding-I: agree with the *other* view of the same problem.
+
+Each question q has a rephrasing q' (same math, same answer); both are rolled out G times in the same
+step (see `training/paired.py`). With a_i the extracted answers:
+
+    ŷ(q)  = majority of a(q'-rollouts)        ŷ(q') = majority of a(q-rollouts)
+    r_i   = 1[a_i ≡ ŷ(other view)]            (empty pseudo label or empty answer: 0)
+
+Advantages stay normalized within each view's own group of G (TRL's groups), and both views are
+trained on, so the loss is L_q + L_q'. A policy can't raise this reward by being consistent with
+itself on one wording only: the label comes from a different wording of the problem.
+"""
+
+from __future__ import annotations
+
+from coreward.errors import CorewardError
+from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.voting import Match, label_accuracy, majority_vote, matches_label
+
+
+@register("co_rewarding_1")
+class CrossViewReward(RewardSource):
+    def __init__(self, match: Match = "exact"):
+        if match not in ("verified", "exact"):
+            raise ValueError(f"match must be 'verified' or 'exact', got {match!r}")
+        self.match = match  # the authors compared exact strings
+
+    def compute(self, batch: RolloutBatch) -> list[float]:
+        verifier = batch.context["verifier"]
+        answers = batch.extracted_answers()
+        groups = batch.groups()
+        partner = pair_groups(batch)
+        majorities = [majority_vote([answers[i] for i in rows], self.match, verifier)[0] for rows in groups]
+
+        rewards = [0.0] * len(batch)
+        for g, rows in enumerate(groups):
+            label = majorities[partner[g]]  # the other view's majority answer
+            for i, ok in zip(rows, matches_label(label, [answers[i] for i in rows], self.match, verifier)):
+                rewards[i] = 1.0 if ok else 0.0
+        self._log(batch, majorities, partner, verifier)
+        return rewards
+
+    def _log(self, batch: RolloutBatch, majorities, partner, verifier) -> None:
+        views = [batch.columns["view"][rows.start] for rows in batch.groups()]
+        refs = batch.references
+        for view in (0, 1):
+            groups = [g for g, v in enumerate(views) if v == view]
+            labels = [majorities[partner[g]] for g in groups]  # the labels this view's rollouts were rewarded on
+            group_refs = [refs[batch.groups()[g].start] for g in groups] if refs else None
+            batch.log(f"co_rewarding_1/label_accuracy_view{view}", label_accuracy(labels, group_refs, verifier))
+        originals = [g for g, v in enumerate(views) if v == 0]
+        agree = [
+            majorities[g] is not None
+            and matches_label(majorities[g], [majorities[partner[g]]], self.match, verifier)[0]
+            for g in originals
+        ]
+        batch.log("co_rewarding_1/view_agreement", sum(agree) / max(1, len(agree)))
+
+
+def pair_groups(batch: RolloutBatch) -> list[int]:
+    """For each group, the index of the group holding the other view of the same problem."""
+    for column in ("pair_id", "view"):
+        if column not in batch.columns:
+            raise CorewardError(
+                f"reward 'co_rewarding_1' needs paired views: set data.rephrasings (dataset column {column!r} missing)"
+            )
+    where: dict[tuple[str, int], int] = {}
+    for g, rows in enumerate(batch.groups()):
+        where[(str(batch.columns["pair_id"][rows.start]), int(batch.columns["view"][rows.start]))] = g
+    if len(where) != len(batch.groups()):
+        raise RuntimeError("a (pair_id, view) appears in two groups of one generation batch (sampler broken)")
+    partner = []
+    for (pair_id, view), g in sorted(where.items(), key=lambda item: item[1]):
+        other = where.get((pair_id, 1 - view))
+        if other is None:
+            raise RuntimeError(f"pair {pair_id!r}: view {1 - view} is not in this generation batch (sampler broken)")
+        partner.append(other)
+    return partner
