@@ -36,3 +36,17 @@ def register(app: typer.Typer) -> None:
 
         result = train_main(config, set_, output_dir, max_steps, resume)
         typer.echo(f"finished at step {result.global_step}; final model in {result.final_model}")
+
+    @app.command()
+    def demo(
+        methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
+        quick: bool = typer.Option(False, "--quick", help="a smaller budget (about 5 minutes on 2 CPU cores)"),
+        output_dir: str = typer.Option("runs/demo", "--output-dir", help="where runs, evaluations and the report go"),
+        seed: int = typer.Option(0, "--seed"),
+    ) -> None:
+        """Train the demo policy with every reward method from the same warm start and compare them."""
+        from coreward.training.demo import parse_methods, run_demo
+
+        summary = run_demo(parse_methods(methods), quick, output_dir, seed)
+        typer.echo("\n" + summary["table"])
+        typer.echo(f"\nfinished in {summary['seconds']:.0f} s; report: {output_dir}/report/report.md")

@@ -191,7 +191,10 @@ def run_training(
     from coreward.verify import Verifier
 
     run_dir = Path(output_dir or config.output_dir)
+    from coreward.evaluation.callback import add_periodic_eval, load_eval_records
+
     dataset = build_train_dataset(config)  # bad data fails here, before any model loads
+    eval_records = load_eval_records(config.data)
     sources = build_sources(config)
     checkpoint = last_complete_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
@@ -227,6 +230,8 @@ def run_training(
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     use_compact_progress(trainer)
+    if eval_records is not None:
+        add_periodic_eval(trainer, config.data, seed=config.seed, records=eval_records)
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         final = run_dir / "final"

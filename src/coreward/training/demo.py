@@ -1,0 +1,163 @@
+"""`coreward demo`: every reward method on the demo task, side by side, from the same warm start.
+
+Each method trains the shipped demo policy with its own `configs/demo/<method>.yaml`, the same seed and
+the same budget (steps, batch, learning rate: the configs differ only in their reward). Then the same
+evaluation code as `coreward eval` scores every final policy on the held-out demo problems (avg@n), and
+`coreward report` draws reward and verified accuracy against step for all runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coreward.errors import CorewardError
+
+# in the order of the Cooper paper's table: references first, then the co-optimized / co-derived rewards
+METHODS = ("rule", "model", "cooper", "majority", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2")
+LABELS = {
+    "baseline": "Baseline (no RL)",
+    "rule": "Rule-based (GT-GRPO)",
+    "model": "Static reward model",
+    "cooper": "Cooper",
+    "majority": "Majority voting",
+    "self_certainty": "Self-certainty",
+    "entropy": "Entropy",
+    "co_rewarding_1": "Co-rewarding-I",
+    "co_rewarding_2": "Co-rewarding-II",
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    steps: int  # GRPO steps per method
+    eval_problems: int  # held-out demo problems in the final evaluation
+    eval_n: int  # samples per problem (avg@n)
+    curve_every: int  # validation-curve evaluation every k steps (0: none)
+    curve_problems: int
+
+
+FULL = Budget(steps=40, eval_problems=500, eval_n=8, curve_every=10, curve_problems=100)
+QUICK = Budget(steps=12, eval_problems=200, eval_n=8, curve_every=0, curve_problems=0)
+
+
+def configs_dir() -> Path:
+    """`configs/` of the repository the package was installed from (pip install -e .)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "configs" / "demo"
+        if candidate.is_dir():
+            return candidate
+    raise CorewardError("configs/demo not found: install coreward from a clone of its repository (pip install -e .)")
+
+
+def parse_methods(text: str | None) -> list[str]:
+    if not text:
+        return list(METHODS)
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise CorewardError(f"--methods: unknown method {', '.join(unknown)} (known: {', '.join(METHODS)})")
+    return methods
+
+
+def method_config(method: str, budget: Budget, seed: int):
+    from coreward.config import load_config
+    from coreward.training.config import TrainConfig
+
+    path = configs_dir() / f"{method}.yaml"
+    if not path.is_file():
+        raise CorewardError(f"no demo config for method {method!r}: {path} is missing")
+    overrides = [f"grpo.max_steps={budget.steps}", f"seed={seed}", f"grpo.save_steps={budget.steps}"]
+    if budget.curve_every:
+        overrides += [
+            "data.eval=demo", "data.eval_split=test", f"data.eval_limit={budget.curve_problems}",
+            f"data.eval_every={budget.curve_every}", "data.eval_n=2",
+        ]
+    else:
+        overrides.append("data.eval_every=0")
+    return load_config(TrainConfig, path, overrides)
+
+
+def final_metrics(run_dir: Path, last: int = 5) -> dict[str, float | None]:
+    """Mean training reward and verified accuracy over the last `last` steps of a run."""
+    from coreward.training.metrics import read_metrics
+
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "reward" in r][-last:]
+
+    def mean(key: str) -> float | None:
+        values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        return sum(values) / len(values) if values else None
+
+    return {"train_reward": mean("reward"), "train_verified_accuracy": mean("verified_accuracy")}
+
+
+def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int = 0) -> dict[str, Any]:
+    from coreward.data.registry import load_benchmark
+    from coreward.evaluation import evaluate
+    from coreward.training.demo_policy import ensure_demo_policy
+    from coreward.training.train import run_training
+
+    budget = QUICK if quick else FULL
+    output_dir = Path(output_dir)
+    configs = {m: method_config(m, budget, seed) for m in methods}  # every config checked before any training
+    policy = ensure_demo_policy()
+    heldout = {"demo": load_benchmark("demo", split="test", limit=budget.eval_problems)}
+    output_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    def evaluate_model(path: Path | str, name: str) -> float:
+        result = evaluate(str(path), benchmarks=heldout, n=budget.eval_n, temperature=0.7, top_p=0.95,
+                          seed=seed, output_dir=output_dir / "eval" / name)
+        return result["demo"].avg
+
+    rows = [{"method": "baseline", "heldout_avg": evaluate_model(policy, "baseline"),
+             "train_reward": None, "train_verified_accuracy": None, "seconds": None}]
+    print(f"baseline (warm-started demo policy): held-out avg@{budget.eval_n} = {rows[0]['heldout_avg']:.3f}")
+    run_dirs = []
+    for method in methods:
+        run_dir = output_dir / method
+        shutil.rmtree(run_dir, ignore_errors=True)  # a demo run always starts fresh: same seed, same table
+        print(f"\n== {LABELS[method]}: {budget.steps} GRPO steps ({run_dir})")
+        method_start = time.perf_counter()
+        result = run_training(configs[method], output_dir=str(run_dir))
+        row = {"method": method, "heldout_avg": evaluate_model(result.final_model, method), **final_metrics(run_dir),
+               "seconds": round(time.perf_counter() - method_start, 1)}
+        rows.append(row)
+        run_dirs.append(run_dir)
+        print(f"{LABELS[method]}: held-out avg@{budget.eval_n} = {row['heldout_avg']:.3f}")
+
+    table = demo_table(rows, budget)
+    summary = {"budget": budget.__dict__, "seed": seed, "quick": quick, "rows": rows, "table": table,
+               "seconds": round(time.perf_counter() - started, 1)}
+    (output_dir / "results.json").write_text(json.dumps(summary, indent=2))
+    (output_dir / "table.md").write_text(table + "\n")
+    if run_dirs:
+        from coreward.evaluation.report import make_report
+
+        make_report(run_dirs, output_dir / "report")
+    return summary
+
+
+def demo_table(rows: list[dict[str, Any]], budget: Budget) -> str:
+    """Markdown in the Cooper paper's layout: one row per method, held-out accuracy first."""
+
+    def pct(value: float | None) -> str:
+        return "–" if value is None else f"{100 * value:.1f}"
+
+    baseline = rows[0]["heldout_avg"]
+    lines = [
+        f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline | Train reward (last 5 steps) | "
+        "Train verified acc. (last 5 steps) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        delta = "" if row["method"] == "baseline" else f"{100 * (row['heldout_avg'] - baseline):+.1f}"
+        reward = "–" if row["train_reward"] is None else f"{row['train_reward']:.3f}"
+        lines.append(f"| {LABELS[row['method']]} | {pct(row['heldout_avg'])} | {delta} | {reward} | "
+                     f"{pct(row['train_verified_accuracy'])} |")
+    return "\n".join(lines)
