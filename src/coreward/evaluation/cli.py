@@ -1,0 +1,100 @@
+"""Commands `coreward eval` (avg@n on math benchmarks) and `coreward report` (plots of training runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from coreward.errors import CorewardError
+from coreward.evaluation.evaluate import PAPER_BENCHMARKS
+
+
+def parse_benchmarks(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise CorewardError("--benchmarks is empty; give comma-separated names, e.g. gsm8k,svamp")
+    return list(dict.fromkeys(names))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("eval")
+    def eval_command(
+        model: str = typer.Option(..., "--model", help="saved model directory, hub id, or 'demo' (the demo policy)"),
+        benchmarks: str = typer.Option(
+            ",".join(PAPER_BENCHMARKS), "--benchmarks", help="comma-separated benchmark names"
+        ),
+        output: Path = typer.Option(..., "--output", help="directory for results.json and samples.parquet"),
+        n: int = typer.Option(8, "--n", min=1, help="samples per problem"),
+        temperature: float = typer.Option(0.7, "--temperature", min=0.0, help="0 = greedy"),
+        top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0),
+        limit: int | None = typer.Option(None, "--limit", min=1, help="first K problems of each benchmark"),
+        seed: int = typer.Option(0, "--seed", help="same seed, same samples"),
+        backend: str = typer.Option("hf", "--backend", help="hf (transformers generate) or vllm"),
+        batch_size: int | None = typer.Option(
+            None, "--batch-size", min=1, help="sequences per generate call (default: 512 for the demo policy, else 64)"
+        ),
+        max_new_tokens: int | None = typer.Option(
+            None, "--max-new-tokens", min=1, help="completion length cap (default: 64 for the demo policy, else 2048)"
+        ),
+        prompt_format: str | None = typer.Option(
+            None, "--prompt-format", help="chat or plain (default: plain for the demo tokenizer, else chat)"
+        ),
+        instruction: str | None = typer.Option(
+            None,
+            "--instruction",
+            help="text appended to each question, '' for none (default: none for the "
+            "demo, else the papers' \\boxed{} instruction)",
+        ),
+        split: str = typer.Option("test", "--split"),
+        data_dir: Path | None = typer.Option(None, "--data-dir", help="benchmark directory"),
+        device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1, ..."),
+        dtype: str = typer.Option(
+            "auto", "--dtype", help="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16"
+        ),
+    ) -> None:
+        """Sample n completions per problem and report avg@n, pass@k and maj@n (the papers' protocol)."""
+        from coreward.evaluation.evaluate import evaluate
+
+        results = evaluate(
+            model,
+            benchmarks=parse_benchmarks(benchmarks),
+            n=n,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            prompt_format=prompt_format,
+            batch_size=batch_size,
+            output_dir=output,
+            instruction=instruction,
+            limit=limit,
+            split=split,
+            data_dir=data_dir,
+            backend=backend,
+            device=device,
+            dtype=dtype,
+            show_progress=True,
+        )
+        typer.echo("")
+        typer.echo(results.table(label=model))
+        typer.echo("")
+        timing = results.timing
+        typer.echo(
+            f"{len(results.samples)} completions in {timing['generation_time_s']:.1f} s "
+            f"({timing['completions_per_s']:.1f}/s, {timing['tokens_per_s']:.0f} tokens/s); "
+            f"scoring {timing['scoring_time_s']:.1f} s; total {timing['wall_time_s']:.1f} s"
+        )
+        typer.echo(f"wrote {output / 'results.json'} and {output / 'samples.parquet'}")
+
+    @app.command("report")
+    def report_command(
+        run_dirs: list[Path] = typer.Argument(..., help="training run directories (each with metrics.jsonl)"),
+        output: Path = typer.Option(..., "--output", help="directory for the PNG plots and report.md"),
+        smooth: float = typer.Option(0.6, "--smooth", help="EMA weight for per-step curves, 0 = none"),
+    ) -> None:
+        """Plot training runs (reward, verified and held-out accuracy, length, reward model) and summarize them."""
+        from coreward.evaluation.report import make_report
+
+        for path in make_report(run_dirs, output, smooth=smooth):
+            typer.echo(f"wrote {path}")

@@ -1,0 +1,436 @@
+"""Evaluation as the Cooper and Co-rewarding papers report it: n samples per problem, mean accuracy.
+
+For problem i with c_i of its n samples verified correct:
+
+    avg@n  = mean_i c_i / n                                   (the papers' headline number)
+    pass@k = mean_i [1 - C(n - c_i, k) / C(n, k)]             (unbiased estimator, Chen et al. 2021)
+    maj@n  = mean_i [the most common extracted answer is correct]
+
+pass@1 equals avg@n; it is reported anyway because it is the name most readers look for. For maj@n the
+answers are grouped by verified equivalence ("0.5" and "\\frac{1}{2}" vote together), samples without an
+extracted answer do not vote, and a tie goes to the answer seen first.
+
+The pipeline is three plain steps so that training (callback.py) can run them on shards of a held-out set:
+`sample` (generation), `score` (verification, one sample at a time), `summarize` (per-problem metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from coreward.data.prompts import INSTRUCTION, build_messages, plain_prompt, render_prompt
+from coreward.data.registry import Record, load_benchmark
+from coreward.errors import CorewardError
+from coreward.evaluation.backends import Backend, HFBackend, VLLMBackend, load_model, load_tokenizer
+
+PAPER_BENCHMARKS = ("gsm8k", "svamp", "math500", "olympiadbench", "mathodyssey")
+# The demo's held-out set: the whole demo test split, n=8 in under 2 minutes on 2 CPU cores
+# (benchmarks/eval_throughput.py measures it).
+DEMO_HELDOUT_PROBLEMS = 500
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are correct: 1 - C(n-c, k) / C(n, k), computed stably."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / m for m in range(n - c + 1, n + 1))
+
+
+def majority_correct(classes: Sequence[int | None], correct: Sequence[bool]) -> bool:
+    """Whether the majority answer is correct; `classes[j]` is sample j's answer class (None: no answer)."""
+    votes = Counter(c for c in classes if c is not None)
+    if not votes:
+        return False
+    top = max(votes.values())
+    winner = next(j for j, c in enumerate(classes) if c is not None and votes[c] == top)  # first seen wins ties
+    return bool(correct[winner])
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass
+class Problem:
+    benchmark: str
+    index: int  # position in its benchmark: groups samples even when ids repeat
+    record: Record
+    prompt: str
+
+
+@dataclass
+class Sample:
+    """One completion, as written to samples.parquet."""
+
+    benchmark: str
+    problem_index: int
+    problem_id: str
+    sample_index: int
+    prompt: str
+    completion: str
+    gold: str
+    completion_tokens: int
+    truncated: bool
+    extracted: str | None = None
+    correct: bool = False
+    timed_out: bool = False
+
+
+@dataclass
+class BenchmarkResult:
+    name: str
+    num_problems: int
+    n: int
+    avg: float
+    pass_at: dict[int, float]
+    maj: float
+    mean_completion_tokens: float
+    truncated_fraction: float
+    verifier_timeouts: int
+
+    def metrics(self) -> dict[str, float]:
+        """The headline numbers under their usual names: avg@n, pass@k, maj@n (fractions in [0, 1])."""
+        values = {f"avg@{self.n}": self.avg}
+        values.update({f"pass@{k}": v for k, v in self.pass_at.items()})
+        values[f"maj@{self.n}"] = self.maj
+        return values
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "num_problems": self.num_problems,
+            "num_samples": self.num_problems * self.n,
+            **self.metrics(),
+            "mean_completion_tokens": self.mean_completion_tokens,
+            "truncated_fraction": self.truncated_fraction,
+            "verifier_timeouts": self.verifier_timeouts,
+        }
+
+
+@dataclass
+class EvalResults:
+    model: str
+    settings: dict[str, Any]
+    benchmarks: dict[str, BenchmarkResult]
+    samples: list[Sample] = field(repr=False)
+    timing: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> BenchmarkResult:
+        return self.benchmarks[name]
+
+    def average(self) -> dict[str, float]:
+        """Unweighted mean over benchmarks of each metric, as the papers' Average column."""
+        results = list(self.benchmarks.values())
+        return {key: sum(r.metrics()[key] for r in results) / len(results) for key in results[0].metrics()}
+
+    def table(self, label: str | None = None) -> str:
+        from coreward.evaluation.tables import results_table
+
+        return results_table(self, label)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "settings": self.settings,
+            **self.timing,
+            "benchmarks": {name: result.to_dict() for name, result in self.benchmarks.items()},
+            "average": self.average(),
+        }
+
+    def save(self, output_dir: str | Path) -> Path:
+        """Write results.json and samples.parquet (every completion with its verdict) into `output_dir`."""
+        import pandas as pd
+
+        output_dir = Path(output_dir)
+        try:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            (output_dir / "results.json").write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+            pd.DataFrame([asdict(s) for s in self.samples]).to_parquet(output_dir / "samples.parquet", index=False)
+        except OSError as err:
+            raise CorewardError(f"cannot write evaluation results to {output_dir}: {err}") from None
+        return output_dir
+
+
+# --------------------------------------------------------------------------- the three steps
+
+
+def sample(
+    backend: Backend, problems: list[Problem], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int
+) -> list[Sample]:
+    """n completions per problem from `backend`, unscored."""
+    generations = backend.generate([p.prompt for p in problems], n, temperature, top_p, max_new_tokens, seed)
+    return [
+        Sample(
+            benchmark=p.benchmark,
+            problem_index=p.index,
+            problem_id=p.record.id,
+            sample_index=j,
+            prompt=p.prompt,
+            completion=g.text,
+            gold=p.record.answer,
+            completion_tokens=g.num_tokens,
+            truncated=g.truncated,
+        )
+        for p, group in zip(problems, generations)
+        for j, g in enumerate(group)
+    ]
+
+
+def score(samples: list[Sample], verifier) -> None:
+    """Fill each sample's extracted answer and verdict (a verifier timeout counts as incorrect)."""
+    verdicts = verifier.verify_completions([s.completion for s in samples], [s.gold for s in samples])
+    for s, v in zip(samples, verdicts):
+        s.extracted, s.correct, s.timed_out = v.extracted, bool(v.correct), bool(v.timed_out)
+
+
+def summarize(samples: list[Sample], verifier) -> dict[str, BenchmarkResult]:
+    """Per-benchmark metrics from scored samples (benchmarks in order of first appearance)."""
+    by_benchmark: dict[str, dict[int, list[Sample]]] = {}
+    for s in samples:
+        by_benchmark.setdefault(s.benchmark, {}).setdefault(s.problem_index, []).append(s)
+    return {name: _benchmark_result(name, list(groups.values()), verifier) for name, groups in by_benchmark.items()}
+
+
+def _benchmark_result(name: str, groups: list[list[Sample]], verifier) -> BenchmarkResult:
+    n = len(groups[0])
+    if any(len(g) != n for g in groups):
+        raise ValueError(f"{name}: every problem needs the same number of samples")
+    counts = [sum(s.correct for s in g) for g in groups]
+    flat = [s for g in groups for s in g]
+    return BenchmarkResult(
+        name=name,
+        num_problems=len(groups),
+        n=n,
+        avg=sum(c / n for c in counts) / len(groups),
+        pass_at={k: sum(pass_at_k(n, c, k) for c in counts) / len(groups) for k in sorted({1, n})},
+        maj=sum(_majority(g, verifier) for g in groups) / len(groups),
+        mean_completion_tokens=sum(s.completion_tokens for s in flat) / len(flat),
+        truncated_fraction=sum(s.truncated for s in flat) / len(flat),
+        verifier_timeouts=sum(s.timed_out for s in flat),
+    )
+
+
+def _majority(group: list[Sample], verifier) -> bool:
+    answers = [s.extracted for s in group]
+    if all(a is None for a in answers):
+        return False
+    return majority_correct(verifier.equivalence_classes(answers), [s.correct for s in group])
+
+
+# --------------------------------------------------------------------------- prompts and defaults
+
+
+@dataclass(frozen=True)
+class ModelDefaults:
+    """Settings that depend on what kind of model is evaluated, used wherever the caller gives none."""
+
+    prompt_format: str
+    instruction: str | None
+    max_new_tokens: int
+    batch_size: int
+    cpu_threads: int | None  # None: torch's default
+
+
+# The demo policy reads bare questions (no instruction: its vocabulary has no words for it) and writes
+# ~30-token solutions; a tiny model on CPU runs fastest in large batches on one thread (backends.torch_threads).
+DEMO_DEFAULTS = ModelDefaults("plain", None, 64, 512, 1)
+CHAT_DEFAULTS = ModelDefaults("chat", INSTRUCTION, 2048, 64, None)
+
+
+def is_demo_tokenizer(tokenizer) -> bool:
+    from coreward.training.demo_model import CHAT_TEMPLATE
+
+    return getattr(tokenizer, "chat_template", None) == CHAT_TEMPLATE
+
+
+def model_defaults(tokenizer) -> ModelDefaults:
+    return DEMO_DEFAULTS if is_demo_tokenizer(tokenizer) else CHAT_DEFAULTS
+
+
+def build_prompt(
+    question: str, tokenizer, prompt_format: str, instruction: str | None, system: str | None = None
+) -> str:
+    """The prompt text exactly as training builds it (see training.train.build_rows) for the same settings."""
+    if prompt_format == "chat":
+        return render_prompt(tokenizer, build_messages(question, instruction=instruction, system=system))
+    if prompt_format == "plain":
+        return plain_prompt(question, instruction=instruction)
+    raise CorewardError(f"unknown prompt format {prompt_format!r}; use chat or plain")
+
+
+def build_problems(
+    benchmarks: dict[str, list[Record]],
+    tokenizer,
+    prompt_format: str,
+    instruction: str | None,
+    system: str | None = None,
+) -> list[Problem]:
+    return [
+        Problem(name, i, record, build_prompt(record.question, tokenizer, prompt_format, instruction, system))
+        for name, records in benchmarks.items()
+        for i, record in enumerate(records)
+    ]
+
+
+def load_benchmarks(
+    names: Sequence[str], split: str = "test", limit: int | None = None, data_dir: str | Path | None = None
+) -> dict[str, list[Record]]:
+    """Records of each named benchmark (first `limit` problems); unknown names fail before any model loads."""
+    if not names:
+        raise CorewardError("no benchmarks given")
+    records = {name: load_benchmark(name, split=split, data_dir=data_dir, limit=limit) for name in names}
+    for name, rows in records.items():
+        if not rows:
+            raise CorewardError(f"benchmark {name!r} (split {split!r}) has no problems")
+    return records
+
+
+# --------------------------------------------------------------------------- the entry point
+
+
+def resolve_model_path(model: str | Path) -> str:
+    """`demo` is the shipped demo policy; a local path must exist; anything else is tried as a hub id."""
+    model = str(model)
+    if model == "demo":
+        from coreward.training.demo_policy import ensure_demo_policy
+
+        return str(ensure_demo_policy())
+    looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1
+    if looks_local and not Path(model).expanduser().exists():
+        raise CorewardError(f"model path not found: {model} (give a saved model directory, a hub id, or 'demo')")
+    return str(Path(model).expanduser()) if looks_local else model
+
+
+def _load(model, tokenizer, backend: str, device: str, dtype: str, seed: int):
+    """(label, loaded model or VLLMBackend, tokenizer) for a path, hub id, "demo", or an already loaded model."""
+    if not isinstance(model, (str, Path)):
+        if backend != "hf":
+            raise CorewardError("a loaded model can only be evaluated with the hf backend")
+        if tokenizer is None:
+            raise CorewardError("evaluating a loaded model needs its tokenizer")
+        return getattr(model, "name_or_path", type(model).__name__), model, tokenizer
+    if backend not in ("hf", "vllm"):
+        raise CorewardError(f"unknown backend {backend!r}; use hf or vllm")
+    path = resolve_model_path(model)
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path)
+    if backend == "vllm":
+        return path, VLLMBackend(path, dtype=dtype, seed=seed), tokenizer
+    return path, load_model(path, device=device, dtype=dtype), tokenizer
+
+
+def _placement(loaded, dtype: str) -> dict[str, str]:
+    """Where the model actually ran, for results.json ("auto" resolved)."""
+    if isinstance(loaded, VLLMBackend):
+        return {"device": "cuda", "dtype": dtype}
+    parameter = next(loaded.parameters())
+    return {"device": str(parameter.device), "dtype": str(parameter.dtype).removeprefix("torch.")}
+
+
+def evaluate(
+    model: Any,
+    tokenizer: Any = None,
+    benchmarks: dict[str, list[Record]] | Sequence[str] = PAPER_BENCHMARKS,
+    n: int = 8,
+    temperature: float = 0.7,
+    top_p: float = 0.95,
+    max_new_tokens: int | None = None,
+    seed: int = 0,
+    prompt_format: str | None = None,
+    batch_size: int | None = None,
+    output_dir: str | Path | None = None,
+    *,
+    instruction: str | None = None,
+    system: str | None = None,
+    limit: int | None = None,
+    split: str = "test",
+    data_dir: str | Path | None = None,
+    backend: str = "hf",
+    device: str = "auto",
+    dtype: str = "auto",
+    verifier: Any = None,
+    show_progress: bool = False,
+) -> EvalResults:
+    """Sample n completions per problem, verify them, and compute avg@n, pass@{1,n} and maj@n per benchmark.
+
+    `model` is a path, a hub id, `"demo"`, or a loaded model (then `tokenizer` is required, and `device` and
+    `dtype`, which apply to loading, are ignored). `benchmarks` are registry names (loaded with `split`,
+    `limit`, `data_dir`) or ready lists of records (cut to `limit`). Settings left None take the model
+    kind's defaults (`DEMO_DEFAULTS` for the demo tokenizer, else `CHAT_DEFAULTS`); `instruction=""` means
+    none. With `output_dir`, results.json and samples.parquet are written there.
+    """
+    if n < 1:
+        raise CorewardError(f"n must be at least 1, got {n}")
+    started, start = datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter()
+    if isinstance(benchmarks, dict):
+        records = {name: rows[:limit] for name, rows in benchmarks.items()}
+    else:
+        records = load_benchmarks(benchmarks, split, limit, data_dir)
+    label, loaded, tokenizer = _load(model, tokenizer, backend, device, dtype, seed)
+    defaults = model_defaults(tokenizer)
+    settings = {
+        "n": n,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_new_tokens": max_new_tokens or defaults.max_new_tokens,
+        "seed": seed,
+        "prompt_format": prompt_format or defaults.prompt_format,
+        "instruction": defaults.instruction if instruction is None else (instruction or None),
+        "system": system,
+        "batch_size": batch_size or defaults.batch_size,
+        "backend": backend,
+        "split": split,
+        "limit": limit,
+        **_placement(loaded, dtype),
+    }
+    engine = loaded
+    if not isinstance(loaded, VLLMBackend):
+        threads = defaults.cpu_threads if settings["device"] == "cpu" else None
+        batch = settings["batch_size"]
+        engine = HFBackend(loaded, tokenizer, batch_size=batch, show_progress=show_progress, num_threads=threads)
+    problems = build_problems(records, tokenizer, settings["prompt_format"], settings["instruction"], system)
+
+    generation_start = time.perf_counter()
+    samples = sample(engine, problems, n, temperature, top_p, settings["max_new_tokens"], seed)
+    scoring_start = time.perf_counter()
+    per_benchmark = _score_and_summarize(samples, verifier)
+    timing = _timing(started, samples, start, generation_start, scoring_start, time.perf_counter())
+    results = EvalResults(label, settings, per_benchmark, samples, timing)
+    if output_dir is not None:
+        results.save(output_dir)
+    return results
+
+
+def _timing(started: str, samples: list[Sample], start: float, generation: float, scoring: float, end: float):
+    """Wall time split into generation and scoring, and sampling throughput, for results.json."""
+    generation_s = scoring - generation
+    return {
+        "started_at": started,
+        "wall_time_s": round(end - start, 3),
+        "generation_time_s": round(generation_s, 3),
+        "scoring_time_s": round(end - scoring, 3),
+        "completions_per_s": round(len(samples) / generation_s, 2),
+        "tokens_per_s": round(sum(s.completion_tokens for s in samples) / generation_s, 1),
+    }
+
+
+def _score_and_summarize(samples: list[Sample], verifier) -> dict[str, BenchmarkResult]:
+    """Verify with the given verifier, or with a process pool opened for this evaluation only."""
+    if verifier is not None:
+        score(samples, verifier)
+        return summarize(samples, verifier)
+    from coreward.verify import Verifier
+
+    with Verifier() as own:
+        score(samples, own)
+        return summarize(samples, own)

@@ -1,0 +1,162 @@
+"""PNG plots of training runs, one line per run (same colour for a run in every figure).
+
+Each figure is a row of panels against the training step. Reward and verified accuracy sit side by side, so a
+run that is being reward-hacked (reward up, verified accuracy down) stands out at a glance. Noisy per-step
+curves can be smoothed with TensorBoard's debiased EMA; the raw curve stays behind it, faint.
+
+Matplotlib is used through `Figure` and the Agg canvas only (no pyplot): no display, no global state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coreward.errors import CorewardError
+
+
+@dataclass
+class Run:
+    """A training run directory's logged metrics (rows of metrics.jsonl) and end-of-run summary."""
+
+    name: str
+    path: Path
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def key_like(self, pattern: str) -> str | None:
+        """The first logged metric whose name matches `pattern` (e.g. eval/avg@\\d+ for any n)."""
+        regex = re.compile(pattern)
+        return next((k for row in self.rows for k in row if regex.fullmatch(k)), None)
+
+    def series(self, pattern: str) -> tuple[list[int], list[float]]:
+        """(steps, values) of a metric, skipping rows where it is missing or not finite."""
+        key = self.key_like(pattern)
+        points = [(row["step"], row[key]) for row in self.rows if key and _finite(row.get(key))]
+        return [s for s, _ in points], [float(v) for _, v in points]
+
+
+def load_run(path: str | Path, name: str | None = None) -> Run:
+    path = Path(path)
+    if not path.is_dir():
+        raise CorewardError(f"run directory not found: {path}")
+    metrics = path / "metrics.jsonl"
+    if not metrics.is_file():
+        raise CorewardError(f"{path} has no metrics.jsonl: is it a training run directory?")
+    from coreward.training.metrics import read_metrics  # imports transformers: only once the input is known good
+
+    rows = [row for row in read_metrics(metrics) if isinstance(row.get("step"), int)]
+    summary_path = path / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    return Run(name or path.resolve().name, path, rows, summary)
+
+
+def ema(values: list[float], weight: float) -> list[float]:
+    """TensorBoard's smoothing: an exponential moving average, debiased so the first points are not pulled to 0."""
+    smoothed, last = [], 0.0
+    for steps, value in enumerate(values, start=1):
+        last = weight * last + (1 - weight) * value
+        smoothed.append(last / (1 - weight**steps) if weight > 0 else value)
+    return smoothed
+
+
+@dataclass(frozen=True)
+class Panel:
+    pattern: str  # metric name, a regular expression
+    title: str  # "{metric}" becomes the matched name without its prefix (e.g. avg@4)
+    smooth: bool = True  # per-step training metrics; sparse evaluation points are never smoothed
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    filename: str
+    heading: str
+    panels: tuple[Panel, ...]
+    note: str = ""
+
+
+FIGURES = (
+    FigureSpec(
+        "training_reward_accuracy.png",
+        "Training reward and verified accuracy",
+        (Panel("reward", "training reward"), Panel("verified_accuracy", "verified accuracy (rule verifier)")),
+        "A run whose reward rises while its verified accuracy falls is being reward-hacked.",
+    ),
+    FigureSpec(
+        "validation_accuracy.png",
+        "Held-out accuracy",
+        (Panel(r"eval/avg@\d+", "held-out accuracy ({metric})", smooth=False),),
+        "Mean accuracy over n samples per held-out problem, logged every eval_every steps.",
+    ),
+    FigureSpec(
+        "completion_length.png",
+        "Completion length",
+        (Panel("completions/mean_length", "mean completion length (tokens)"),),
+    ),
+    FigureSpec(
+        "reward_model.png",
+        "Reward model",
+        (Panel("rm/loss", "reward-model loss"), Panel("rm/accuracy", "reward-model pair accuracy")),
+        "Only for runs that train a reward model (Cooper).",
+    ),
+)
+
+
+def plot_figure(spec: FigureSpec, runs: list[Run], output_dir: Path, smooth: float) -> Path | None:
+    """Draw one figure; panels no run has data for are dropped, and None is returned if none is left."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    panels = [p for p in spec.panels if any(run.series(p.pattern)[0] for run in runs)]
+    if not panels:
+        return None
+    figure = Figure(figsize=(6.2 * len(panels), 4.2), dpi=110, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    for ax, panel in zip(axes, panels):
+        for index, run in enumerate(runs):
+            _draw_run(ax, run, panel, f"C{index % 10}", smooth)
+        key = next(k for k in (run.key_like(panel.pattern) for run in runs) if k)
+        title = panel.title.format(metric=key.rsplit("/", 1)[-1])
+        if len(panels) > 1:
+            ax.set_title(title)
+        else:  # the figure's heading is its title already
+            ax.set_ylabel(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    _legend(figure, axes)
+    figure.suptitle(spec.heading, fontweight="bold")
+    path = output_dir / spec.filename
+    figure.savefig(path)
+    return path
+
+
+def _legend(figure, axes) -> None:
+    """One legend for the figure, below the panels, with every run that has a line in any panel."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    figure.legend(
+        entries.values(), entries.keys(), loc="outside lower center", ncols=min(len(entries), 4), frameon=False
+    )
+
+
+def _draw_run(ax, run: Run, panel: Panel, color: str, smooth: float) -> None:
+    steps, values = run.series(panel.pattern)
+    if not steps:
+        return
+    if panel.smooth and smooth > 0 and len(values) > 2:
+        ax.plot(steps, values, color=color, alpha=0.25, linewidth=1)
+        ax.plot(steps, ema(values, smooth), color=color, linewidth=2, label=run.name)
+    else:
+        marker = "o" if not panel.smooth or len(values) < 30 else None
+        ax.plot(steps, values, color=color, linewidth=2, marker=marker, markersize=4, label=run.name)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
