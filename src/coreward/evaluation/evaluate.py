@@ -320,13 +320,21 @@ def _load(model, tokenizer, backend: str, device: str, dtype: str, seed: int):
         if tokenizer is None:
             raise CorewardError("evaluating a loaded model needs its tokenizer")
         return getattr(model, "name_or_path", type(model).__name__), model, tokenizer
-    if backend not in ("hf", "vllm"):
-        raise CorewardError(f"unknown backend {backend!r}; use hf or vllm")
     path = resolve_model_path(model)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path)
     if backend == "vllm":
         return path, VLLMBackend(path, dtype=dtype, seed=seed), tokenizer
     return path, load_model(path, device=device, dtype=dtype), tokenizer
+
+
+def _check_choices(n: int, prompt_format: str | None, backend: str) -> None:
+    """Fail on a bad setting before a model is loaded."""
+    if n < 1:
+        raise CorewardError(f"n must be at least 1, got {n}")
+    if prompt_format not in (None, "chat", "plain"):
+        raise CorewardError(f"unknown prompt format {prompt_format!r}; use chat or plain")
+    if backend not in ("hf", "vllm"):
+        raise CorewardError(f"unknown backend {backend!r}; use hf or vllm")
 
 
 def _placement(loaded, dtype: str) -> dict[str, str]:
@@ -369,8 +377,7 @@ def evaluate(
     kind's defaults (`DEMO_DEFAULTS` for the demo tokenizer, else `CHAT_DEFAULTS`); `instruction=""` means
     none. With `output_dir`, results.json and samples.parquet are written there.
     """
-    if n < 1:
-        raise CorewardError(f"n must be at least 1, got {n}")
+    _check_choices(n, prompt_format, backend)
     started, start = datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter()
     if isinstance(benchmarks, dict):
         records = {name: rows[:limit] for name, rows in benchmarks.items()}
