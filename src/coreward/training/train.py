@@ -206,6 +206,10 @@ def run_training(
     os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run_dir / "tensorboard"))
     save_yaml(config, run_dir / "config.yaml")
 
+    if config.torch_threads:
+        import torch
+
+        torch.set_num_threads(config.torch_threads)
     model_path = resolve_model_path(config.model.name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=config.model.trust_remote_code)
     tokenizer.padding_side = "left"
