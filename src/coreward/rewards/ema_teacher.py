@@ -1,0 +1,285 @@
+"""The EMA teacher of Co-rewarding-II: a slowly moving copy of the policy, its schedule, and its rollouts.
+
+Before step t (every `update_every` steps), with T the run's max steps:
+
+    θ_T ← α(t)·θ + (1 − α(t))·θ_T
+    α(t) = α_end + ½(α_start − α_end)(1 + cos(πt/T))          (paper: α 0.01 → 1e-4)
+
+The teacher starts as the policy, so it trails it by roughly 1/α steps: slow enough that the policy
+can't drag its own labels along, fresh enough to improve with it.
+
+Where the teacher's weights live:
+  * full policy                   a frozen deep copy of the unwrapped policy (eval mode);
+  * full policy, `as_reference`   TRL's own KL reference `trainer.ref_model`, EMA-updated in place, so the
+                                  KL is taken against the teacher (as in the authors' code) without a
+                                  third model in memory;
+  * LoRA policy                   a second adapter on the same base: "teacher", or "ref" with
+                                  `as_reference` (the adapter TRL's reference pass switches to). Only the
+                                  adapter is averaged; the teacher is base + EMA adapter.
+A 16-bit teacher is averaged in float32 copies of its tensors (see `EmaTeacher.bind`).
+
+Sharded models. Under DeepSpeed ZeRO-3 the update gathers the full tensors of both models and writes
+rank 0's result back (`GatheredParameters(modifier_rank=0)`), as TRL's `SyncRefModelCallback` does; under
+FSDP2 it updates each process's local shards in place, which is sound because TRL prepares the
+reference with the policy's sharding. Both need `as_reference: true` (the teacher is TRL's prepared
+reference; a deep copy of a sharded module or an adapter added after sharding is refused). Teacher
+rollouts then go through the sharded module's own forward hooks, so every process must hold at least
+one prompt group; and the checkpoint hook runs on the main process only, which can't gather shards, so
+the teacher's weights are not saved there: a resumed sharded run restarts the teacher from the policy
+(with a warning). None of the sharded paths is tested here (CPU only).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import warnings
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from coreward.errors import CorewardError
+
+WEIGHTS_FILE = "teacher.safetensors"
+STATE_FILE = "teacher_state.json"
+
+# (name, teacher tensor, policy tensor): the tensors the EMA averages
+Pairs = list[tuple[str, torch.Tensor, torch.Tensor]]
+
+
+def cosine_alpha(step: int, total_steps: int, alpha_start: float, alpha_end: float) -> float:
+    """α(t) = α_end + ½(α_start − α_end)(1 + cos(πt/T)); t past T stays at α_end."""
+    progress = min(step / total_steps, 1.0) if total_steps > 0 else 0.0
+    return alpha_end + 0.5 * (alpha_start - alpha_end) * (1.0 + math.cos(math.pi * progress))
+
+
+@torch.no_grad()
+def ema_update(teacher: list[torch.Tensor], policy: list[torch.Tensor], alpha: float) -> None:
+    """θ_T ← α·θ + (1 − α)·θ_T, in place."""
+    for t, p in zip(teacher, policy, strict=True):
+        t.mul_(1.0 - alpha).add_(p.to(t.dtype), alpha=alpha)
+
+
+def full_pairs(teacher: torch.nn.Module, policy: torch.nn.Module) -> Pairs:
+    """Every parameter of the teacher with the policy's parameter of the same name."""
+    policy_params = dict(policy.named_parameters())
+    names = [name for name, _ in teacher.named_parameters()]
+    if sorted(names) != sorted(policy_params):
+        raise CorewardError("co_rewarding_2: the teacher's parameters don't match the policy's (different architectures?)")
+    return [(name, param, policy_params[name]) for name, param in teacher.named_parameters()]
+
+
+def add_teacher_adapter(model: Any, name: str) -> None:
+    """Give a PEFT model a frozen copy of its active adapter under `name` (kept when it exists: TRL's "ref")."""
+    active = model.active_adapter
+    if name not in model.peft_config:
+        model.add_adapter(name, model.peft_config[active])
+        with torch.no_grad():
+            for _, teacher, policy in adapter_pairs(model, name):
+                teacher.copy_(policy)
+    for _, teacher, _ in adapter_pairs(model, name):
+        teacher.requires_grad_(False)
+
+
+def adapter_pairs(model: Any, name: str) -> Pairs:
+    """The adapter `name`'s tensors with the active adapter's (peft names them `...lora_A.<adapter>.weight`)."""
+    active = f".{model.active_adapter}."
+    return [
+        (param_name.replace(active, f".{name}."), model.get_parameter(param_name.replace(active, f".{name}.")), param)
+        for param_name, param in model.named_parameters()
+        if active in param_name
+    ]
+
+
+class EmaTeacher:
+    """Holds the teacher, updates it on schedule, samples from it, and saves / restores it."""
+
+    def __init__(self, alpha_start: float = 0.01, alpha_end: float = 1e-4, update_every: int = 1,
+                 as_reference: bool = False, temperature: float = 1.0):
+        if not (0.0 <= alpha_end <= 1.0 and 0.0 <= alpha_start <= 1.0):
+            raise ValueError(f"alpha_start and alpha_end must lie in [0, 1], got {alpha_start}, {alpha_end}")
+        if update_every < 1:
+            raise ValueError(f"update_every must be >= 1, got {update_every}")
+        self.alpha_start, self.alpha_end = alpha_start, alpha_end
+        self.update_every = update_every
+        self.as_reference = as_reference
+        self.temperature = temperature
+        self.module: torch.nn.Module | None = None  # what generates: the copy, the reference, or the PEFT policy
+        self.adapter: str | None = None  # the teacher adapter's name (LoRA policies)
+        self.pairs: Pairs | None = None
+        self.masters: list[torch.Tensor] = []  # what the EMA runs on: float32 copies of 16-bit teacher tensors, else those
+        self.sharded = self.zero3 = False
+        self.last_update_step: int | None = None
+        self.last_alpha: float | None = None
+        self._pending: tuple[dict[str, torch.Tensor] | None, dict] | None = None  # restored before the first bind
+
+    # ------------------------------------------------------------------ building
+    def attach(self, trainer: Any) -> None:
+        """Find or make the teacher next to `trainer`'s policy (once), then restore any loaded state."""
+        if self.pairs is not None:
+            return
+        from trl.distributed import DistributedBackend
+
+        backend = DistributedBackend(trainer.accelerator)
+        self.zero3, self.sharded = backend.is_zero3, backend.is_zero3 or backend.is_fsdp
+        policy = trainer.accelerator.unwrap_model(trainer.model)
+        self._check(trainer, policy)
+        if hasattr(policy, "peft_config"):
+            name = "ref" if self.as_reference else "teacher"
+            add_teacher_adapter(policy, name)
+            self.bind(policy, adapter_pairs(policy, name), adapter=name)
+        else:
+            if self.as_reference:
+                teacher = trainer.accelerator.unwrap_model(trainer.ref_model)
+            else:
+                teacher = copy.deepcopy(policy).eval().requires_grad_(False)
+            self.bind(teacher, full_pairs(teacher, policy))
+        self._restore_pending()
+
+    def _check(self, trainer: Any, policy: Any) -> None:
+        if self.as_reference and trainer.beta == 0.0:
+            raise CorewardError(
+                "co_rewarding_2: as_reference: true makes the teacher the KL reference, but grpo.beta is 0, so there "
+                "is no reference: set grpo.beta > 0 (the paper: 0.001) or as_reference: false"
+            )
+        if self.as_reference and trainer.args.sync_ref_model:
+            raise CorewardError("co_rewarding_2: as_reference: true and grpo.sync_ref_model both move the reference: drop one")
+        if self.sharded and (not self.as_reference or hasattr(policy, "peft_config")):
+            raise CorewardError(
+                "co_rewarding_2: with DeepSpeed ZeRO-3 or FSDP the teacher must be TRL's sharded reference model: "
+                "set as_reference: true and grpo.beta > 0 (LoRA policies are not supported there)"
+            )
+
+    def bind(self, module: torch.nn.Module, pairs: Pairs, adapter: str | None = None) -> None:
+        """Use `module` to generate and `pairs` to average (what `attach` found; tests bind directly).
+
+        The average is kept in float32 ("masters") for 16-bit teachers, whose weights are only rounded
+        copies of it: in bfloat16 (8 significant bits) a step of α·(θ − θ_T) with α = 1e-4 rounds away, and
+        the teacher would never move. Sharded tensors are averaged in place (a full float32 copy on every
+        process would undo the sharding), with a warning.
+        """
+        self.module, self.pairs, self.adapter = module, pairs, adapter
+        low = [t.dtype in (torch.float16, torch.bfloat16) for _, t, _ in pairs]
+        if self.sharded and any(low):
+            warnings.warn("co_rewarding_2: 16-bit sharded teacher: EMA steps with α < 2^-8 may round away", stacklevel=2)
+        self.masters = [t.detach().float() if is_low and not self.sharded else t for (_, t, _), is_low in zip(pairs, low)]
+
+    # ------------------------------------------------------------------ the update
+    def maybe_update(self, step: int, total_steps: int) -> None:
+        """Apply the EMA before step `step` when `update_every` steps have passed since the last update."""
+        if self.last_update_step is not None and step - self.last_update_step < self.update_every:
+            return
+        alpha = cosine_alpha(step, total_steps, self.alpha_start, self.alpha_end)
+        with self._gathered(modifier_rank=0):
+            ema_update(self.masters, [p for _, _, p in self.pairs], alpha)
+            self._copy_masters_to_teacher()
+        self.last_update_step, self.last_alpha = step, alpha
+
+    @torch.no_grad()
+    def _copy_masters_to_teacher(self) -> None:
+        for master, (_, teacher, _) in zip(self.masters, self.pairs):
+            if master is not teacher:
+                teacher.copy_(master)
+
+    @contextmanager
+    def _gathered(self, **kwargs: Any):
+        """Full tensors of ZeRO-3 partitioned parameters for the duration of the block; nothing otherwise."""
+        if self.zero3:
+            import deepspeed
+
+            params = [t for _, t, _ in self.pairs] + [p for _, _, p in self.pairs]
+            with deepspeed.zero.GatheredParameters(params, **kwargs):
+                yield
+        else:
+            yield
+
+    # ------------------------------------------------------------------ rollouts
+    @torch.no_grad()
+    def generate(self, trainer: Any, prompt_ids: list[list[int]], num_generations: int) -> list[list[str]]:
+        """`num_generations` sampled completions (text) for each prompt, at the teacher's temperature."""
+        from transformers import GenerationConfig
+
+        self.attach(trainer)
+        if not prompt_ids:
+            return []
+        tokenizer = trainer.processing_class
+        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a multimodal processor wraps its tokenizer
+        width = max(len(p) for p in prompt_ids)
+        pad = tokenizer.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompt_ids])
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids])
+        device = trainer.accelerator.device
+        config = GenerationConfig(
+            max_new_tokens=trainer.max_completion_length,
+            do_sample=True,
+            temperature=self.temperature,
+            top_p=trainer.top_p,
+            top_k=trainer.top_k,
+            pad_token_id=pad,
+            eos_token_id=trainer.eos_token_ids,
+            disable_compile=True,
+        )
+        with self._generating() as model, trainer.accelerator.autocast():
+            output = model.generate(
+                input_ids=input_ids.repeat_interleave(num_generations, 0).to(device),
+                attention_mask=attention.repeat_interleave(num_generations, 0).to(device),
+                generation_config=config,
+            )
+        texts = tokenizer.batch_decode(output[:, width:], skip_special_tokens=True)
+        return [texts[i : i + num_generations] for i in range(0, len(texts), num_generations)]
+
+    @contextmanager
+    def _generating(self):
+        """The teacher in eval mode (no dropout; no activation checkpointing, so the KV cache is used)."""
+        from trl.trainer.utils import use_adapter
+
+        model = self.module
+        was_training = model.training
+        model.eval()
+        try:
+            with use_adapter(model, self.adapter) if self.adapter else nullcontext():
+                yield model
+        finally:
+            model.train(was_training)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, directory: Path) -> None:
+        """Write the averaged tensors (unless sharded: see the module docstring) and the update counter."""
+        from safetensors.torch import save_file
+
+        if self.pairs is None:
+            return
+        state = {"last_update_step": self.last_update_step, "last_alpha": self.last_alpha, "weights": not self.sharded}
+        if not self.sharded:
+            tensors = {name: m.detach().cpu().contiguous() for (name, _, _), m in zip(self.pairs, self.masters)}
+            save_file(tensors, str(directory / WEIGHTS_FILE))
+        (directory / STATE_FILE).write_text(json.dumps(state))
+
+    def load(self, directory: Path) -> None:
+        """Read what `save` wrote; it's applied when the teacher exists (on the first step after resume)."""
+        from safetensors.torch import load_file
+
+        state = json.loads((directory / STATE_FILE).read_text())
+        weights = load_file(str(directory / WEIGHTS_FILE)) if state["weights"] else None
+        self._pending = (weights, state)
+        if self.pairs is not None:
+            self._restore_pending()
+
+    def _restore_pending(self) -> None:
+        if self._pending is None:
+            return
+        weights, state = self._pending
+        self._pending = None
+        self.last_update_step, self.last_alpha = state["last_update_step"], state["last_alpha"]
+        with self._gathered(modifier_rank=0), torch.no_grad():
+            if weights is None:
+                warnings.warn("co_rewarding_2: no saved teacher weights (sharded run): the teacher restarts from the policy")
+                weights = {name: policy for name, _, policy in self.pairs}
+            if sorted(weights) != sorted(name for name, _, _ in self.pairs):
+                raise CorewardError("co_rewarding_2: the checkpoint's teacher tensors don't match this run's teacher")
+            for (name, _, _), master in zip(self.pairs, self.masters):
+                master.copy_(weights[name].to(master.device, master.dtype))
+            self._copy_masters_to_teacher()
