@@ -174,6 +174,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
             batch.log(f"rewards/{self.reward_func_names[j]}/nonfinite", float(nonfinite.sum()))
             rewards[:, j] = column
 
+        batch.verdicts()  # verified accuracy is logged for every method: its cost belongs to the reward time
         self._log_batch_metrics(batch, mode, time.perf_counter() - start)
         self.last_batch = batch
         return rewards.to(self.accelerator.device)
