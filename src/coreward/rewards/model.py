@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from coreward.errors import CorewardError
 from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.training.distributed import distributed_map
 
 
 @register("model")
@@ -46,9 +47,10 @@ class ModelReward(RewardSource):
                 f"reward 'model' needs the dataset columns 'question' and "
                 f"{batch.reference_column!r} (the question and its reference answer)"
             )
-        scores = self.rm(batch.context.get("trainer")).score(
-            [str(q) for q in questions], [r or "" for r in references], batch.completions
-        )
+        rm = self.rm(batch.context.get("trainer"))
+        triples = list(zip((str(q) for q in questions), (r or "" for r in references), batch.completions))
+        # every process holds the whole batch: each scores its share and all gather the full list
+        scores = distributed_map(lambda part: rm.score(*map(list, zip(*part))) if part else [], triples)
         batch.log("model/score_mean", sum(scores) / len(scores))
         if self.threshold is None:
             return scores

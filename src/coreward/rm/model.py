@@ -1,0 +1,184 @@
+"""VerifyRM: a reference-based reward model that judges whether a completion's final answer is correct.
+
+    x = <question>{q}</question>\\n<reference_answer>{ref}</reference_answer>\\n<completion>{c}</completion>
+    s(q, ref, c) = σ(f_θ(x))          f_θ = AutoModelForSequenceClassification(num_labels=1)
+
+Template and truncation are Cooper's (ZJU-REAL/Cooper): any of q, ref, c longer than 1,500 characters
+is cut to its first 500 + last 1,000, which keeps the problem statement's start and the completion's
+final answer. Any Hugging Face backbone works: a decoder (Qwen2.5-Math-1.5B-Instruct in the paper; the
+score is read at the last non-pad token, so the config needs a pad_token_id) or an encoder (BERT/MiniLM).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from coreward.errors import CorewardError
+
+TEMPLATE = (
+    "<question>{question}</question>\n<reference_answer>{reference}</reference_answer>\n"
+    "<completion>{completion}</completion>"
+)
+MAX_CHARS, HEAD_CHARS, TAIL_CHARS = 1500, 500, 1000
+TAGS = ("<question>", "</question>", "<reference_answer>", "</reference_answer>", "<completion>", "</completion>")
+
+
+def truncate(text: str) -> str:
+    """Cooper's cut: a text over 1,500 characters becomes its first 500 + last 1,000."""
+    return text if len(text) <= MAX_CHARS else text[:HEAD_CHARS] + text[-TAIL_CHARS:]
+
+
+def format_input(question: str, reference: str, completion: str) -> str:
+    """The RM's input text for one (question, reference answer, completion) triple."""
+    return TEMPLATE.format(
+        question=truncate(str(question)), reference=truncate(str(reference)), completion=truncate(str(completion))
+    )
+
+
+@contextmanager
+def atomic_directory(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield a staging directory that replaces `target` only once everything was written into it.
+
+    A reader (a resumed run, Cooper loading the RM) then sees either the old complete model or the new
+    complete one, never a half-written directory.
+    """
+    target = Path(target)
+    staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(staging, target)
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """"auto"/None: the GPU when there is one, else the CPU."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class VerifyRM:
+    """A sequence classifier with one logit plus its tokenizer, on its own device.
+
+    `score` is the frozen reward (no grad, eval mode, batched); `logits` keeps the graph, for training
+    and for Cooper's pairwise update −log σ(s_pos − s_neg).
+    """
+
+    def __init__(self, model, tokenizer, device: str | torch.device | None = "auto", max_length: int = 1024,
+                 batch_size: int = 32):
+        if tokenizer.pad_token is None:  # decoders often ship without one; batching needs it
+            tokenizer.pad_token = tokenizer.eos_token
+        if tokenizer.pad_token is None:
+            raise CorewardError(f"tokenizer {tokenizer.name_or_path!r} has neither a pad nor an eos token")
+        # Past max_length keep the end: the completion's final answer is what the RM must see. Pad on the
+        # right, so every row's positions start at 0 whatever its batch (the score is read at the last real token).
+        tokenizer.truncation_side = "left"
+        tokenizer.padding_side = "right"
+        model.config.pad_token_id = tokenizer.pad_token_id
+        self.device = resolve_device(device)
+        self.model = model.to(self.device)
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.batch_size = batch_size
+        # BERT-style encoders take segment ids; decoders would choke on (or silently misuse) them
+        self._takes_token_types = "token_type_ids" in inspect.signature(model.forward).parameters
+
+    @classmethod
+    def from_backbone(cls, name_or_path: str | os.PathLike, device="auto", max_length: int = 1024,
+                      dtype: str = "float32", add_template_tokens: bool = False, **kwargs) -> VerifyRM:
+        """A new RM: the backbone's weights plus a freshly initialized one-logit head.
+
+        `add_template_tokens` makes each tag of the template one new token: a small word-level vocabulary
+        (the demo's) would otherwise read `<question>` as a run of <unk>s, indistinguishable from the others.
+        """
+        model, tokenizer = _load(name_or_path, dtype, num_labels=1)
+        if add_template_tokens and tokenizer.add_tokens(list(TAGS)):
+            model.resize_token_embeddings(len(tokenizer))
+        return cls(model, tokenizer, device, max_length, **kwargs)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, device="auto", max_length: int = 1024, dtype: str = "float32",
+             **kwargs) -> VerifyRM:
+        """An RM written by `save` (or any one-logit sequence classifier in HF format)."""
+        model, tokenizer = _load(path, dtype)
+        if model.config.num_labels != 1:
+            raise CorewardError(f"{path} is a classifier with {model.config.num_labels} labels; a VerifyRM has 1")
+        return cls(model, tokenizer, device, max_length, **kwargs)
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write model and tokenizer in HF format, atomically (see `atomic_directory`)."""
+        with atomic_directory(directory) as staging:
+            self.model.save_pretrained(staging)
+            self.tokenizer.save_pretrained(staging)
+        return Path(directory)
+
+    def tokenize(self, questions: Sequence[str], references: Sequence[str], completions: Sequence[str]):
+        """Tokenized, padded template texts (on the CPU)."""
+        if not len(questions) == len(references) == len(completions):
+            raise ValueError(
+                f"questions, references and completions differ in length: "
+                f"{len(questions)}, {len(references)}, {len(completions)}"
+            )
+        texts = [format_input(q, r, c) for q, r, c in zip(questions, references, completions)]
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        if not self._takes_token_types:
+            batch.pop("token_type_ids", None)
+        return batch
+
+    def encode(self, questions: Sequence[str], references: Sequence[str], completions: Sequence[str]):
+        """`tokenize`, on the RM's device."""
+        return self.tokenize(questions, references, completions).to(self.device)
+
+    def logits(self, questions: Sequence[str], references: Sequence[str], completions: Sequence[str]) -> torch.Tensor:
+        """One logit per triple, shape [n], with grad (the caller chooses train/eval mode)."""
+        return self.model(**self.encode(questions, references, completions)).logits.squeeze(-1).float()
+
+    @torch.no_grad()
+    def score(self, questions: Sequence[str], references: Sequence[str], completions: Sequence[str],
+              batch_size: int | None = None) -> list[float]:
+        """σ(logit) per triple, in order; eval mode (no dropout) for the call, training mode restored after."""
+        batch_size = batch_size or self.batch_size
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            scores: list[float] = []
+            for start in range(0, len(completions), batch_size):
+                end = start + batch_size
+                logits = self.logits(questions[start:end], references[start:end], completions[start:end])
+                scores += torch.sigmoid(logits).tolist()
+        finally:
+            self.model.train(was_training)
+        return scores
+
+
+def _load(name_or_path: str | os.PathLike, dtype: str, **model_kwargs):
+    """Sequence classifier and tokenizer from a directory or hub id; failures name the path."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+        model = AutoModelForSequenceClassification.from_pretrained(str(name_or_path), dtype=dtype, **model_kwargs)
+    except (OSError, ValueError) as err:
+        raise CorewardError(f"cannot load a reward model from {name_or_path}: {err}") from None
+    return model, tokenizer
+
+
+def load_rm(path: str | os.PathLike, **kwargs) -> VerifyRM:
+    """`VerifyRM.load`, where the name "demo" is the demo RM (built and cached on first use)."""
+    if str(path) == "demo":
+        from coreward.rm.demo import ensure_demo_rm
+
+        path = ensure_demo_rm()
+    return VerifyRM.load(path, **kwargs)

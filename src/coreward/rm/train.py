@@ -1,0 +1,307 @@
+"""`coreward rm train`: fit a VerifyRM with binary cross-entropy on labelled verification rows.
+
+    L(θ) = −mean_i [ y_i log σ(f_θ(x_i)) + (1 − y_i) log(1 − σ(f_θ(x_i))) ]      y_i ∈ {0, 1}
+
+Rows carry Cooper's VerifyRM_training_data columns: question, reference_answer, completion, label.
+Training runs on HF's `Trainer` (so `accelerate launch` with a DeepSpeed config works unchanged) with
+our BCE as `compute_loss_func`; the held-out split is grouped by question (no question on both sides)
+and is evaluated every epoch for accuracy, precision, recall and F1. Checkpoints and the final model are
+HF directories, written to a staging directory and renamed into place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import shutil
+import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from coreward.config import check_type, load_config, save_yaml
+from coreward.errors import CorewardError
+from coreward.rm.evaluate import binary_metrics
+
+COLUMNS = ("question", "reference_answer", "completion", "label")
+TEXT_COLUMNS = COLUMNS[:3]
+
+
+@dataclass
+class RMModelSettings:
+    backbone: str = "demo"  # hub id or directory; "demo" = the project's demo policy (a tiny Qwen3)
+    dtype: str = "float32"
+    max_length: int = 1024  # tokens; longer inputs keep their end (the completion's final answer)
+    # add the template's tags as whole tokens (for small word-level vocabularies that would read them as <unk>)
+    add_template_tokens: bool = False
+
+
+@dataclass
+class RMDataSettings:
+    train: str = ""  # a .parquet / .jsonl / .json file with the columns in COLUMNS
+    eval: str | None = None  # a separate held-out file; when unset, `eval_fraction` of train's questions
+    eval_fraction: float = 0.1
+    limit: int | None = None  # use the first `limit` rows of `train` (quick runs)
+    # subsample the majority class of the training split to the minority's size (held-out rows are kept as is)
+    balance: bool = False
+
+
+@dataclass
+class RMTrainConfig:
+    model: RMModelSettings = field(default_factory=RMModelSettings)
+    data: RMDataSettings = field(default_factory=RMDataSettings)
+    # any transformers.TrainingArguments field; coreward sets output_dir, seed, eval/save per epoch
+    training: dict = field(default_factory=dict)
+    seed: int = 0
+    output_dir: str = "runs/rm"
+    # CPU threads for torch (None: torch's default). Small models on a shared CPU run fastest on one thread.
+    torch_threads: int | None = None
+
+    def validate(self) -> None:
+        if not self.data.train:
+            raise CorewardError("key data.train: a labelled .parquet or .jsonl file is required")
+        if not 0 < self.data.eval_fraction < 1:
+            raise CorewardError(f"key data.eval_fraction must be in (0, 1), got {self.data.eval_fraction}")
+        _check_training_keys(self.training)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def read_labelled(path: str | os.PathLike, limit: int | None = None) -> list[dict[str, Any]]:
+    """Rows (question, reference_answer, completion, label∈{0,1}) of a parquet/jsonl/json file.
+
+    Every problem (unreadable file, missing column, a label that is not 0/1) is a CorewardError naming
+    the file, the row (1-based) and the column.
+    """
+    from coreward.data.registry import read_rows
+
+    rows = read_rows(path)[:limit]
+    if not rows:
+        raise CorewardError(f"{path}: no rows")
+    return [_check_row(row, path, number) for number, row in enumerate(rows, start=1)]
+
+
+def _check_row(row: dict, path, number: int) -> dict[str, Any]:
+    for column in COLUMNS:
+        if row.get(column) is None:
+            raise CorewardError(f"{path}: row {number}: missing column {column!r} (need {', '.join(COLUMNS)})")
+    label = row["label"]
+    if isinstance(label, str) or label not in (0, 1):  # True/False and 0.0/1.0 pass; "1", 0.5, 2 do not
+        raise CorewardError(f"{path}: row {number}: column 'label' must be 0 or 1, got {label!r}")
+    return {**{c: str(row[c]) for c in TEXT_COLUMNS}, "label": int(label)}
+
+
+def split_by_question(rows: list[dict], fraction: float, seed: int) -> tuple[list[dict], list[dict]]:
+    """(train, held-out): a seeded `fraction` of the distinct questions goes to held-out, with all its rows.
+
+    Splitting by question rather than by row keeps the held-out score honest: otherwise the RM would be
+    tested on other completions of problems whose reference it already saw with labels.
+    """
+    questions = sorted({row["question"] for row in rows})
+    random.Random(seed).shuffle(questions)
+    held = set(questions[: max(1, round(fraction * len(questions)))])
+    if len(held) == len(questions):
+        raise CorewardError(f"cannot hold out questions: the training file has only {len(questions)} distinct")
+    return [r for r in rows if r["question"] not in held], [r for r in rows if r["question"] in held]
+
+
+def balance_classes(rows: list[dict], seed: int) -> list[dict]:
+    """A seeded subsample of the majority class, as large as the minority class, plus the whole minority.
+
+    With a policy that is right on a fifth of its samples, plain BCE sits at the base rate ("always wrong")
+    for a long time; balanced classes make the RM look for features that separate them from the start.
+    """
+    positives = [r for r in rows if r["label"] == 1]
+    negatives = [r for r in rows if r["label"] == 0]
+    small, large = sorted((positives, negatives), key=len)
+    kept = small + random.Random(seed).sample(large, len(small))
+    random.Random(seed + 1).shuffle(kept)
+    return kept
+
+
+class Collator:
+    """Template + tokenization at batch time, with float labels for BCE."""
+
+    def __init__(self, rm):
+        self.rm = rm
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        batch = dict(self.rm.tokenize(*([row[c] for row in rows] for c in TEXT_COLUMNS)))
+        batch["labels"] = torch.tensor([float(row["label"]) for row in rows])
+        return batch
+
+
+def bce_loss(outputs, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+    """Sum of per-row BCE over the rows of the whole accumulated batch, divided by their count.
+
+    Trainer counts `num_items_in_batch` over all gradient-accumulation micro-batches (and devices), so
+    this is the mean over the optimizer step's batch whatever the accumulation.
+    """
+    logits = outputs.logits.squeeze(-1).float()
+    losses = F.binary_cross_entropy_with_logits(logits, labels.to(logits.device).float(), reduction="sum")
+    return losses / (num_items_in_batch if num_items_in_batch is not None else labels.numel())
+
+
+def compute_metrics(prediction) -> dict[str, float]:
+    """Held-out accuracy / precision / recall / F1 at σ(logit) > 0.5, i.e. logit > 0."""
+    logits = torch.as_tensor(prediction.predictions).reshape(-1)
+    labels = torch.as_tensor(prediction.label_ids).reshape(-1)
+    metrics = binary_metrics(labels.round().int().tolist(), (logits > 0).int().tolist())
+    return {k: v for k, v in metrics.items() if k in ("accuracy", "precision", "recall", "f1")}
+
+
+# --------------------------------------------------------------------------- trainer
+
+
+def _rm_trainer_class():
+    """HF Trainer whose model saves are atomic (imported lazily: transformers is slow to import)."""
+    from transformers import Trainer
+
+    class RMTrainer(Trainer):
+        def save_model(self, output_dir: str, _internal_call: bool = False) -> None:
+            """Write to `.NAME.tmp` beside `output_dir`, then rename: a checkpoint directory is always whole."""
+            target = Path(output_dir)
+            staging = target.with_name(f".{target.name}.tmp")
+            if self.args.should_save:
+                shutil.rmtree(staging, ignore_errors=True)
+            self.accelerator.wait_for_everyone()
+            super().save_model(str(staging), _internal_call)
+            if self.args.should_save:
+                shutil.rmtree(target, ignore_errors=True)
+                os.replace(staging, target)
+            self.accelerator.wait_for_everyone()
+
+    return RMTrainer
+
+
+def training_arguments(config: RMTrainConfig, run_dir: Path):
+    from transformers import TrainingArguments
+
+    on_gpu = torch.cuda.is_available()
+    settings: dict[str, Any] = {
+        "learning_rate": 2e-5,
+        "num_train_epochs": 3,
+        "per_device_train_batch_size": 16,
+        "per_device_eval_batch_size": 64,
+        "logging_steps": 10,
+        "report_to": "none",
+        "disable_tqdm": True,
+        "use_cpu": not on_gpu,
+        "bf16": on_gpu and torch.cuda.is_bf16_supported(),
+        "dataloader_num_workers": 0,
+    }
+    settings.update(config.training)
+    settings.update(
+        output_dir=str(run_dir),
+        seed=config.seed,
+        eval_strategy="epoch",
+        save_strategy="epoch",
+        save_only_model=True,  # checkpoints are models, written atomically (see RMTrainer)
+        remove_unused_columns=False,  # the collator needs the text columns
+    )
+    try:
+        return TrainingArguments(**settings)
+    except (ValueError, TypeError) as err:
+        raise CorewardError(f"key training: {err}") from None
+
+
+def _check_training_keys(training: dict[str, Any]) -> None:
+    from transformers import TrainingArguments
+
+    fields = {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
+    hints = typing.get_type_hints(TrainingArguments)
+    for key, value in training.items():
+        if key not in fields:
+            raise CorewardError(f"key training.{key}: not a transformers.TrainingArguments option")
+        if key in ("output_dir", "seed"):
+            raise CorewardError(f"key training.{key}: set the top-level key {key} instead")
+        options = [a for a in typing.get_args(hints.get(key)) if a is not type(None)] or [hints.get(key)]
+        if value is not None and all(o in (int, float, bool, str) for o in options):
+            training[key] = check_type(hints[key], value, f"training.{key}", "config")
+
+
+@contextmanager
+def torch_threads(count: int | None) -> Iterator[None]:
+    """Run the block on `count` torch CPU threads (None: leave as is), then restore the previous count."""
+    previous = torch.get_num_threads()
+    if count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def build_rm(settings: RMModelSettings):
+    """A fresh VerifyRM on the configured backbone (the device is Trainer's business)."""
+    from coreward.rm.model import VerifyRM
+
+    backbone = settings.backbone
+    if backbone == "demo":
+        from coreward.training.demo_policy import ensure_demo_policy
+
+        backbone = str(ensure_demo_policy())
+    return VerifyRM.from_backbone(
+        backbone, device="cpu", max_length=settings.max_length, dtype=settings.dtype,
+        add_template_tokens=settings.add_template_tokens,
+    )
+
+
+@dataclass
+class RMTrainResult:
+    run_dir: Path
+    final_model: Path
+    metrics: dict[str, float]  # held-out metrics of the final model
+    train_examples_per_s: float
+
+
+def train_rm(config: RMTrainConfig) -> RMTrainResult:
+    """Load and split the data, train, evaluate every epoch, save `final/`; metrics go to metrics.jsonl."""
+    from transformers import set_seed
+
+    from coreward.training.metrics import MetricsFileCallback
+
+    rows = read_labelled(config.data.train, config.data.limit)
+    if config.data.eval:
+        train_rows, eval_rows = rows, read_labelled(config.data.eval)
+    else:
+        train_rows, eval_rows = split_by_question(rows, config.data.eval_fraction, config.seed)
+    if config.data.balance:
+        train_rows = balance_classes(train_rows, config.seed)
+    run_dir = Path(config.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_yaml(config, run_dir / "config.yaml")
+
+    set_seed(config.seed)
+    rm = build_rm(config.model)
+    trainer = _rm_trainer_class()(
+        model=rm.model,
+        args=training_arguments(config, run_dir),
+        train_dataset=train_rows,
+        eval_dataset=eval_rows,
+        data_collator=Collator(rm),
+        processing_class=rm.tokenizer,
+        compute_loss_func=bce_loss,
+        compute_metrics=compute_metrics,
+        callbacks=[MetricsFileCallback(run_dir)],
+    )
+    with torch_threads(config.torch_threads):
+        output = trainer.train()
+    trainer.save_model(str(run_dir / "final"))
+    last_eval = [entry for entry in trainer.state.log_history if "eval_accuracy" in entry][-1]  # final epoch's
+    held_out = {k.removeprefix("eval_"): v for k, v in last_eval.items() if k.startswith("eval_")}
+    return RMTrainResult(run_dir, run_dir / "final", held_out, output.metrics.get("train_samples_per_second", 0.0))
+
+
+def train_main(config_path: str | None, overrides: list[str], output_dir: str | None) -> RMTrainResult:
+    config = load_config(RMTrainConfig, config_path, overrides)
+    if output_dir is not None:
+        config.output_dir = output_dir
+    return train_rm(config)
