@@ -1,0 +1,213 @@
+"""Cooper's assistant: given a problem and a correct solution, write a plausible but wrong one.
+
+The wrong solution is the reward model's negative. It must look like the positive (same problem, similar
+length, same style and answer format) so that the RM learns to read the answer, not the surface. Three
+backends, one interface (`Assistant.write`):
+
+* `LLMAssistant` over any `coreward.llm.TextGenerator`: an OpenAI-compatible endpoint
+  (`"http://host:8000/v1#Qwen2.5-7B-Instruct"`, with its concurrency limit, timeouts, retries and deadline)
+  or a local Hugging Face model (a path or hub id). It is asked, as the authors asked, for a completely
+  wrong, misleading solution of similar length that sounds plausible, at temperature 0.7.
+* `PerturbationAssistant` (`"perturb"`): no model at all, for CPU runs. It rewrites the numbers of the
+  derivation and the final answer (see `perturb`), so the result reads like the positive but is wrong.
+
+Results follow `coreward.llm`'s contract: one `GenerationResult` per request, in order; a fault (endpoint
+down, timeout, nothing to perturb) is `text=None` with an `error`, never an exception. Whether a text is an
+acceptable negative (its answer must not verify equal to the positive's) is Cooper's check, not the assistant's.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from fractions import Fraction
+
+from coreward.llm import (
+    GenerationRequest,
+    GenerationResult,
+    TextGenerator,
+    build_generator,
+)
+
+
+@dataclass
+class NegativeRequest:
+    """One negative to write: the problem, the correct solution to imitate, and a seed for repeatability."""
+
+    question: str
+    positive: str
+    answer: str  # the positive's final answer (as extracted by the verifier)
+    seed: int
+
+
+class Assistant(ABC):
+    @abstractmethod
+    def write(self, requests: list[NegativeRequest]) -> list[GenerationResult]:
+        """One result per request, same order; per-item faults are results with an error."""
+
+    def close(self) -> None:
+        """Release the backend (connections, model memory)."""
+
+
+# --------------------------------------------------------------------------- an LLM asked for a wrong solution
+
+SYSTEM_PROMPT = (
+    "You write a completely incorrect and misleading solution to a math problem. You are given the problem "
+    "and a correct solution. Your solution must:\n"
+    "1. use wrong reasoning and wrong calculations throughout;\n"
+    "2. reach a wrong final answer;\n"
+    "3. be about as long as the correct solution, in the same style and the same final-answer format;\n"
+    "4. look like a genuine attempt at this very problem;\n"
+    "5. sound plausible."
+)
+USER_TEMPLATE = (
+    "Math problem: {question}\n\nCorrect solution: {positive}\n\n"
+    "Write only the solution process and the final answer, nothing else."
+)
+
+
+class LLMAssistant(Assistant):
+    """Asks a text generator (endpoint or local model) for the wrong solution, with the authors' settings."""
+
+    def __init__(self, generator: TextGenerator, temperature: float = 0.7):
+        self.generator = generator
+        self.temperature = temperature
+
+    def write(self, requests: list[NegativeRequest]) -> list[GenerationResult]:
+        return self.generator.generate([self._chat(request) for request in requests])
+
+    def _chat(self, request: NegativeRequest) -> GenerationRequest:
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": USER_TEMPLATE.format(question=request.question, positive=request.positive)},
+        ]
+        # the authors' budget: the positive's word count plus 500 tokens, room for "similar length"
+        max_tokens = len(request.positive.split()) + 500
+        return GenerationRequest(messages, temperature=self.temperature, max_tokens=max_tokens, seed=request.seed)
+
+    def close(self) -> None:
+        self.generator.close()
+
+
+# --------------------------------------------------------------------------- offline: rewrite the numbers
+
+# `a op b = c`: demo steps (`12+5=17;`) and GSM8K calculator annotations (`<<48/2=24>>`) alike
+_EQUATION = re.compile(r"(\d+(?:\.\d+)?)\s*([-+*/×])\s*(\d+(?:\.\d+)?)\s*=\s*(-?\d+(?:\.\d+)?)")
+# a sign only where it can't be a binary minus ("17-3": 3, not -3), as in verify/extract.py
+_NUMBER = re.compile(r"(?:(?<![\w)\]}])-)?\d+(?:\.\d+)?")
+_OPS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "×": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+}
+
+
+def perturb(solution: str, answer: str, rng: random.Random) -> str | None:
+    """A wrong solution that reads like `solution`: one slip, carried through every later number.
+
+    A slip point is drawn among the derivation's equations `a op b = c` and the final line: the result there
+    moves by ±1..3; every later equation whose operands moved is recomputed, every later mention of a moved
+    value is rewritten, and the final answer is the carried value (or moves by the slip when nothing reached
+    it). `12+5=17;17-3=14;#### 14` becomes e.g. `12+5=19;19-3=16;#### 16` (slip in the first step) or
+    `12+5=17;17-3=14;#### 15` (right steps, another final answer): the two kinds of wrong a policy makes.
+    None when the final answer is not a plain number (nothing to move).
+    """
+    final = _value(answer)
+    if final is None:
+        return None
+    equations = list(_EQUATION.finditer(solution))
+    slip_at = rng.randrange(len(equations) + 1)  # len(equations): the final line only
+    delta = rng.choice((1, 2, 3)) * rng.choice((-1, 1))
+    text, negative = _rewrite(solution, final, equations, slip_at, delta)
+    if negative:  # a count carried below zero would give the forgery away: slip the other way
+        text, _ = _rewrite(solution, final, equations, slip_at, -delta)
+    return text
+
+
+def _rewrite(solution: str, final: Fraction, equations: list[re.Match], slip_at: int, delta: int) -> tuple[str, bool]:
+    """The solution with the slip carried through, and whether a value that was >= 0 went negative."""
+    changed: dict[Fraction, Fraction] = {}  # old value -> new value, from the slip on
+    pieces, cursor = [], 0
+    for i, match in enumerate(equations):
+        pieces.append(_rewrite_numbers(solution[cursor : match.start()], changed))
+        pieces.append(_rewrite_equation(match, changed, delta if i == slip_at else 0))
+        cursor = match.end()
+    changed.setdefault(final, final + delta)  # nothing carried the slip to the final answer: move it too
+    pieces.append(_rewrite_numbers(solution[cursor:], changed))
+    return "".join(pieces), any(old >= 0 > new for old, new in changed.items())
+
+
+def _rewrite_equation(match: re.Match, changed: dict[Fraction, Fraction], slip: int) -> str:
+    """The equation with moved operands, its result recomputed (or slipped); records a moved result."""
+    a, op, b, result = match.groups()
+    old_a, old_b, old_result = Fraction(a), Fraction(b), Fraction(result)
+    new_a, new_b = changed.get(old_a, old_a), changed.get(old_b, old_b)
+    new_result = old_result
+    if slip:
+        new_result = old_result + slip
+    elif (new_a, new_b) != (old_a, old_b):
+        try:
+            new_result = _OPS[op](new_a, new_b)
+        except ZeroDivisionError:
+            new_result = old_result + 1
+    if new_result != old_result:
+        changed[old_result] = new_result
+    text = match.group(0)
+    offset = match.start()
+    for group, value in ((4, new_result), (3, new_b), (1, new_a)):  # right to left: spans stay valid
+        start, end = match.span(group)
+        text = text[: start - offset] + _format(value) + text[end - offset :]
+    return text
+
+
+def _rewrite_numbers(text: str, changed: dict[Fraction, Fraction]) -> str:
+    if not changed:
+        return text
+
+    def replace(match: re.Match) -> str:
+        value = Fraction(match.group(0))
+        return _format(changed[value]) if value in changed else match.group(0)
+
+    return _NUMBER.sub(replace, text)
+
+
+def _value(text: str) -> Fraction | None:
+    try:
+        return Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _format(value: Fraction) -> str:
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.4f}".rstrip("0").rstrip(".")
+
+
+class PerturbationAssistant(Assistant):
+    """`perturb` with each request's seed: deterministic, instantaneous, no model."""
+
+    def write(self, requests: list[NegativeRequest]) -> list[GenerationResult]:
+        results = []
+        for request in requests:
+            started = time.perf_counter()
+            text = perturb(request.positive, request.answer, random.Random(request.seed))
+            latency = time.perf_counter() - started
+            error = None if text is not None else f"final answer {request.answer!r} is not a number to perturb"
+            results.append(GenerationResult(text, error, latency))
+        return results
+
+
+def build_assistant(spec: str | dict | Assistant) -> Assistant:
+    """"perturb"; an endpoint URL (`http://host:port/v1#model`), a local model path or hub id, or a
+    `coreward.llm` generator dict (`{"backend": "openai", "base_url": ..., "max_retries": 2}`); or an Assistant."""
+    if isinstance(spec, Assistant):
+        return spec
+    if spec == "perturb":
+        return PerturbationAssistant()
+    return LLMAssistant(build_generator(spec))
