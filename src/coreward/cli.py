@@ -27,12 +27,14 @@ def _register_all() -> None:
     from coreward.verify import cli as verify_cli
     from coreward.training import cli as training_cli
     from coreward.evaluation import cli as evaluation_cli
+    from coreward.rm import cli as rm_cli
 
     data_cli.register(app)
     rephrase_cli.register(app)
     verify_cli.register(app)
     training_cli.register(app)
     evaluation_cli.register(app)
+    rm_cli.register(app)
 
 
 _register_all()
