@@ -107,6 +107,12 @@ def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int 
     output_dir = Path(output_dir)
     configs = {m: method_config(m, budget, seed) for m in methods}  # every config checked before any training
     policy = ensure_demo_policy()
+    if {"model", "cooper"} & set(methods):
+        # build the demo RM now if it isn't cached: built lazily inside a run, its sampling would draw on
+        # that run's random stream, and the first demo would differ from every later one
+        from coreward.rm.demo import ensure_demo_rm
+
+        ensure_demo_rm()
     heldout = {"demo": load_benchmark("demo", split="test", limit=budget.eval_problems)}
     output_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
