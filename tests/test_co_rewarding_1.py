@@ -7,14 +7,7 @@ import pytest
 from coreward.rewards.base import RolloutBatch
 from coreward.rewards.co_rewarding_1 import CrossViewReward
 from coreward.training.paired import PairedRepeatSampler, paired_rows
-from coreward.verify import Verifier
-from tests.test_grpo_engine import run_worker, tiny_policy  # noqa: F401  (fixture)
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    with Verifier(num_workers=1) as v:
-        yield v
+from tests.test_grpo_engine import run_worker
 
 
 def paired_batch(groups: list[tuple[str, int, list[str], str]], verifier) -> RolloutBatch:
@@ -87,7 +80,7 @@ def test_paired_rows_share_id_and_answer():
     assert [(r["pair_id"], r["view"], r["question"], r["answer"]) for r in rows] == [("x", 0, "q", "3"), ("x", 1, "q prime", "3")]
 
 
-def test_two_processes_keep_pairs_together(tiny_policy, tmp_path, verifier):  # noqa: F811
+def test_two_processes_keep_pairs_together(tiny_policy, tmp_path, verifier):
     # G=4 and 4 rows per process: one pair per step, its question on process 0 and its rephrasing on process 1
     results = run_worker(tiny_policy, tmp_path, nproc=2, per_device=4, steps=2, reward="co_rewarding_1")
     for step in range(2):

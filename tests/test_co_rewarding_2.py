@@ -33,23 +33,6 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "demo" / "co_rewarding_2.yaml"
 
 
-@pytest.fixture(scope="module")
-def verifier():
-    with Verifier(num_workers=1) as v:
-        yield v
-
-
-@pytest.fixture(scope="module")
-def tiny_policy(tmp_path_factory) -> Path:
-    from coreward.training.demo_model import build_demo_model, build_demo_tokenizer
-
-    path = tmp_path_factory.mktemp("tiny_policy")
-    tokenizer = build_demo_tokenizer()
-    build_demo_model(tokenizer, seed=0, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 # ---------------------------------------------------------------------------------- EMA and schedule
 def test_cosine_schedule_matches_the_formula():
     T, start, end = 10, 0.01, 1e-4

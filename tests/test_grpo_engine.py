@@ -17,18 +17,6 @@ WORKER = Path(__file__).parent / "grpo_probe_worker.py"
 G = 4
 
 
-@pytest.fixture(scope="module")
-def tiny_policy(tmp_path_factory) -> Path:
-    """A small random-initialised demo-architecture policy (the engine's mechanics need no skill)."""
-    from coreward.training.demo_model import build_demo_model, build_demo_tokenizer
-
-    path = tmp_path_factory.mktemp("tiny_policy")
-    tokenizer = build_demo_tokenizer()
-    build_demo_model(tokenizer, seed=0, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 def run_worker(model: Path, out: Path, nproc: int, per_device: int, steps: int = 2,
                reward: str = "length_rank_probe") -> list[dict]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}

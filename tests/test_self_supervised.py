@@ -12,14 +12,7 @@ from coreward.rewards.entropy import EntropyReward
 from coreward.rewards.majority import MajorityVoteReward
 from coreward.rewards.self_certainty import SelfCertaintyReward
 from coreward.training.token_stats import completion_token_stats
-from coreward.verify import Verifier
-from tests.test_grpo_engine import run_worker, tiny_policy  # noqa: F401  (fixture)
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    with Verifier(num_workers=1) as v:
-        yield v
+from tests.test_grpo_engine import run_worker
 
 
 def batch_of(groups: list[list[str]], verifier, answers: list[str] | None = None) -> RolloutBatch:
@@ -84,7 +77,7 @@ def direct_stats(model, prompt: list[int], completion: list[int]) -> tuple[float
     return sum(entropies) / len(entropies), sum(certainties) / len(certainties)
 
 
-def test_token_stats_match_direct_computation(tiny_policy):  # noqa: F811
+def test_token_stats_match_direct_computation(tiny_policy):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_policy).eval()
@@ -102,7 +95,7 @@ def test_token_stats_match_direct_computation(tiny_policy):  # noqa: F811
     assert all(c >= 0 for c in stats["self_certainty"])  # KL is non-negative
 
 
-def test_two_processes_give_single_process_rewards(tiny_policy, tmp_path, verifier):  # noqa: F811
+def test_two_processes_give_single_process_rewards(tiny_policy, tmp_path, verifier):
     """Rewards of a 2-process run's first step equal a one-process recomputation on the same global batch."""
     from transformers import AutoModelForCausalLM
 

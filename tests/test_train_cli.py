@@ -19,17 +19,6 @@ REPO = Path(__file__).resolve().parents[1]
 RULE_CONFIG = REPO / "configs" / "demo" / "rule.yaml"
 
 
-@pytest.fixture(scope="module")
-def tiny_policy(tmp_path_factory) -> Path:
-    from coreward.training.demo_model import build_demo_model, build_demo_tokenizer
-
-    path = tmp_path_factory.mktemp("tiny_policy")
-    tokenizer = build_demo_tokenizer()
-    build_demo_model(tokenizer, seed=0, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 def coreward(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "coreward.cli", *args], capture_output=True, text=True, timeout=timeout)
 
