@@ -8,7 +8,9 @@ from coreward.data.synthetic import (
     ANSWER_FORMATS,
     MAX_VALUE,
     STEP_WEIGHTS,
+    VERIFIABLE_FORMATS,
     DemoProblem,
+    demo_answer_format,
     demo_answer_in_any_format,
     demo_problems,
     demo_rephrasing,
@@ -57,8 +59,8 @@ def test_only_some_answer_formats_are_read_by_the_rule_verifier():
     record = load_demo("test", 1)[0]
     for fmt in ANSWER_FORMATS:
         solution = demo_solution(record, fmt)
-        assert demo_answer_in_any_format(solution) == record.answer
-        assert (extract_answer(solution) == record.answer) == (fmt != "ans")
+        assert demo_answer_in_any_format(solution) == record.answer and demo_answer_format(solution) == fmt
+        assert (extract_answer(solution) == record.answer) == (fmt in VERIFIABLE_FORMATS)
 
 
 def test_rephrasing_keeps_numbers_relations_and_answer():
@@ -69,7 +71,8 @@ def test_rephrasing_keeps_numbers_relations_and_answer():
         original, other = parse_demo(record.question), parse_demo(rephrased)
         assert other.key == original.key and str(other.answer) == record.answer
         assert (other.template, other.name, other.item) != (original.template, original.name, original.item)
-    assert rephrase_demo("Ann has 12 apples, buys 5, sells 3. How many?") == "Bob had 12 pens, found 5, lost 3. How many left?"
+    rephrased = rephrase_demo("Ann has 12 apples, buys 5, sells 3. How many?")
+    assert rephrased == "Bob had 12 pens, found 5, lost 3. How many left?"
 
 
 def test_parse_rejects_other_text():

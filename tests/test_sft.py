@@ -71,7 +71,7 @@ def test_tiny_sft_run_writes_a_loadable_checkpoint_and_lowers_the_loss(tmp_path)
     out = sft_main(None, TINY, str(tmp_path / "sft"))
     metrics = json.loads((out / "sft_metrics.json").read_text())
     assert metrics["steps"] == 8 and metrics["losses"][-1] < metrics["losses"][0]
-    assert set(metrics["greedy"]) == {"verified", "true"} and "sampled_t1" in metrics
+    assert set(metrics["greedy"]) == {"verified", "true", "answer_formats"} and "sampled_t1" in metrics
     assert demo_policy.is_loadable(out)
 
 

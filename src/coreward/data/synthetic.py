@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING
 
 from coreward.errors import CorewardError
@@ -158,6 +158,13 @@ def demo_answer_in_any_format(text: str) -> str | None:
     return matches[-1] if matches else None
 
 
+def demo_answer_format(text: str) -> str | None:
+    """Which of ANSWER_FORMATS the final answer of a completion is written in (None: no final answer)."""
+    patterns = {"hash": r"####\s*-?\d+", "boxed": r"\\boxed\{-?\d+", "ans": r"ans\s+-?\d+"}
+    found = {name: match.start() for name, pattern in patterns.items() for match in re.finditer(pattern, text)}
+    return max(found, key=found.get) if found else None
+
+
 def random_problem(rng: random.Random) -> DemoProblem:
     """Draw one problem: operands 1..MAX_VALUE, every intermediate value within 0..MAX_VALUE."""
     n_steps = rng.choices(list(STEP_WEIGHTS), weights=list(STEP_WEIGHTS.values()))[0]
@@ -172,7 +179,7 @@ def random_problem(rng: random.Random) -> DemoProblem:
     return DemoProblem(start, tuple(ops), rng.randrange(len(TEMPLATES)), rng.choice(NAMES), rng.choice(ITEMS))
 
 
-@lru_cache(maxsize=None)
+@cache
 def demo_problems(split: str) -> tuple[DemoProblem, ...]:
     """All problems of a split, deterministic. Test problems never share their math with a train problem."""
     if split not in SPLIT_SIZES:
