@@ -27,7 +27,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import random
 import sys
 from dataclasses import replace
@@ -36,7 +35,6 @@ from pathlib import Path
 from coreward.config import build
 from coreward.rm.train import RMTrainConfig, torch_threads
 
-CACHE_ENV = "COREWARD_CACHE"
 RECIPE_VERSION = 1  # bump when the code below changes what gets built
 
 # What `build_demo_rm` samples; the training settings are configs/rm/demo.yaml's (a test checks they agree).
@@ -59,10 +57,6 @@ DEMO_CONFIG = {
     "output_dir": "runs/demo_rm",
     "torch_threads": 1,
 }
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "coreward")
 
 
 def demo_config(train_file: str | Path, output_dir: str | Path) -> RMTrainConfig:
@@ -184,7 +178,7 @@ def ensure_demo_rm() -> Path:
 
     A file lock makes concurrent callers (the processes of one distributed run) build it once.
     """
-    from coreward.training.demo_policy import ensure_demo_policy
+    from coreward.training.demo_policy import cache_root, ensure_demo_policy
 
     directory = cache_root() / f"demo_rm-{recipe_hash(ensure_demo_policy())}"
     model = directory / "run" / "final"
