@@ -618,3 +618,22 @@ def write_records_jsonl(records: Iterable[Record], path: str | os.PathLike) -> P
     except OSError as err:
         raise CorewardError(f"cannot write {path}: {err}") from None
     return path
+
+
+def load_named(source: str, split: str, limit: int | None, data_dir: str | os.PathLike | None, key: str) -> list[Record]:
+    """Records from a registered benchmark name or a jsonl/json/parquet file (verl parquet too).
+
+    `key` is the config key that named `source`, so a typo is reported against it.
+    """
+    if source in list_benchmarks():
+        records = load_benchmark(source, split=split, data_dir=data_dir, limit=limit)
+    elif Path(source).suffix in (".jsonl", ".json", ".parquet"):
+        records = load_records_file(source, limit=limit)
+    else:
+        raise CorewardError(
+            f"key {key}: {source!r} is neither a benchmark ({', '.join(list_benchmarks())}) "
+            "nor a .jsonl/.json/.parquet file"
+        )
+    if not records:
+        raise CorewardError(f"key {key}: {source!r} (split {split!r}) has no problems")
+    return records

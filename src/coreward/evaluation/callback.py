@@ -19,7 +19,7 @@ from typing import Any
 
 from transformers import Trainer, TrainerCallback
 
-from coreward.data.registry import Record, list_benchmarks, load_benchmark, load_records_file
+from coreward.data.registry import Record, load_named
 from coreward.errors import CorewardError
 from coreward.evaluation.backends import HFBackend
 from coreward.evaluation.evaluate import Problem, build_problems, model_defaults, sample, score, summarize
@@ -34,18 +34,7 @@ def load_eval_records(data) -> list[Record] | None:
     """
     if not data.eval or data.eval_every <= 0:
         return None
-    if data.eval in list_benchmarks():
-        records = load_benchmark(data.eval, split=data.eval_split, data_dir=data.data_dir, limit=data.eval_limit)
-    elif Path(data.eval).suffix in (".jsonl", ".json", ".parquet"):
-        records = load_records_file(data.eval, limit=data.eval_limit)
-    else:
-        raise CorewardError(
-            f"key data.eval: {data.eval!r} is neither a benchmark ({', '.join(list_benchmarks())}) "
-            "nor a .jsonl/.json/.parquet file"
-        )
-    if not records:
-        raise CorewardError(f"key data.eval: {data.eval!r} (split {data.eval_split!r}) has no problems")
-    return records
+    return load_named(data.eval, data.eval_split, data.eval_limit, data.data_dir, key="data.eval")
 
 
 def add_periodic_eval(trainer: Trainer, data, seed: int = 0, records: list[Record] | None = None):

@@ -40,22 +40,10 @@ def build_rows(records, data: DataSettings) -> list[dict[str, Any]]:
 
 
 def load_records(source: str, split: str, limit: int | None, data_dir: str | None):
-    """Records from a registered benchmark name or from a file (jsonl/json/parquet, verl parquet too)."""
-    from coreward.data.registry import list_benchmarks, load_benchmark, load_records_file
+    """Training records from a benchmark name or a file (see `registry.load_named`)."""
+    from coreward.data.registry import load_named
 
-    if source in list_benchmarks():
-        records = load_benchmark(source, split=split, data_dir=data_dir, limit=limit)
-    elif Path(source).suffix in (".jsonl", ".json", ".parquet"):
-        records = load_records_file(source)
-        records = records[:limit] if limit is not None else records
-    else:
-        raise CorewardError(
-            f"key data.train: {source!r} is neither a benchmark ({', '.join(list_benchmarks())}) "
-            "nor a .jsonl/.json/.parquet file"
-        )
-    if not records:
-        raise CorewardError(f"dataset {source!r} (split {split!r}) is empty")
-    return records
+    return load_named(source, split, limit, data_dir, key="data.train")
 
 
 def build_train_dataset(config: TrainConfig):
