@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import time
 import zlib
@@ -77,8 +78,8 @@ def select_positives(correct: list[bool], scores: list[float], G: int, rule: str
             positives.append(None)
         elif rule == "first":
             positives.append(accepted[0])
-        else:  # "hardest": the accepted rollout the RM likes least (the first of equals)
-            positives.append(min(accepted, key=lambda i: scores[i]))
+        else:  # "hardest": the accepted rollout the RM likes least (the first of equals; NaN scores last)
+            positives.append(min(accepted, key=lambda i: (math.isnan(scores[i]), scores[i])))
     return positives
 
 
@@ -354,6 +355,8 @@ class CooperReward(RewardSource):
         rm = learner.rm
         triples = list(zip((str(q) for q in questions), (r or "" for r in references), batch.completions))
         scores = score_unique(rm, triples)
+        # a NaN/inf logit scores NaN (see VerifyRM.score): the trainer skips that completion and counts it
+        batch.log("rm/nonfinite_logits", float(sum(not math.isfinite(s) for s in scores)))
         if batch.context.get("mode", "train") != "train":
             return scores  # evaluation batches score, they don't teach the RM
         if self.eval_every and batch.step % self.eval_every == 0:  # the RM that scored this step

@@ -10,6 +10,8 @@ moving while the RM stays where its training data left it, so completions unlike
 
 from __future__ import annotations
 
+import math
+
 from coreward.errors import CorewardError
 from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.training.distributed import distributed_map
@@ -51,7 +53,11 @@ class ModelReward(RewardSource):
         triples = list(zip((str(q) for q in questions), (r or "" for r in references), batch.completions))
         # every process holds the whole batch: each scores its share and all gather the full list
         scores = distributed_map(lambda part: rm.score(*map(list, zip(*part))) if part else [], triples)
-        batch.log("model/score_mean", sum(scores) / len(scores))
+        # a NaN/inf logit scores NaN (see VerifyRM.score): the trainer skips that completion and counts it
+        finite = [s for s in scores if math.isfinite(s)]
+        batch.log("model/nonfinite_logits", float(len(scores) - len(finite)))
+        if finite:
+            batch.log("model/score_mean", sum(finite) / len(finite))
         if self.threshold is None:
             return scores
-        return [1.0 if s > self.threshold else 0.0 for s in scores]
+        return [s if not math.isfinite(s) else 1.0 if s > self.threshold else 0.0 for s in scores]

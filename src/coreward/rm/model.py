@@ -36,10 +36,23 @@ def truncate(text: str) -> str:
     return text if len(text) <= MAX_CHARS else text[:HEAD_CHARS] + text[-TAIL_CHARS:]
 
 
+def encodable(text: str) -> str:
+    """`text` with lone surrogates (undecodable bytes read with `surrogateescape`, or `\\udcff` escapes in an
+    endpoint's JSON) replaced by '?': a fast tokenizer refuses a string that is not valid Unicode."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def format_input(question: str, reference: str, completion: str) -> str:
-    """The RM's input text for one (question, reference answer, completion) triple."""
+    """The RM's input text for one (question, reference answer, completion) triple (untrusted text is cut
+    first, then made encodable, so the cost is bounded whatever its length)."""
     return TEMPLATE.format(
-        question=truncate(str(question)), reference=truncate(str(reference)), completion=truncate(str(completion))
+        question=encodable(truncate(str(question))),
+        reference=encodable(truncate(str(reference))),
+        completion=encodable(truncate(str(completion))),
     )
 
 
@@ -150,7 +163,11 @@ class VerifyRM:
     @torch.no_grad()
     def score(self, questions: Sequence[str], references: Sequence[str], completions: Sequence[str],
               batch_size: int | None = None) -> list[float]:
-        """σ(logit) per triple, in order; eval mode (no dropout) for the call, training mode restored after."""
+        """σ(logit) per triple, in order; eval mode (no dropout) for the call, training mode restored after.
+
+        A NaN or infinite logit gives NaN, not σ(±inf) = 1 or 0: the RM failed on that input, and the
+        trainer skips a NaN reward (advantage 0) and counts it, rather than trusting a saturated score.
+        """
         batch_size = batch_size or self.batch_size
         was_training = self.model.training
         self.model.eval()
@@ -159,7 +176,7 @@ class VerifyRM:
             for start in range(0, len(completions), batch_size):
                 end = start + batch_size
                 logits = self.logits(questions[start:end], references[start:end], completions[start:end])
-                scores += torch.sigmoid(logits).tolist()
+                scores += torch.where(torch.isfinite(logits), torch.sigmoid(logits), float("nan")).tolist()
         finally:
             self.model.train(was_training)
         return scores

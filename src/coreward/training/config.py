@@ -75,6 +75,9 @@ class RewardSpec:
 class VerifierSettings:
     timeout_s: float = 3.0
     num_workers: int | None = None
+    # completions are untrusted: longer ones are cut to their last N characters before any reward sees
+    # them (counted in faults/truncated_completions); 100,000 leaves every real completion whole
+    max_completion_chars: int = 100_000
 
 
 @dataclass
@@ -94,6 +97,7 @@ class TrainConfig:
     def validate(self) -> None:
         validate_rewards(self.rewards)
         validate_grpo_keys(self.grpo)
+        validate_verifier(self.verifier)
         G = self.grpo.get("num_generations", 8)
         if G is not None and G < 2:
             raise CorewardError(
@@ -133,6 +137,15 @@ def validate_rewards(rewards: list[RewardSpec]) -> None:
                     f"key rewards.{i}.params.{key}: reward {spec.name!r} has no such parameter "
                     f"(known: {', '.join(known) or 'none'})"
                 )
+
+
+def validate_verifier(verifier: VerifierSettings) -> None:
+    if not verifier.timeout_s > 0:
+        raise CorewardError(f"key verifier.timeout_s must be > 0, got {verifier.timeout_s}")
+    if verifier.num_workers is not None and verifier.num_workers < 1:
+        raise CorewardError(f"key verifier.num_workers must be >= 1 (or null: one per core), got {verifier.num_workers}")
+    if verifier.max_completion_chars < 1:
+        raise CorewardError(f"key verifier.max_completion_chars must be >= 1, got {verifier.max_completion_chars}")
 
 
 _SCALARS = (int, float, bool, str)

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 
 import torch
 from torch.utils.data import Sampler
+from trl.trainer.utils import RepeatSampler
 
 
 def paired_rows(pairs: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
@@ -24,7 +25,38 @@ def paired_rows(pairs: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]
     return rows
 
 
-class PairedRepeatSampler(Sampler[int]):
+class EpochReplay:
+    """`set_epoch(e)`: the shuffling generator as an uninterrupted run has it when epoch `e` begins.
+
+    TRL's `RepeatSampler` seeds its generator once and draws one permutation per pass, so epoch e's order
+    depends on how many passes *this process* has made. A run resumed in epoch e > 0 made none, and
+    would replay epoch 0's order (a different batch, so different weights). Reseeding and drawing the e
+    earlier permutations again restores the exact order; it is the same stream an uninterrupted run uses.
+    """
+
+    seed: int | None
+    shuffle: bool
+    generator: torch.Generator
+
+    def _units(self) -> int:
+        raise NotImplementedError
+
+    def set_epoch(self, epoch: int) -> None:
+        if not self.shuffle or self.seed is None:
+            return
+        self.generator.manual_seed(self.seed)
+        for _ in range(epoch):
+            torch.randperm(self._units(), generator=self.generator)
+
+
+class ResumableRepeatSampler(EpochReplay, RepeatSampler):
+    """TRL's `RepeatSampler` (one prompt's G copies side by side) with `set_epoch` (see `EpochReplay`)."""
+
+    def _units(self) -> int:
+        return self.num_samples
+
+
+class PairedRepeatSampler(EpochReplay, Sampler[int]):
     """TRL's RepeatSampler over pairs: rows 2p and 2p+1 are one unit, each repeated G times.
 
     `batch_size` counts prompts per generation batch (both views), so it must be even.
@@ -41,9 +73,13 @@ class PairedRepeatSampler(Sampler[int]):
         self.mini_repeat_count = mini_repeat_count
         self.repeat_count = repeat_count
         self.shuffle = shuffle
+        self.seed = seed
         self.generator = torch.Generator()
         if seed is not None:
             self.generator.manual_seed(seed)
+
+    def _units(self) -> int:
+        return self.num_pairs
 
     def __iter__(self) -> Iterator[int]:
         order = torch.randperm(self.num_pairs, generator=self.generator).tolist() if self.shuffle else list(range(self.num_pairs))

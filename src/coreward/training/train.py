@@ -174,6 +174,7 @@ def run_training(
 ) -> TrainResult:
     from transformers import AutoTokenizer
 
+    from coreward.training.faults import FAULT_ENV, parse_faults
     from coreward.training.metrics import MetricsFileCallback, use_compact_progress
     from coreward.training.trainer import CorewardGRPOTrainer, last_complete_checkpoint
     from coreward.verify import Verifier
@@ -181,6 +182,7 @@ def run_training(
     run_dir = Path(output_dir or config.output_dir)
     from coreward.evaluation.callback import add_periodic_eval, load_eval_records
 
+    parse_faults(os.environ.get(FAULT_ENV))  # a malformed kill point fails now, not mid-run
     dataset = build_train_dataset(config)  # bad data fails here, before any model loads
     eval_records = load_eval_records(config.data)
     sources = build_sources(config)
@@ -207,7 +209,8 @@ def run_training(
     if config.data.max_prompt_tokens:
         dataset = drop_long_prompts(dataset, tokenizer, config.data.max_prompt_tokens, bool(config.data.rephrasings))
     args = build_grpo_args(config, run_dir, max_steps)
-    verifier = Verifier(timeout_s=config.verifier.timeout_s, num_workers=config.verifier.num_workers)
+    verifier = Verifier(timeout_s=config.verifier.timeout_s, num_workers=config.verifier.num_workers,
+                        max_completion_chars=config.verifier.max_completion_chars)
     metrics_callback = MetricsFileCallback(run_dir)
     trainer = CorewardGRPOTrainer(
         model=model_path,

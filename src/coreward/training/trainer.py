@@ -9,13 +9,23 @@ What we change in TRL (trl==1.16.0), and why:
 * `_generate` / `_generate_and_score_completions` / `training_step` — wall time split into generation,
   reward and update; per-step hooks of the sources (an EMA teacher updates before rollouts).
 * `_save_checkpoint` / `_load_optimizer_and_scheduler` — reward-source state (an RM and its optimizer,
-  a teacher) travels with TRL's checkpoints; a checkpoint is marked complete only once everything is on
-  disk, so resume never picks a half-written one.
+  a teacher) and our own counters travel with TRL's checkpoints; a checkpoint is marked complete only
+  once everything is on disk, so resume never picks a half-written one. TRL forgets its rollout buffer
+  position (`_step`) on resume: it is saved too, so a resumed run continues exactly.
+* `_get_train_sampler` / `_run_epoch` — the data order of epoch e depends on e, not on how many epochs
+  this process has run (see `paired.EpochReplay`): a run resumed after the first epoch sees the same
+  batches as an uninterrupted one.
+* `_get_grad_norm` — an optimizer step whose gradient is NaN or inf is skipped (weights and optimizer
+  moments unchanged) and counted in `faults/nonfinite_grad_steps`, never applied.
+
+Faults are counted in `faults/*` metrics (cumulative over the run, resumed runs included).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import shutil
 import time
@@ -27,10 +37,17 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
 from coreward.rewards.base import RewardSource, RolloutBatch
+from coreward.training.faults import fault_point
 from coreward.training.token_stats import completion_token_stats
+from coreward.verify.extract import clip_completion
+
+logger = logging.getLogger(__name__)
 
 COMPLETE_MARKER = "COREWARD_COMPLETE"
 SOURCES_DIR = "reward_sources"
+TRAINER_STATE = "coreward_trainer_state_{rank}.pt"
+TRASH_PREFIX = ".trash-"
+FAULT_COUNTERS = ("nonfinite_grad_steps", "nonfinite_reward_samples", "truncated_completions")
 
 
 def completion_text(completion: Any) -> str:
@@ -78,25 +95,40 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self._scoring_time = 0.0
         self._generation_step_seen = False
         self.last_batch: RolloutBatch | None = None
+        self.fault_counts = dict.fromkeys(FAULT_COUNTERS, 0)  # cumulative, saved with checkpoints
+        self._train_sampler = None
         names = [source.name for source in reward_sources]
         if len(set(names)) != len(names):
             names = [f"{n}_{i}" for i, n in enumerate(names)]
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
 
     def _get_train_sampler(self, dataset=None):
-        if not self.paired_views:
-            return super()._get_train_sampler(dataset)
-        from coreward.training.paired import PairedRepeatSampler
+        from coreward.training.paired import PairedRepeatSampler, ResumableRepeatSampler
 
         dataset = dataset if dataset is not None else self.train_dataset
-        return PairedRepeatSampler(
-            num_rows=len(dataset),
+        settings = dict(
             mini_repeat_count=self.num_generations,
             batch_size=self.args.generation_batch_size // self.num_generations,
             repeat_count=self.num_iterations * self.args.steps_per_generation,
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
         )
+        if self.paired_views:
+            self._train_sampler = PairedRepeatSampler(num_rows=len(dataset), **settings)
+        else:
+            self._train_sampler = ResumableRepeatSampler(data_source=dataset, **settings)
+        return self._train_sampler
+
+    def _run_epoch(self, *args, **kwargs):
+        """Each epoch's data order from the epoch number, not from how many epochs this process has run.
+
+        accelerate forwards `set_epoch` to the sampler only in some wrappings (not through the batch-skipping
+        one of a multi-process resume), so it is set here as well; `set_epoch` is idempotent.
+        """
+        sampler = getattr(self, "_train_sampler", None)
+        if sampler is not None and kwargs.get("epoch") is not None:
+            sampler.set_epoch(kwargs["epoch"])
+        return super()._run_epoch(*args, **kwargs)
 
     # ----------------------------------------------------------------- generation and timing
     def _generate(self, prompts: list):
@@ -104,6 +136,8 @@ class CorewardGRPOTrainer(GRPOTrainer):
         result = super()._generate(prompts)
         self._last_prompt_ids = result[0]
         self._generation_time += time.perf_counter() - start
+        if self.model.training:
+            fault_point("generation", self.state.global_step + 1)
         return result
 
     def _generate_and_score_completions(self, inputs):
@@ -144,9 +178,13 @@ class CorewardGRPOTrainer(GRPOTrainer):
         }
         local_stats = self._token_stats(completion_ids_list) if self.needed_token_stats else {}
 
+        # completions are untrusted: past `max_completion_chars` only the tail (where the answer is) is kept
+        max_chars = getattr(self.verifier, "max_completion_chars", None)
+        texts = [completion_text(c) for c in completions]
+        clipped = [clip_completion(t, max_chars) for t in texts]
         batch = RolloutBatch(
             prompts=gather_object(list(prompts)),
-            completions=gather_object([completion_text(c) for c in completions]),
+            completions=gather_object(clipped),
             completion_ids=gather_object([list(ids) for ids in completion_ids_list]),
             group_ids=[],
             num_generations=G,
@@ -159,24 +197,34 @@ class CorewardGRPOTrainer(GRPOTrainer):
         )
         batch.group_ids = [i // G for i in range(len(batch))]
         check_groups(batch)
+        truncated = sum(gather_object([sum(a is not b for a, b in zip(texts, clipped))]))
 
         rewards = torch.full((len(batch), len(self.reward_sources)), float("nan"))
+        faulty = torch.zeros(len(batch), dtype=torch.bool)
         for j, source in enumerate(self.reward_sources):
             values = source.compute(batch)
             if len(values) != len(batch):
                 raise RuntimeError(
                     f"reward source {source.name!r} returned {len(values)} rewards for {len(batch)} completions"
                 )
-            column = torch.tensor([float(v) if v is not None else float("nan") for v in values])
-            nonfinite = ~torch.isfinite(column)
-            if nonfinite.any():  # a NaN/inf reward is skipped (advantage 0), never propagated
-                column[nonfinite] = float("nan")
+            # None: the source does not apply to this completion (TRL's convention); anything else must be a number
+            column = torch.tensor([_as_float(v) for v in values], dtype=torch.float32)
+            nonfinite = ~torch.isfinite(column) & torch.tensor([v is not None for v in values])
+            faulty |= nonfinite
             batch.log(f"rewards/{self.reward_func_names[j]}/nonfinite", float(nonfinite.sum()))
             rewards[:, j] = column
+        # A NaN/inf reward is a fault, not a score: the whole completion is skipped (every source NaN, so TRL
+        # leaves it out of its group's baseline and gives it advantage 0), never propagated into the loss.
+        rewards[faulty] = float("nan")
 
+        if mode == "train":
+            self.fault_counts["nonfinite_reward_samples"] += int(faulty.sum())
+            self.fault_counts["truncated_completions"] += truncated
         batch.verdicts()  # verified accuracy is logged for every method: its cost belongs to the reward time
         self._log_batch_metrics(batch, mode, time.perf_counter() - start)
         self.last_batch = batch
+        if mode == "train":
+            fault_point("reward", self.state.global_step + 1)
         return rewards.to(self.accelerator.device)
 
     def _token_stats(self, completion_ids_list) -> dict[str, list[float]]:
@@ -206,30 +254,80 @@ class CorewardGRPOTrainer(GRPOTrainer):
             metrics[name].append(value)
         if mode == "train":
             metrics["time/reward"].append(reward_time)
+            for name in ("nonfinite_reward_samples", "truncated_completions"):
+                metrics[f"faults/{name}"].append(float(self.fault_counts[name]))
+
+    # ----------------------------------------------------------------- numerical faults in the update
+    def _get_grad_norm(self, model, grad_norm=None):
+        """The step's gradient norm; when it is NaN or inf, the optimizer step is skipped and counted.
+
+        Dropping every gradient (`grad = None`) makes the optimizer pass over each parameter: no weight,
+        moment or step count changes. The norm is the same number on every process (gradients are
+        all-reduced first), so all of them skip together. The learning-rate schedule still advances.
+        """
+        grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        fault_point("update", self.state.global_step + 1)
+        if grad_norm is not None and not math.isfinite(float(grad_norm)):
+            for param in model.parameters():
+                param.grad = None
+            self.fault_counts["nonfinite_grad_steps"] += 1
+            logger.warning("step %d: gradient norm is %s, optimizer step skipped (%d so far)",
+                           self.state.global_step + 1, float(grad_norm), self.fault_counts["nonfinite_grad_steps"])
+        self._metrics["train"]["faults/nonfinite_grad_steps"].append(float(self.fault_counts["nonfinite_grad_steps"]))
+        return grad_norm
 
     # ----------------------------------------------------------------- checkpoints
     def _save_checkpoint(self, model, trial):
         for callback in self.callback_handler.callbacks:
             if hasattr(callback, "flush"):  # metrics up to this step are on disk before the checkpoint is
                 callback.flush()
-        super()._save_checkpoint(model, trial)
         checkpoint = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+        if self.args.should_save and checkpoint.exists():  # left by a killed attempt at this step: start clean
+            discard(checkpoint)
+        self.accelerator.wait_for_everyone()
+        super()._save_checkpoint(model, trial)
+        torch.save(self._resume_state(), checkpoint / TRAINER_STATE.format(rank=self.accelerator.process_index))
+        fault_point("checkpoint-sources", self.state.global_step)
         if self.args.should_save:
             for source in self.reward_sources:
                 directory = checkpoint / SOURCES_DIR / source.name
                 directory.mkdir(parents=True, exist_ok=True)
                 source.save_state(directory)
+        self.accelerator.wait_for_everyone()  # every process's files are written before the marker is
+        if self.args.should_save:
             mark_complete(checkpoint)
+            fault_point("rotation", self.state.global_step)
             rotate_checkpoints(checkpoint.parent, self.keep_checkpoints)
         self.accelerator.wait_for_everyone()
 
+    def _save_optimizer_and_scheduler(self, output_dir):
+        fault_point("checkpoint", self.state.global_step)  # the model's weights are written, nothing else
+        super()._save_optimizer_and_scheduler(output_dir)
+
+    def _resume_state(self) -> dict[str, Any]:
+        """What TRL does not save: where this process is in a reused rollout buffer, and our fault counters."""
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        mid_buffer = self._step % generate_every != 0  # the next step reuses rollouts made before the checkpoint
+        return {
+            "step": self._step,
+            "buffered_inputs": self._buffered_inputs if mid_buffer else None,
+            "fault_counts": dict(self.fault_counts),
+        }
+
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
-        if checkpoint is not None:
-            for source in self.reward_sources:
-                directory = Path(checkpoint) / SOURCES_DIR / source.name
-                if directory.is_dir():
-                    source.load_state(directory)
+        if checkpoint is None:
+            return
+        state_file = Path(checkpoint) / TRAINER_STATE.format(rank=self.accelerator.process_index)
+        if state_file.is_file():  # our own file, with tensors and lists: not a weights-only pickle
+            state = torch.load(state_file, map_location=self.accelerator.device, weights_only=False)
+            self._step = state["step"]
+            self._buffered_inputs = state["buffered_inputs"]
+            self.fault_counts.update(state["fault_counts"])
+        for source in self.reward_sources:
+            directory = Path(checkpoint) / SOURCES_DIR / source.name
+            if directory.is_dir():
+                source.load_state(directory)
 
     def save_sources(self, directory: Path) -> None:
         for source in self.reward_sources:
@@ -258,16 +356,46 @@ def mark_complete(checkpoint: Path) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, checkpoint / COMPLETE_MARKER)
+    _fsync_directory(checkpoint)
 
 
 def _fsync_tree(directory: Path) -> None:
-    for path in directory.rglob("*"):
-        if path.is_file():
-            try:
+    for path in sorted(directory.rglob("*"), reverse=True):  # files before the directories that list them
+        try:
+            if path.is_file():
                 with open(path, "rb") as handle:
                     os.fsync(handle.fileno())
-            except OSError:
-                pass
+            elif path.is_dir():
+                _fsync_directory(path)
+        except OSError:
+            pass
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def discard(path: Path) -> None:
+    """Remove a checkpoint directory so that no reader ever sees it half deleted.
+
+    It is first renamed out of the `checkpoint-*` namespace (atomic), then deleted; a kill during the
+    deletion leaves a `.trash-*` directory, which the next rotation removes.
+    """
+    trash = path.with_name(f"{TRASH_PREFIX}{path.name}-{os.getpid()}")
+    try:
+        os.replace(path, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def complete_checkpoints(run_dir: Path) -> list[Path]:
@@ -286,7 +414,10 @@ def last_complete_checkpoint(run_dir: Path) -> Path | None:
 
 
 def rotate_checkpoints(run_dir: Path, keep: int | None) -> None:
-    """Delete old complete checkpoints beyond `keep`, and incomplete ones older than the newest complete."""
+    """Delete old complete checkpoints beyond `keep`, incomplete ones older than the newest complete, and
+    the leftovers of deletions a kill interrupted."""
+    for trash in Path(run_dir).glob(f"{TRASH_PREFIX}checkpoint-*"):
+        shutil.rmtree(trash, ignore_errors=True)
     complete = complete_checkpoints(run_dir)
     if not complete:
         return
@@ -294,8 +425,17 @@ def rotate_checkpoints(run_dir: Path, keep: int | None) -> None:
     for path in Path(run_dir).glob("checkpoint-*"):
         suffix = path.name.rsplit("-", 1)[-1]
         if suffix.isdigit() and not (path / COMPLETE_MARKER).is_file() and int(suffix) < newest:
-            shutil.rmtree(path, ignore_errors=True)
+            discard(path)
     if keep:
         for path in complete[:-keep]:
-            shutil.rmtree(path, ignore_errors=True)
+            discard(path)
 
+
+def _as_float(value: Any) -> float:
+    """A reward as a float; None (not applicable) and anything that is not a number become NaN."""
+    if value is None:
+        return float("nan")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")

@@ -35,7 +35,7 @@ from fractions import Fraction
 from functools import lru_cache
 from multiprocessing.connection import wait
 
-from coreward.verify.extract import MAX_ANSWER_CHARS, extract_answer
+from coreward.verify.extract import MAX_ANSWER_CHARS, MAX_COMPLETION_CHARS, clip_completion, extract_answer
 
 KILL_GRACE_S = 0.5  # a worker silent for timeout_s + this long is killed
 IN_PROCESS_MAX = 4  # at most this many simple comparisons run in the caller
@@ -72,6 +72,7 @@ class VerifierStats:
     over_budget: int = 0  # refused before math-verify (counted as timed out)
     timeouts: int = 0  # hit the deadline in a worker (SIGALRM or kill)
     worker_restarts: int = 0
+    truncated: int = 0  # completions longer than max_completion_chars, cut to their tail before extraction
 
 
 # --------------------------------------------------------------------------------------------------
@@ -506,12 +507,16 @@ class Verifier:
     serialized); `close()` stops the workers (a later call starts them again).
     """
 
-    def __init__(self, timeout_s: float = 3.0, num_workers: int | None = None):
+    def __init__(self, timeout_s: float = 3.0, num_workers: int | None = None,
+                 max_completion_chars: int | None = MAX_COMPLETION_CHARS):
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if num_workers is not None and num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if max_completion_chars is not None and max_completion_chars < 1:
+            raise ValueError(f"max_completion_chars must be >= 1 (or None: no limit), got {max_completion_chars}")
         self.timeout_s = float(timeout_s)
+        self.max_completion_chars = max_completion_chars
         self.num_workers = num_workers or _default_workers()
         self.stats = VerifierStats()
         self._lock = threading.Lock()
@@ -537,8 +542,13 @@ class Verifier:
     def verify_completions(
         self, completions: list[str], golds: list[str], last_number_fallback: bool = False
     ) -> list[VerifyResult]:
-        """Extract each completion's final answer and compare it with its gold."""
-        extracted = [extract_answer(c, last_number_fallback) for c in completions]
+        """Extract each completion's final answer and compare it with its gold.
+
+        A completion over `max_completion_chars` is cut to its tail first (counted in `stats.truncated`).
+        """
+        clipped = [clip_completion(c, self.max_completion_chars) if isinstance(c, str) else c for c in completions]
+        self.stats.truncated += sum(a is not b for a, b in zip(completions, clipped))
+        extracted = [extract_answer(c, last_number_fallback) for c in clipped]
         verdicts = self._decide(golds, extracted)
         return [VerifyResult(c, answer, t) for (c, t), answer in zip(verdicts, extracted)]
 

@@ -19,6 +19,7 @@ from collections import deque
 
 TAIL_CHARS = 20_000
 MAX_ANSWER_CHARS = 1_000
+MAX_COMPLETION_CHARS = 100_000  # default cut for completions before any reward sees them (clip_completion)
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # `answer is`, `answer:`, `answer is:`; the last one in the text wins ("Final Answer: The final answer is 5").
@@ -50,6 +51,17 @@ def extract_answer(text: str, last_number_fallback: bool = False) -> str | None:
         if answer is not None:
             return answer
     return None
+
+
+def clip_completion(text: str, max_chars: int | None) -> str:
+    """`text` itself when it has at most `max_chars` characters, else its last `max_chars` (the final
+    answer is at the end). Bounds what every reward source, the RM template and the logs hold per
+    completion, whatever a policy or an endpoint produced. `max_chars` None or 0: no limit."""
+    if not isinstance(text, str):
+        return ""
+    if not max_chars or len(text) <= max_chars:
+        return text
+    return text[-max_chars:]
 
 
 def clean_answer(raw: str | None) -> str | None:
