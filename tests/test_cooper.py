@@ -91,29 +91,15 @@ def fit(model, tokenizer, texts: list[list[str]], lr: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory) -> Path:
+def policy(memorized_policy) -> Path:
     """A tiny policy that knows the first four demo train problems by heart: at temperature 1 it is often right."""
-    torch.manual_seed(0)
-    model, tokenizer = tiny_lm(hidden=64)
-    texts = [r.question + r.solution + tokenizer.eos_token for r in load_demo("train", 4)]
-    fit(model, tokenizer, [texts] * 60, lr=1e-2)
-    path = tmp_path_factory.mktemp("policy")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return memorized_policy
 
 
 @pytest.fixture(scope="module")
-def tiny_rm(tmp_path_factory) -> Path:
+def tiny_rm(tiny_rm_path) -> Path:
     """A random tiny VerifyRM (what it scores does not matter to the mechanics)."""
-    model, tokenizer = tiny_lm()
-    backbone = tmp_path_factory.mktemp("backbone")
-    model.save_pretrained(backbone)
-    tokenizer.save_pretrained(backbone)
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("rm") / "rm"
-    VerifyRM.from_backbone(backbone, device="cpu", add_template_tokens=True, max_length=128).save(path)
-    return path
+    return tiny_rm_path
 
 
 # ---------------------------------------------------------------------------------- the perturbation assistant

@@ -20,8 +20,15 @@ Several points may be listed, comma-separated: the process dies at the first one
 from __future__ import annotations
 
 import os
+import random
+import re
 import signal
+import subprocess
 import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from coreward.errors import CorewardError
 
@@ -52,3 +59,141 @@ def fault_point(phase: str, step: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------- a kill-and-resume harness
+# Used by tests/test_faults.py and benchmarks/fault_injection.py: run `coreward train` in a subprocess, kill it
+# (at a named point, or after a random delay), resume it, and record what each resume picked up.
+
+
+@dataclass
+class Attempt:
+    """One launch of `coreward train`: how it was told to die, and what happened."""
+
+    kill: str  # "PHASE:STEP", "timed:SECONDS", or "" (run to the end)
+    resumed_from: str | None  # the checkpoint the run said it continued from (None: from the beginning)
+    expected_from: str | None  # the newest complete checkpoint on disk before the launch
+    returncode: int
+    seconds: float
+    incomplete: list[str] = field(default_factory=list)  # checkpoint directories without the marker, after it
+    log: str = field(repr=False, default="")
+
+    @property
+    def killed(self) -> bool:
+        return self.returncode == -signal.SIGKILL
+
+
+def train_command(config: str | Path, run_dir: Path, overrides: list[str], max_steps: int, resume: bool) -> list[str]:
+    command = [sys.executable, "-m", "coreward.cli", "train", "--config", str(config), "--output-dir", str(run_dir),
+               "--max-steps", str(max_steps)]
+    for item in overrides:
+        command += ["--set", item]
+    return command + (["--resume"] if resume else [])
+
+
+def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float = 600) -> Attempt:
+    """Run `command`; `kill` is "PHASE:STEP" (COREWARD_FAULT_AT), "timed:SECONDS" (SIGKILL that long after
+    the run's first new complete checkpoint appears), or "" (no kill)."""
+    from coreward.training.trainer import COMPLETE_MARKER, last_complete_checkpoint
+
+    before = last_complete_checkpoint(run_dir) if run_dir.exists() else None
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.pop(FAULT_ENV, None)
+    if kill and not kill.startswith("timed:"):
+        env[FAULT_ENV] = kill
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a full pipe would stall the run
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True)
+        try:
+            if kill.startswith("timed:"):
+                _kill_after_progress(process, run_dir, before, float(kill.split(":", 1)[1]), timeout_s)
+            returncode = process.wait(timeout=max(1.0, timeout_s - (time.perf_counter() - start)))
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        log.seek(0)
+        text = log.read()
+    resumed = re.search(r"--resume: continuing from (\S+)", text)
+    incomplete = sorted(p.name for p in run_dir.glob("checkpoint-*") if not (p / COMPLETE_MARKER).exists())
+    return Attempt(kill, resumed.group(1) if resumed else None, str(before) if before else None, returncode,
+                   time.perf_counter() - start, incomplete, text)
+
+
+def _kill_after_progress(process: subprocess.Popen, run_dir: Path, before: Path | None, delay_s: float,
+                         timeout_s: float) -> None:
+    from coreward.training.trainer import last_complete_checkpoint
+
+    deadline = time.monotonic() + timeout_s
+    while process.poll() is None and time.monotonic() < deadline:
+        newest = last_complete_checkpoint(run_dir) if run_dir.exists() else None
+        if newest is not None and newest != before:
+            break
+        time.sleep(0.02)
+    time.sleep(delay_s)
+    if process.poll() is None:
+        os.kill(process.pid, signal.SIGKILL)
+
+
+def checkpoint_step(path: Path) -> int:
+    return int(Path(path).name.rsplit("-", 1)[-1])
+
+
+def check_checkpoint(path: Path) -> int:
+    """Load everything a resume loads from a checkpoint (weights, optimizer, scheduler, RNG, trainer state,
+    reward-source files); returns its global step. Raises when anything is missing or unreadable."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file
+
+    from coreward.training.trainer import COMPLETE_MARKER
+
+    path = Path(path)
+    if not (path / COMPLETE_MARKER).is_file():
+        raise AssertionError(f"{path} has no completeness marker")
+    weights = load_file(path / "model.safetensors")
+    if not all(torch.isfinite(t).all() for t in weights.values()):
+        raise AssertionError(f"{path}: non-finite weights")
+    torch.load(path / "optimizer.pt", weights_only=True)
+    torch.load(path / "scheduler.pt", weights_only=True)
+    torch.load(path / "rng_state.pth", weights_only=False)  # numpy state inside; our own file
+    state = json.loads((path / "trainer_state.json").read_text())
+    if state["global_step"] != checkpoint_step(path):
+        raise AssertionError(f"{path}: trainer_state.json says step {state['global_step']}")
+    for file in (path / "reward_sources").rglob("*"):
+        if file.suffix == ".json":
+            json.loads(file.read_text())
+        elif file.suffix == ".safetensors":
+            load_file(file)
+        elif file.suffix == ".pt":
+            torch.load(file, weights_only=False)
+    return state["global_step"]
+
+
+def kill_and_resume(config: str | Path, run_dir: Path, overrides: list[str], max_steps: int, kills: list[str],
+                    rng: random.Random, timed_window_s: float = 0.4, timeout_s: float = 600) -> list[Attempt]:
+    """Run to `max_steps` through one killed launch per entry of `kills`, then one launch to the end.
+
+    Each entry is a phase (see `PHASES`) or "timed". A phase kill is placed two steps past the newest
+    complete checkpoint (the launch resumes, completes one new checkpoint, and dies at that phase of the
+    next step), so every launch makes progress; a timed kill lands a random 0 to `timed_window_s`
+    seconds after the launch's first new checkpoint. Before each launch the checkpoint it must resume from is loaded and checked.
+    """
+    from coreward.training.trainer import last_complete_checkpoint
+
+    attempts = []
+    for kill in [*kills, ""]:
+        newest = last_complete_checkpoint(run_dir) if run_dir.exists() else None
+        if newest is not None:
+            check_checkpoint(newest)
+        done = checkpoint_step(newest) if newest is not None else 0
+        if kill == "timed":
+            kill = f"timed:{rng.uniform(0.0, timed_window_s):.3f}"
+        elif kill:
+            kill = f"{kill}:{done + 2}"
+            if done + 2 > max_steps:
+                raise ValueError(f"max_steps={max_steps} leaves no room for kill {kill}")
+        command = train_command(config, run_dir, overrides, max_steps, resume=run_dir.exists())
+        attempts.append(launch(command, run_dir, kill, timeout_s))
+    return attempts

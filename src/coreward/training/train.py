@@ -189,6 +189,8 @@ def run_training(
     checkpoint = last_complete_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
         print(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
+    elif resume:
+        print(f"--resume: continuing from {checkpoint}")
     elif not resume and (run_dir / "metrics.jsonl").exists():
         raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume or pick another --output-dir")
 
