@@ -147,11 +147,20 @@ def test_kill_points_are_checked_before_anything_loads():
 # ---------------------------------------------------------------------------------- exact resume
 
 
-@pytest.mark.parametrize("config", [RULE, CO_REWARDING_2], ids=["rule", "co_rewarding_2"])
-def test_resumed_run_is_identical_to_an_uninterrupted_one(config, memorized_policy, tmp_path):
+@pytest.mark.parametrize(
+    "config, extra",
+    [
+        (RULE, ()),
+        (CO_REWARDING_2, ()),
+        # each batch of rollouts is used for two steps: the checkpoint at step 3 falls between them
+        (RULE, ("grpo.num_iterations=2", "rewards.0.name=entropy", "data.limit=64")),
+    ],
+    ids=["rule", "co_rewarding_2", "two_iterations"],
+)
+def test_resumed_run_is_identical_to_an_uninterrupted_one(config, extra, memorized_policy, tmp_path):
     """Stopped at checkpoint 3 (mid-epoch: the data order of epoch 2 must come back) and resumed to 5: the
     policy, its optimizer and the teacher are those of a run that never stopped."""
-    overrides = settings(memorized_policy)
+    overrides = settings(memorized_policy, *extra)
     train_here(config, overrides, tmp_path / "straight", 5)
     stopped = train_here(config, overrides, tmp_path / "resumed", 5, callbacks=[StopAfterSave(3)])
     assert stopped.global_step == 3

@@ -27,7 +27,9 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import random
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -35,17 +37,17 @@ from pathlib import Path
 from coreward.config import build
 from coreward.rm.train import RMTrainConfig, torch_threads
 
-RECIPE_VERSION = 1  # bump when the code below changes what gets built
+RECIPE_VERSION = 2  # bump when the code below changes what gets built
 
 # What `build_demo_rm` samples; the training settings are configs/rm/demo.yaml's (a test checks they agree).
-ANNOTATION = {"questions": 1500, "samples": 4, "temperature": 1.0, "max_tokens": 32, "seed": 0}
+ANNOTATION = {"questions": 4000, "samples": 4, "temperature": 1.0, "max_tokens": 32, "seed": 0}
 EVAL_QUESTIONS = 200  # test-split problems for the true-label evaluation set
 DEMO_CONFIG = {
     "model": {"backbone": "demo", "add_template_tokens": True, "max_length": 128},
     "data": {"train": "runs/demo_rm/verification.jsonl", "eval_fraction": 0.2, "balance": True},
     "training": {
         "learning_rate": 1.0e-3,
-        "num_train_epochs": 3,
+        "num_train_epochs": 8,
         "per_device_train_batch_size": 32,
         "per_device_eval_batch_size": 128,
         "lr_scheduler_type": "cosine",
@@ -127,10 +129,22 @@ def _final_changed(p, rng) -> str:
     return p.solution("hash").rsplit(" ", 1)[0] + f" {_other_number(p.answer, rng)}"
 
 
-def _consistent_wrong(p, rng) -> str:
-    """Cooper's perturbation: a wrong start value carried consistently through every step."""
+def _misread_start(p, rng) -> str:
+    """A start value misread by 1-3 and carried with *valid* arithmetic: only the question or reference shows it."""
     start = p.start + rng.choice([-3, -2, -1, 1, 2, 3])
     return replace(p, start=start if start > 0 else p.start + 4).solution("hash")
+
+
+def _near_miss(p, rng) -> str:
+    """Cooper's demo assistant (`perturb`): one result off by 1-3, carried through (an invalid step)."""
+    from coreward.rm.assistant import perturb
+
+    return perturb(p.solution("hash"), str(p.answer), rng)
+
+
+def _skipped_step(p, rng) -> str:
+    """The last operation left out: valid arithmetic, an easier problem's answer."""
+    return replace(p, ops=p.ops[:-1]).solution("hash")
 
 
 def _other_number(answer: int, rng) -> int:
@@ -143,10 +157,11 @@ PROBES = {
     "correct \\boxed{r}": lambda p, rng: p.solution("boxed"),
     "correct ans r (unread by the rule)": lambda p, rng: p.solution("ans"),
     # wrong completions: every acceptance is a reward a policy could collect for a wrong answer
-    "wrong: slip carried through": _consistent_wrong,
+    "wrong: near miss, a result off by 1-3 (Cooper's negatives)": _near_miss,
+    "wrong: start misread, valid arithmetic": _misread_start,
     "wrong: right steps, other final": _final_changed,
+    "wrong: last step skipped": _skipped_step,
     "wrong: bare guess #### x": lambda p, rng: f"#### {_other_number(p.answer, rng)}",
-    "wrong: ans format": lambda p, rng: _consistent_wrong(p, rng).replace("#### ", "ans "),
     "wrong: steps, no final line": lambda p, rng: p.solution("hash").rsplit(";", 1)[0] + ";",
 }
 
@@ -173,14 +188,31 @@ def recipe_hash(policy_path: Path) -> str:
     return digest.hexdigest()[:12]
 
 
+SHIPPED = Path(__file__).resolve().parents[1] / "assets" / "demo_rm"  # the model, demo_rm.json, RECIPE
+
+
+def shipped_demo_rm(policy_path: Path) -> Path | None:
+    """The packaged demo RM when it was built by this recipe from this policy (its RECIPE file says), else None."""
+    try:
+        matches = (SHIPPED / "RECIPE").read_text().strip() == recipe_hash(policy_path)
+    except OSError:
+        return None
+    return SHIPPED if matches and (SHIPPED / "model.safetensors").is_file() else None
+
+
 def ensure_demo_rm() -> Path:
-    """The demo RM's model directory, built on first use (1-2 min) and cached under $COREWARD_CACHE.
+    """The demo RM's model directory: the packaged one when its recipe matches, else built once (~8 min)
+    and cached under $COREWARD_CACHE.
 
     A file lock makes concurrent callers (the processes of one distributed run) build it once.
     """
     from coreward.training.demo_policy import cache_root, ensure_demo_policy
 
-    directory = cache_root() / f"demo_rm-{recipe_hash(ensure_demo_policy())}"
+    policy = ensure_demo_policy()
+    shipped = shipped_demo_rm(policy)
+    if shipped is not None:
+        return shipped
+    directory = cache_root() / f"demo_rm-{recipe_hash(policy)}"
     model = directory / "run" / "final"
     if (model / "config.json").exists():
         return model
@@ -188,12 +220,38 @@ def ensure_demo_rm() -> Path:
     with open(directory.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (model / "config.json").exists():
-            print(f"building the demo reward model in {directory} (first use, about a minute or two)", file=sys.stderr)
+            print(f"building the demo reward model in {directory} (its recipe changed: about 8 minutes)",
+                  file=sys.stderr)
             build_demo_rm(directory)
     return model
 
 
+def ship(build_dir: Path) -> Path:
+    """Copy a finished build (`build_demo_rm(build_dir)`) into the package as the shipped demo RM."""
+    from coreward.training.demo_policy import ensure_demo_policy
+
+    staging = SHIPPED.with_name(".demo_rm.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(build_dir / "run" / "final", staging)
+    shutil.copy(build_dir / "demo_rm.json", staging / "demo_rm.json")
+    (staging / "RECIPE").write_text(recipe_hash(ensure_demo_policy()) + "\n")
+    shutil.rmtree(SHIPPED, ignore_errors=True)
+    os.replace(staging, SHIPPED)
+    return SHIPPED
+
+
+def main(argv: list[str]) -> None:
+    """`python -m coreward.rm.demo [BUILD_DIR [--ship]]`: build (and package), or print the summary in use."""
+    if not argv:
+        model = ensure_demo_rm()
+        summary = model / "demo_rm.json" if model == SHIPPED else model.parents[1] / "demo_rm.json"
+        print(summary.read_text())
+        return
+    build_dir = Path(argv[0])
+    print(json.dumps(build_demo_rm(build_dir), indent=2))
+    if "--ship" in argv:
+        print(f"shipped: {ship(build_dir)}")
+
+
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else None
-    summary = build_demo_rm(target) if target else json.loads((ensure_demo_rm().parents[1] / "demo_rm.json").read_text())
-    print(json.dumps(summary, indent=2))
+    main(sys.argv[1:])
