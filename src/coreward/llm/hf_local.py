@@ -22,6 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, L
 
 from coreward.errors import CorewardError
 from coreward.llm.base import GenerationRequest, GenerationResult, TextGenerator
+from coreward.verify.extract import encodable
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +109,10 @@ class HFLocalGenerator(TextGenerator):
 
     def _prompt(self, messages: list[dict]) -> str:
         if self.use_chat_template:
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return "\n".join(message["content"] for message in messages)
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        else:
+            text = "\n".join(message["content"] for message in messages)
+        return encodable(text)  # message text may be a policy's output; a fast tokenizer refuses lone surrogates
 
     def close(self) -> None:
         """Drop the model so its memory can be freed (the generator is unusable afterwards)."""

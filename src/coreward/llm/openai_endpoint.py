@@ -27,6 +27,7 @@ import httpx
 
 from coreward.errors import CorewardError
 from coreward.llm.base import GenerationRequest, GenerationResult, TextGenerator
+from coreward.verify.extract import encodable
 
 
 class _AttemptFailed(Exception):
@@ -148,7 +149,11 @@ class OpenAIEndpointGenerator(TextGenerator):
 
     def _payload(self, request: GenerationRequest) -> dict:
         payload = {
-            "messages": request.messages,
+            # message text may be a policy's output: a lone surrogate in it would make the UTF-8 body fail to encode
+            "messages": [
+                {**m, "content": encodable(m["content"])} if isinstance(m.get("content"), str) else m
+                for m in request.messages
+            ],
             "temperature": request.temperature,
             "top_p": request.top_p,
             "max_tokens": request.max_tokens,

@@ -22,6 +22,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from coreward.errors import CorewardError
+from coreward.verify.extract import encodable
 
 TEMPLATE = (
     "<question>{question}</question>\n<reference_answer>{reference}</reference_answer>\n"
@@ -34,16 +35,6 @@ TAGS = ("<question>", "</question>", "<reference_answer>", "</reference_answer>"
 def truncate(text: str) -> str:
     """Cooper's cut: a text over 1,500 characters becomes its first 500 + last 1,000."""
     return text if len(text) <= MAX_CHARS else text[:HEAD_CHARS] + text[-TAIL_CHARS:]
-
-
-def encodable(text: str) -> str:
-    """`text` with lone surrogates (undecodable bytes read with `surrogateescape`, or `\\udcff` escapes in an
-    endpoint's JSON) replaced by '?': a fast tokenizer refuses a string that is not valid Unicode."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def format_input(question: str, reference: str, completion: str) -> str:

@@ -267,6 +267,37 @@ def over_budget(answer: str) -> bool:
     )
 
 
+def reference_problem(answer: object) -> str | None:
+    """Why a reference answer can't be verified against (None: it can). Checked on training data before
+    any model loads: such a reference would silently score every completion 0."""
+    if answer is None or not str(answer).strip():
+        return "is empty"
+    text = str(answer)
+    if not _braces_balanced(text):
+        return "has unbalanced braces (LaTeX that does not parse)"
+    if over_budget(text):
+        return "is beyond the verifier's budget (too long, too deeply nested or a huge power)"
+    return None
+
+
+def _braces_balanced(text: str) -> bool:
+    """`{` and `}` pair up (escaped `\\{`, `\\}` are literal braces and don't count)."""
+    depth, i = 0, 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth < 0:
+                return False
+        i += 1
+    return depth == 0
+
+
 def is_simple(answer: str) -> bool:
     """Short, no brackets but braces, shallow: safe to parse in the caller without a deadline."""
     return _SIMPLE.fullmatch(answer) is not None and answer.count("^") <= 2 and _bracket_depth(answer) <= 2

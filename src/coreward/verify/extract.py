@@ -53,6 +53,17 @@ def extract_answer(text: str, last_number_fallback: bool = False) -> str | None:
     return None
 
 
+def encodable(text: str) -> str:
+    """`text` with lone surrogates (undecodable bytes read with `surrogateescape`, `\\udcff` escapes in an
+    endpoint's JSON) replaced by '?'. Fast tokenizers and UTF-8 request bodies refuse strings that are not
+    valid Unicode; `text` itself comes back when it is (the common case costs one encode)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def clip_completion(text: str, max_chars: int | None) -> str:
     """`text` itself when it has at most `max_chars` characters, else its last `max_chars` (the final
     answer is at the end). Bounds what every reward source, the RM template and the logs hold per
