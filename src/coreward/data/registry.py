@@ -12,6 +12,7 @@ Every problem with user input (missing file, bad JSON, missing field) surfaces a
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -47,6 +48,15 @@ class MissingField(Exception):
     def __init__(self, name: str):
         super().__init__(name)
         self.name = name
+
+
+class BadField(Exception):
+    """A field that is present but unusable (wrong type, empty); reported like `MissingField`."""
+
+    def __init__(self, name: str, why: str):
+        super().__init__(f"{name} {why}")
+        self.name = name
+        self.why = why
 
 
 # --------------------------------------------------------------------------- answer cleaning
@@ -98,13 +108,30 @@ def clean_latex_answer(text: str) -> str:
     return text
 
 
-def answer_text(value: Any) -> str:
-    """Turn an answer of any JSON type into a string: numbers cleaned, lists joined by ", "."""
+def answer_text(value: Any, name: str = "answer") -> str:
+    """Turn an answer of any JSON type into a string: numbers cleaned, lists joined by ", ".
+
+    Raises `BadField` for what can't be an answer: an object, a boolean, NaN or infinity.
+    """
     if isinstance(value, (list, tuple)):
-        return ", ".join(answer_text(item) for item in value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ", ".join(answer_text(item, name) for item in value)
+    if isinstance(value, bool) or isinstance(value, dict):
+        raise BadField(name, f"must be text, a number or a list of them, got {type(value).__name__} {value!r:.40}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise BadField(name, f"is not a finite number ({value})")
+    if isinstance(value, (int, float)):
         return clean_number(value)
     return str(value).strip()
+
+
+def text_field(row: dict, name: str) -> str:
+    """A required text field: a string (numbers are not questions), not empty."""
+    value = field_of(row, name)
+    if not isinstance(value, str):
+        raise BadField(name, f"must be text, got {type(value).__name__} {value!r:.40}")
+    if not value.strip():
+        raise BadField(name, "is empty")
+    return value.strip()
 
 
 _CALC = re.compile(r"<<[^<>]*>>")
@@ -434,8 +461,12 @@ def _open_error(path: Path, err: Exception) -> CorewardError:
 
 def _read_jsonl(path: Path) -> list[dict]:
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise CorewardError(f"{path}: line {line_no}: not UTF-8 text (byte {err.start + 1} of the line)") from None
             if not line.strip():
                 continue
             try:
@@ -492,9 +523,14 @@ def map_rows(
         if limit is not None and index >= limit:
             break
         try:
-            records.append(to_record(row, index))
+            record = to_record(row, index)
         except MissingField as missing:
             raise CorewardError(f"{where}: row {index + 1}: missing field {missing.name!r}") from None
+        except BadField as bad:
+            raise CorewardError(f"{where}: row {index + 1}: field {bad.name!r} {bad.why}") from None
+        if not record.question.strip():
+            raise CorewardError(f"{where}: row {index + 1}: the question is empty")
+        records.append(record)
     return records
 
 
@@ -576,7 +612,7 @@ def _plain_record_row(path: Path) -> Callable[[dict, int], Record]:
     def to_record(row: dict, index: int) -> Record:
         return Record(
             id=str(row.get("id") or f"{path.stem}-{index}"),
-            question=str(field_of(row, "question")).strip(),
+            question=text_field(row, "question"),
             answer=answer_text(field_of(row, "answer")),
             source=str(row.get("source") or path.stem),
             split=str(row.get("split") or "unknown"),
@@ -626,9 +662,15 @@ def load_named(source: str, split: str, limit: int | None, data_dir: str | os.Pa
     `key` is the config key that named `source`, so a typo is reported against it.
     """
     if source in list_benchmarks():
-        records = load_benchmark(source, split=split, data_dir=data_dir, limit=limit)
+        try:
+            records = load_benchmark(source, split=split, data_dir=data_dir, limit=limit)
+        except CorewardError as err:
+            raise CorewardError(f"key {key}: {err}") from None
     elif Path(source).suffix in (".jsonl", ".json", ".parquet"):
-        records = load_records_file(source, limit=limit)
+        try:
+            records = load_records_file(source, limit=limit)
+        except CorewardError as err:
+            raise CorewardError(f"key {key}: {err}") from None
     else:
         raise CorewardError(
             f"key {key}: {source!r} is neither a benchmark ({', '.join(list_benchmarks())}) "

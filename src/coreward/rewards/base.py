@@ -96,6 +96,8 @@ class RewardSource:
     name: ClassVar[str] = "reward"
     #: token statistics of the policy's logits this source needs (see `training/token_stats.py`)
     needs_token_stats: ClassVar[tuple[str, ...]] = ()
+    #: whether its rewards come from the reference answers (then each must be usable: checked before training)
+    needs_references: ClassVar[bool] = False
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         raise NotImplementedError

@@ -289,6 +289,8 @@ class CooperReward(RewardSource):
     eval_every: held-out RM accuracy every K steps (0: never) on eval_data ("demo" or a labelled file).
     """
 
+    needs_references = True
+
     def __init__(
         self,
         rm: str = "demo",

@@ -19,6 +19,8 @@ from coreward.training.distributed import distributed_map
 
 @register("model")
 class ModelReward(RewardSource):
+    needs_references = True
+
     def __init__(self, path: str = "demo", threshold: float | None = None, batch_size: int = 64,
                  device: str = "auto"):
         if threshold is not None and not 0 < threshold < 1:

@@ -15,6 +15,8 @@ from coreward.rewards.base import RewardSource, RolloutBatch, register
 
 @register("rule")
 class RuleReward(RewardSource):
+    needs_references = True
+
     def __init__(self, correct: float = 1.0, incorrect: float = 0.0):
         self.correct = correct
         self.incorrect = incorrect

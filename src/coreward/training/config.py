@@ -97,7 +97,13 @@ class TrainConfig:
     def validate(self) -> None:
         validate_rewards(self.rewards)
         validate_grpo_keys(self.grpo)
+        validate_grpo_values(self.grpo)
         validate_verifier(self.verifier)
+        validate_data(self.data)
+        if self.lora.enabled:
+            validate_lora(self.lora)
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise CorewardError(f"key torch_threads must be >= 1 (or null: torch's default), got {self.torch_threads}")
         G = self.grpo.get("num_generations", 8)
         if G is not None and G < 2:
             raise CorewardError(
@@ -137,6 +143,46 @@ def validate_rewards(rewards: list[RewardSpec]) -> None:
                     f"key rewards.{i}.params.{key}: reward {spec.name!r} has no such parameter "
                     f"(known: {', '.join(known) or 'none'})"
                 )
+
+
+def validate_data(data: DataSettings) -> None:
+    for key in ("limit", "eval_limit"):
+        value = getattr(data, key)
+        if value is not None and value < 1:
+            raise CorewardError(f"key data.{key} must be >= 1 (or null: every problem), got {value}")
+    if data.max_prompt_tokens is not None and data.max_prompt_tokens < 1:
+        raise CorewardError(f"key data.max_prompt_tokens must be >= 1 (or null: no limit), got {data.max_prompt_tokens}")
+    if data.eval_every < 0:
+        raise CorewardError(f"key data.eval_every must be >= 0 (0: never), got {data.eval_every}")
+    if data.eval_n < 1:
+        raise CorewardError(f"key data.eval_n must be >= 1, got {data.eval_n}")
+    if not data.eval_temperature >= 0:
+        raise CorewardError(f"key data.eval_temperature must be >= 0, got {data.eval_temperature}")
+
+
+def validate_lora(lora: LoraSettings) -> None:
+    if lora.r < 1:
+        raise CorewardError(f"key lora.r must be >= 1, got {lora.r}")
+    if not lora.alpha > 0:
+        raise CorewardError(f"key lora.alpha must be > 0, got {lora.alpha}")
+    if not 0 <= lora.dropout < 1:
+        raise CorewardError(f"key lora.dropout must be in [0, 1), got {lora.dropout}")
+
+
+# grpo values TRL accepts but that cannot work: (key, lowest allowed, inclusive)
+_GRPO_BOUNDS = [
+    ("per_device_train_batch_size", 1, True), ("gradient_accumulation_steps", 1, True),
+    ("steps_per_generation", 1, True), ("generation_batch_size", 1, True), ("num_iterations", 1, True),
+    ("max_completion_length", 1, True), ("learning_rate", 0, True), ("beta", 0, True), ("temperature", 0, False),
+]
+
+
+def validate_grpo_values(grpo: dict[str, Any]) -> None:
+    for key, low, inclusive in _GRPO_BOUNDS:
+        value = grpo.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if value < low or (value == low and not inclusive) or value != value:
+                raise CorewardError(f"key grpo.{key} must be {'>=' if inclusive else '>'} {low}, got {value}")
 
 
 def validate_verifier(verifier: VerifierSettings) -> None:

@@ -50,9 +50,65 @@ def build_train_dataset(config: TrainConfig):
     from datasets import Dataset
 
     records = load_records(config.data.train, config.data.split, config.data.limit, config.data.data_dir)
+    records = check_references(records, config)
     if config.data.rephrasings:
         return Dataset.from_list(build_paired_rows(records, config.data))
     return Dataset.from_list(build_rows(records, config.data))
+
+
+def check_references(records, config: TrainConfig):
+    """The reference column exists, and, when a reward scores against it, every reference can be verified.
+
+    A bad reference in the user's file is an error naming file, row and id; in a registered benchmark
+    (which the user can't fix: MATH's train split has two empty answers) the problem is left out and counted.
+    """
+    from dataclasses import fields
+
+    from coreward.data.registry import Record, list_benchmarks
+    from coreward.rewards import registered_sources
+    from coreward.verify.equivalence import reference_problem
+
+    column = config.data.reference_column
+    columns = [f.name for f in fields(Record)]
+    if column not in columns:
+        raise CorewardError(
+            f"key data.reference_column: {column!r} is not a column of the training data (columns: {', '.join(columns)})"
+        )
+    factories = registered_sources()
+    users = [spec.name for spec in config.rewards if getattr(factories[spec.name], "needs_references", False)]
+    if not users:
+        return records
+    source = config.data.train
+    kept, dropped = [], []
+    for row, record in enumerate(records, start=1):
+        reference = getattr(record, column)
+        why = reference_problem(reference)
+        if why is None:
+            kept.append(record)
+        elif source in list_benchmarks():
+            dropped.append(record.id)
+        else:
+            raise CorewardError(
+                f"key data.train: {source}: row {row} (id {record.id}): the reference answer {str(reference)!r:.80} "
+                f"{why}; reward {users[0]!r} scores completions against it"
+            )
+    if dropped:
+        print(f"left out {len(dropped)} of {len(records)} problems of {source} whose reference answer can't be "
+              f"verified: {', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}")
+    if not kept:
+        raise CorewardError(f"key data.train: no problem of {source} has a usable reference answer")
+    return kept
+
+
+def check_batch_fits(rows: int, args, where: str) -> None:
+    """One optimizer step samples `generation_batch_size / num_generations` prompts: the data must hold them,
+    or TRL's sampler yields no batch at all and the run ends at step 0 without a word."""
+    prompts = args.generation_batch_size // args.num_generations
+    if rows < prompts:
+        raise CorewardError(
+            f"key data.train: {rows} prompts {where}, but one step samples {prompts} (grpo.per_device_train_batch_size "
+            f"× processes × steps_per_generation ÷ grpo.num_generations): use more data (data.limit) or a smaller batch"
+        )
 
 
 def build_paired_rows(records, data: DataSettings) -> list[dict[str, Any]]:
@@ -65,7 +121,10 @@ def build_paired_rows(records, data: DataSettings) -> list[dict[str, Any]]:
     if data.rephrasings == "demo":
         pairs = demo_pairs(records)
     else:
-        rephrased = load_rephrasings(data.rephrasings, records)
+        try:
+            rephrased = load_rephrasings(data.rephrasings, records)
+        except CorewardError as err:
+            raise CorewardError(f"key data.rephrasings: {err}") from None
         pairs = [(r, rephrased[r.id]) for r in records if r.id in rephrased]
         if not pairs:
             raise CorewardError(f"data.rephrasings {data.rephrasings}: no id matches the training data")
@@ -106,14 +165,33 @@ def resolve_model_path(name_or_path: str) -> str:
         from coreward.training.demo_policy import ensure_demo_policy
 
         return str(ensure_demo_policy())
-    return name_or_path
+    local = os.path.isabs(name_or_path) or name_or_path.startswith(("./", "../", "~"))
+    if local and not Path(name_or_path).expanduser().is_dir():  # a hub id can't be checked offline; a path can
+        raise CorewardError(f"key model.name_or_path: no such directory: {name_or_path}")
+    return str(Path(name_or_path).expanduser()) if local else name_or_path
+
+
+def load_tokenizer(model_path: str, trust_remote_code: bool):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise CorewardError(f"key model.name_or_path: cannot load a tokenizer from {model_path}: {err}") from None
 
 
 def build_sources(config: TrainConfig):
+    """One source per `rewards` entry; a parameter a source rejects is an error naming the entry."""
     from coreward.rewards import registered_sources
 
     factories = registered_sources()
-    return [factories[spec.name](**spec.params) for spec in config.rewards]
+    sources = []
+    for i, spec in enumerate(config.rewards):
+        try:
+            sources.append(factories[spec.name](**spec.params))
+        except (ValueError, TypeError) as err:
+            raise CorewardError(f"key rewards.{i}.params: reward {spec.name!r}: {err}") from None
+    return sources
 
 
 def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
@@ -172,8 +250,6 @@ def run_training(
     resume: bool = False,
     extra_callbacks: list | None = None,
 ) -> TrainResult:
-    from transformers import AutoTokenizer
-
     from coreward.training.faults import FAULT_ENV, parse_faults
     from coreward.training.metrics import MetricsFileCallback, use_compact_progress
     from coreward.training.trainer import CorewardGRPOTrainer, last_complete_checkpoint
@@ -193,24 +269,26 @@ def run_training(
         print(f"--resume: continuing from {checkpoint}")
     elif not resume and (run_dir / "metrics.jsonl").exists():
         raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume or pick another --output-dir")
+    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run_dir / "tensorboard"))
+    args = build_grpo_args(config, run_dir, max_steps)
+    check_batch_fits(len(dataset), args, f"in {config.data.train}")
+    model_path = resolve_model_path(config.model.name_or_path)
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run_dir / "tensorboard"))
     save_yaml(config, run_dir / "config.yaml")
 
     if config.torch_threads:
         import torch
 
         torch.set_num_threads(config.torch_threads)
-    model_path = resolve_model_path(config.model.name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=config.model.trust_remote_code)
+    tokenizer = load_tokenizer(model_path, config.model.trust_remote_code)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
 
     if config.data.max_prompt_tokens:
         dataset = drop_long_prompts(dataset, tokenizer, config.data.max_prompt_tokens, bool(config.data.rephrasings))
-    args = build_grpo_args(config, run_dir, max_steps)
+        check_batch_fits(len(dataset), args, f"of at most data.max_prompt_tokens={config.data.max_prompt_tokens} tokens")
     verifier = Verifier(timeout_s=config.verifier.timeout_s, num_workers=config.verifier.num_workers,
                         max_completion_chars=config.verifier.max_completion_chars)
     metrics_callback = MetricsFileCallback(run_dir)
