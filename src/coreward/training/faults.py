@@ -76,6 +76,8 @@ class Attempt:
     returncode: int
     seconds: float
     incomplete: list[str] = field(default_factory=list)  # checkpoint directories without the marker, after it
+    last_logged_step: int = 0  # the last step in metrics.jsonl when it ended
+    checkpoint_after: int = 0  # the newest complete checkpoint's step when it ended (0: none)
     log: str = field(repr=False, default="")
 
     @property
@@ -114,10 +116,15 @@ def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float =
                 process.wait()
         log.seek(0)
         text = log.read()
+    from coreward.training.metrics import read_metrics
+
     resumed = re.search(r"--resume: continuing from (\S+)", text)
     incomplete = sorted(p.name for p in run_dir.glob("checkpoint-*") if not (p / COMPLETE_MARKER).exists())
+    logged = [row.get("step", 0) for row in read_metrics(run_dir / "metrics.jsonl")]
+    after = last_complete_checkpoint(run_dir) if run_dir.exists() else None
     return Attempt(kill, resumed.group(1) if resumed else None, str(before) if before else None, returncode,
-                   time.perf_counter() - start, incomplete, text)
+                   time.perf_counter() - start, incomplete, max(logged, default=0),
+                   checkpoint_step(after) if after else 0, text)
 
 
 def _kill_after_progress(process: subprocess.Popen, run_dir: Path, before: Path | None, delay_s: float,
@@ -175,10 +182,11 @@ def kill_and_resume(config: str | Path, run_dir: Path, overrides: list[str], max
                     rng: random.Random, timed_window_s: float = 0.4, timeout_s: float = 600) -> list[Attempt]:
     """Run to `max_steps` through one killed launch per entry of `kills`, then one launch to the end.
 
-    Each entry is a phase (see `PHASES`) or "timed". A phase kill is placed two steps past the newest
-    complete checkpoint (the launch resumes, completes one new checkpoint, and dies at that phase of the
-    next step), so every launch makes progress; a timed kill lands a random 0 to `timed_window_s`
-    seconds after the launch's first new checkpoint. Before each launch the checkpoint it must resume from is loaded and checked.
+    Each entry is a phase (see `PHASES`) or "timed". A phase kill is placed two steps past the newest complete
+    checkpoint (the launch resumes, completes one new checkpoint, and dies at that phase of the next step), so
+    every launch makes progress; a timed kill lands a random 0 to `timed_window_s` seconds after the launch's
+    first new checkpoint. Kills that no longer fit before `max_steps` are not made (the caller sees fewer
+    attempts). Before each launch the checkpoint it must resume from is loaded and checked.
     """
     from coreward.training.trainer import last_complete_checkpoint
 
@@ -191,9 +199,11 @@ def kill_and_resume(config: str | Path, run_dir: Path, overrides: list[str], max
         if kill == "timed":
             kill = f"timed:{rng.uniform(0.0, timed_window_s):.3f}"
         elif kill:
-            kill = f"{kill}:{done + 2}"
             if done + 2 > max_steps:
-                raise ValueError(f"max_steps={max_steps} leaves no room for kill {kill}")
+                continue
+            kill = f"{kill}:{done + 2}"
+        elif attempts and done == max_steps and attempts[-1].returncode == 0:
+            break  # a timed kill that came too late: the run already finished
         command = train_command(config, run_dir, overrides, max_steps, resume=run_dir.exists())
         attempts.append(launch(command, run_dir, kill, timeout_s))
     return attempts
