@@ -372,6 +372,29 @@ def test_demo_rm_config_file_matches_the_code():
     assert shipped == demo_config(DEMO_CONFIG["data"]["train"], DEMO_CONFIG["output_dir"])
 
 
+def test_shipped_demo_rm_is_the_current_recipe_and_verifies():
+    """The packaged demo RM was built by today's recipe from today's demo policy (else a changed recipe would
+    silently use the old RM, or every fresh machine would spend ~10 minutes rebuilding), and it still verifies:
+    it ranks correct demo solutions above near misses of the same problems."""
+    import random
+
+    from coreward.data.synthetic import demo_problems
+    from coreward.rm.assistant import perturb
+    from coreward.rm.demo import SHIPPED, ensure_demo_rm, shipped_demo_rm
+    from coreward.rm.model import VerifyRM
+    from coreward.training.demo_policy import ensure_demo_policy
+
+    assert shipped_demo_rm(ensure_demo_policy()) == SHIPPED, "rebuild it: python -m coreward.rm.demo DIR --ship"
+    assert ensure_demo_rm() == SHIPPED
+    rm = VerifyRM.load(SHIPPED, device="cpu")
+    rng = random.Random(0)
+    problems = demo_problems("test")[:200]
+    questions, answers = [p.question() for p in problems], [str(p.answer) for p in problems]
+    right = rm.score(questions, answers, [p.solution("hash") for p in problems])
+    wrong = rm.score(questions, answers, [perturb(p.solution("hash"), str(p.answer), rng) for p in problems])
+    assert sum(r > w for r, w in zip(right, wrong)) / len(problems) > 0.6  # recipe v1 ranked ~0.45 of them right
+
+
 def test_demo_model_config_is_rule_with_the_static_rm():
     from pathlib import Path
 
