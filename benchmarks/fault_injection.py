@@ -1,13 +1,14 @@
 """Kill-and-resume under fire: seeded SIGKILLs at random moments of real `coreward train` runs, then `--resume`.
 
-    python benchmarks/fault_injection.py [--cycles 2] [--kills 4] [--steps 12] [--methods rule,cooper,co_rewarding_2]
+    python benchmarks/fault_injection.py [--cycles 3] [--kills 4] [--steps 12] [--methods rule,cooper,co_rewarding_2]
 
 For each method and cycle (cycle c trains with seed c), a run of `--steps` steps is made twice: once without
 interruption (the reference, in this process) and once as `coreward train` subprocesses, each killed with
-SIGKILL (`--kills` of them, drawn with a seeded RNG from the kill points of `coreward.training.faults`:
-generation, reward, update, a half-written checkpoint, half-written reward-source state, before rotation,
-and "timed", a random 0-0.4 s after the launch's first new checkpoint) and resumed with `--resume` until the
-run completes. It then checks, and the table counts:
+SIGKILL (`--kills` of them, by an RNG seeded with method and cycle: half at kill points of
+`coreward.training.faults` drawn without repeats (generation, reward, update, a half-written checkpoint,
+half-written reward-source state, before rotation), half "timed", a random 0-0.4 s after the launch's first
+new checkpoint, wherever the run then is) and resumed with `--resume` until the run completes. It then
+checks, and the table counts:
 
 * every resume picked the newest complete checkpoint (never a half-written one), which loads in full;
 * metrics.jsonl has each step exactly once (steps missing or duplicated: the "steps lost");
@@ -123,8 +124,11 @@ def cycle(method: str, seed: int, steps: int, kills: int, policy: Path, rm: Path
     reference_dir = root / f"{method}-{seed}-reference"
     run_training(load_config(TrainConfig, config, overrides), output_dir=str(reference_dir), max_steps=steps)
 
-    rng = random.Random(seed)
-    plan = [rng.choice([*PHASES, "timed"]) for _ in range(kills)]
+    rng = random.Random(f"{method}:{seed}")  # a str seed is hashed deterministically (not by PYTHONHASHSEED)
+    named = kills - kills // 2  # half the kills at named points (drawn without repeats), half at random moments
+    plan = [point for _ in range(-(-named // len(PHASES))) for point in rng.sample(PHASES, len(PHASES))][:named]
+    plan += ["timed"] * (kills // 2)
+    rng.shuffle(plan)
     run_dir = root / f"{method}-{seed}-killed"
     attempts = kill_and_resume(config, run_dir, overrides, steps, plan, rng)
     *killed, last = attempts
@@ -152,7 +156,7 @@ def cycle(method: str, seed: int, steps: int, kills: int, policy: Path, rm: Path
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cycles", type=int, default=2, help="kill-and-resume cycles per method (seeds 0..N-1)")
+    parser.add_argument("--cycles", type=int, default=3, help="kill-and-resume cycles per method (seeds 0..N-1)")
     parser.add_argument("--kills", type=int, default=4, help="SIGKILLs per cycle")
     parser.add_argument("--steps", type=int, default=12, help="optimizer steps per run")
     parser.add_argument("--methods", default="rule,cooper,co_rewarding_2")

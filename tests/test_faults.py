@@ -136,6 +136,16 @@ def test_sigkill_with_a_learning_reward_model(memorized_policy, tiny_rm_path, tm
     assert_same_optimizer(ours / "optimizer.pt", theirs / "optimizer.pt")
 
 
+def test_killed_while_saving_the_final_model(memorized_policy, tmp_path):
+    """Every step done and checkpointed, the final model half written: --resume only saves the final model."""
+    run = tmp_path / "run"
+    train_here(RULE, settings(memorized_policy), run, 2)
+    (run / "final" / "model.safetensors").write_bytes(b"torn")
+    result = train_here(RULE, settings(memorized_policy), run, 2, resume=True)
+    assert result.global_step == 2 and steps_of(run) == [1, 2]
+    assert_same_tensors(load_file(run / "final" / "model.safetensors"), load_file(run / "checkpoint-2" / "model.safetensors"))
+
+
 def test_kill_points_are_checked_before_anything_loads():
     assert parse_faults("reward:3, checkpoint:4") == {("reward", 3), ("checkpoint", 4)}
     assert parse_faults("") == set()
