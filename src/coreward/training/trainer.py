@@ -268,6 +268,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
         grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
         fault_point("update", self.state.global_step + 1)
         if grad_norm is not None and not math.isfinite(float(grad_norm)):
+            if self.is_deepspeed_enabled:  # its engine holds the gradients: we can't drop them from here
+                logger.warning("step %d: gradient norm is %s under DeepSpeed, which decides on the step itself",
+                               self.state.global_step + 1, float(grad_norm))
+                return grad_norm
             for param in model.parameters():
                 param.grad = None
             self.fault_counts["nonfinite_grad_steps"] += 1
