@@ -290,6 +290,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
             discard(checkpoint)
         self.accelerator.wait_for_everyone()
         super()._save_checkpoint(model, trial)
+        checkpoint.mkdir(parents=True, exist_ok=True)  # every process writes its own state file
         torch.save(self._resume_state(), checkpoint / TRAINER_STATE.format(rank=self.accelerator.process_index))
         fault_point("checkpoint-sources", self.state.global_step)
         if self.args.should_save:
