@@ -122,3 +122,12 @@ def test_labels_and_smoothing(tmp_path):
     assert ema([1.0, 3.0], 0.0) == [1.0, 3.0]
     run = load_run(write_run(tmp_path / "r", [{"step": 1, "reward": float("nan")}, {"step": 2, "reward": 1}]))
     assert run.series("reward") == ([2], [1.0])
+
+
+def test_reward_panel_switches_to_symlog_only_when_run_scales_differ():
+    """Self-certainty's reward (~12) next to [0, 1] rewards would flatten them: symlog then, linear otherwise."""
+    from coreward.evaluation.plots import scales_differ
+
+    assert scales_differ([[0.3, 0.6], [11.8, 12.0]])
+    assert not scales_differ([[0.3, 0.6], [0.1, 0.9], []])
+    assert not scales_differ([[12.0]])

@@ -69,6 +69,9 @@ class Panel:
     pattern: str  # metric name, a regular expression
     title: str  # "{metric}" becomes the matched name without its prefix (e.g. avg@4)
     smooth: bool = True  # per-step training metrics; sparse evaluation points are never smoothed
+    # rewards of different methods live on different scales (self-certainty ~12, others in [0, 1]): when the
+    # runs' largest magnitudes differ more than 10x, a symlog axis keeps the small ones readable
+    symlog_when_scales_differ: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ FIGURES = (
     FigureSpec(
         "training_reward_accuracy.png",
         "Training reward and verified accuracy",
-        (Panel("reward", "training reward"), Panel("verified_accuracy", "verified accuracy (rule verifier)")),
+        (Panel("reward", "training reward", symlog_when_scales_differ=True), Panel("verified_accuracy", "verified accuracy (rule verifier)")),
         "A run whose reward rises while its verified accuracy falls is being reward-hacked.",
     ),
     FigureSpec(
@@ -100,7 +103,11 @@ FIGURES = (
     FigureSpec(
         "reward_model.png",
         "Reward model",
-        (Panel("rm/loss", "reward-model loss"), Panel("rm/accuracy", "reward-model pair accuracy")),
+        (
+            Panel("rm/loss", "reward-model loss (pairs of the step)"),
+            Panel("rm/accuracy", "held-out accuracy (σ > 0.5)", smooth=False),
+            Panel("rm/pair_accuracy", "held-out pair accuracy (positive ranked first)", smooth=False),
+        ),
         "Only for runs that train a reward model (Cooper).",
     ),
 )
@@ -128,11 +135,20 @@ def plot_figure(spec: FigureSpec, runs: list[Run], output_dir: Path, smooth: flo
             ax.set_ylabel(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
+        if panel.symlog_when_scales_differ and scales_differ([run.series(panel.pattern)[1] for run in runs]):
+            ax.set_yscale("symlog", linthresh=1.0)
+            ax.set_title(f"{ax.get_title()} (symlog: linear in [-1, 1])")
     _legend(figure, axes)
     figure.suptitle(spec.heading, fontweight="bold")
     path = output_dir / spec.filename
     figure.savefig(path)
     return path
+
+
+def scales_differ(series: list[list[float]], ratio: float = 10.0) -> bool:
+    """Whether the runs' largest magnitudes differ by more than `ratio` (runs without values are ignored)."""
+    peaks = [max(abs(v) for v in values) for values in series if values]
+    return len(peaks) > 1 and max(peaks) > ratio * max(min(peaks), 1e-12)
 
 
 def _legend(figure, axes) -> None:
