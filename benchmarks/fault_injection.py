@@ -37,34 +37,10 @@ CONFIGS = REPO / "configs" / "demo"
 
 
 def build_models(root: Path) -> tuple[Path, Path]:
-    """The memorized tiny policy and a random tiny VerifyRM (the same recipes as tests/conftest.py)."""
-    from coreward.data.synthetic import load_demo
-    from coreward.rm.model import VerifyRM
-    from coreward.training.demo_model import build_demo_model, build_demo_tokenizer
+    """The memorized tiny policy and a random tiny VerifyRM (the recipes of tests/conftest.py's fixtures)."""
+    from coreward.training.tiny_models import build_memorized_policy, build_random_rm
 
-    torch.manual_seed(0)
-    tokenizer = build_demo_tokenizer()
-    model = build_demo_model(tokenizer, seed=0, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128)
-    texts = [r.question + r.solution + tokenizer.eos_token for r in load_demo("train", 4)]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    for _ in range(60):
-        encoded = tokenizer(texts, return_tensors="pt", padding=True)
-        labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
-        model(**encoded, labels=labels).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    policy = root / "policy"
-    model.save_pretrained(policy)
-    tokenizer.save_pretrained(policy)
-
-    backbone = root / "rm_backbone"
-    small = build_demo_model(tokenizer, seed=0, hidden=32, layers=2, heads=2, kv_heads=1, intermediate=64)
-    small.save_pretrained(backbone)
-    tokenizer.save_pretrained(backbone)
-    torch.manual_seed(0)
-    rm = root / "rm"
-    VerifyRM.from_backbone(backbone, device="cpu", add_template_tokens=True, max_length=128).save(rm)
-    return policy, rm
+    return build_memorized_policy(root / "policy"), build_random_rm(root / "rm")
 
 
 def overrides_for(method: str, policy: Path, rm: Path, seed: int) -> list[str]:
