@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +33,32 @@ LABELS = {
 
 
 @dataclass(frozen=True)
+class Stress:
+    """A second, harder setting for the reward-model rows: 10x the learning rate, twice the steps.
+
+    At the demo's learning rate the policy stays close to the warm start, where the demo RM is accurate. Pushed
+    harder, the policy drifts into outputs the RM never saw, and a frozen RM's holes start to pay: this is where
+    a static RM gets hacked (reward held up while verified accuracy falls), with rule rewards as the control.
+    """
+
+    learning_rate: float
+    steps: int
+    methods: tuple[str, ...] = ("rule", "model", "cooper")
+
+
+@dataclass(frozen=True)
 class Budget:
     steps: int  # GRPO steps per method
     eval_problems: int  # held-out demo problems in the final evaluation
     eval_n: int  # samples per problem (avg@n)
     curve_every: int  # validation-curve evaluation every k steps (0: none)
     curve_problems: int
+    stress: Stress | None = None  # the reward-model rows again under harder optimisation (None: skip)
 
 
 # Sized for a 2-core CPU: the full demo in under 20 minutes, --quick in under 5 (measured; see README).
-FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_problems=100)
+FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_problems=100,
+              stress=Stress(learning_rate=5e-4, steps=60))
 QUICK = Budget(steps=8, eval_problems=200, eval_n=8, curve_every=0, curve_problems=0)
 
 
@@ -84,11 +100,12 @@ def method_config(method: str, budget: Budget, seed: int):
     return load_config(TrainConfig, path, overrides)
 
 
-def final_metrics(run_dir: Path, last: int = 5) -> dict[str, float | None]:
-    """Mean training reward and verified accuracy over the last `last` steps of a run."""
+def final_metrics(run_dir: Path, last: int = 5, first: bool = False) -> dict[str, float | None]:
+    """Mean training reward and verified accuracy over the last (or, with `first`, the first) `last` steps."""
     from coreward.training.metrics import read_metrics
 
-    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "reward" in r][-last:]
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "reward" in r]
+    rows = rows[:last] if first else rows[-last:]
 
     def mean(key: str) -> float | None:
         values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
@@ -97,13 +114,14 @@ def final_metrics(run_dir: Path, last: int = 5) -> dict[str, float | None]:
     return {"train_reward": mean("reward"), "train_verified_accuracy": mean("verified_accuracy")}
 
 
-def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int = 0) -> dict[str, Any]:
+def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int = 0,
+             budget: Budget | None = None) -> dict[str, Any]:
     from coreward.data.registry import load_benchmark
     from coreward.evaluation import evaluate
     from coreward.training.demo_policy import ensure_demo_policy
     from coreward.training.train import run_training
 
-    budget = QUICK if quick else FULL
+    budget = budget or (QUICK if quick else FULL)
     output_dir = Path(output_dir)
     configs = {m: method_config(m, budget, seed) for m in methods}  # every config checked before any training
     policy = ensure_demo_policy()
@@ -139,15 +157,58 @@ def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int 
         print(f"{LABELS[method]}: held-out avg@{budget.eval_n} = {row['heldout_avg']:.3f}")
 
     table = demo_table(rows, budget)
-    summary = {"budget": budget.__dict__, "seed": seed, "quick": quick, "rows": rows, "table": table,
-               "seconds": round(time.perf_counter() - started, 1)}
+    stress_rows, stress_dirs = [], []
+    stressed = [m for m in budget.stress.methods if m in methods] if budget.stress else []
+    for method in stressed:
+        stress = budget.stress
+        run_dir = output_dir / "stress" / method
+        shutil.rmtree(run_dir, ignore_errors=True)
+        print(f"\n== stress, {LABELS[method]}: {stress.steps} GRPO steps at learning rate {stress.learning_rate:g}")
+        method_start = time.perf_counter()
+        config = method_config(method, replace(budget, steps=stress.steps, curve_every=0), seed)
+        config.grpo["learning_rate"] = stress.learning_rate
+        result = run_training(config, output_dir=str(run_dir))
+        start = {f"start_{k}": v for k, v in final_metrics(run_dir, first=True).items()}
+        stress_rows.append({"method": method, "heldout_avg": evaluate_model(result.final_model, f"stress-{method}"),
+                            **start, **final_metrics(run_dir), "seconds": round(time.perf_counter() - method_start, 1)})
+        stress_dirs.append(run_dir)
+    if stress_rows:
+        table += "\n\n" + stress_table(stress_rows, rows[0]["heldout_avg"], budget)
+    summary = {"budget": asdict(budget), "seed": seed, "quick": quick, "rows": rows, "stress_rows": stress_rows,
+               "table": table, "seconds": round(time.perf_counter() - started, 1)}
     (output_dir / "results.json").write_text(json.dumps(summary, indent=2))
     (output_dir / "table.md").write_text(table + "\n")
-    if run_dirs:
-        from coreward.evaluation.report import make_report
+    from coreward.evaluation.report import make_report
 
+    if run_dirs:
         make_report(run_dirs, output_dir / "report")
+    if stress_dirs:
+        make_report(stress_dirs, output_dir / "stress" / "report")
     return summary
+
+
+def stress_table(rows: list[dict[str, Any]], baseline: float, budget: Budget) -> str:
+    """The stress runs: reward and verified accuracy of the rollouts at the start and the end, and held out."""
+
+    def pair(row: dict[str, Any], key: str, percent: bool) -> str:
+        start, end = row[f"start_{key}"], row[key]
+        if start is None or end is None:
+            return "–"
+        return f"{100 * start:.1f} → {100 * end:.1f}" if percent else f"{start:.3f} → {end:.3f}"
+
+    stress = budget.stress
+    lines = [
+        (f"Stress: learning rate {stress.learning_rate:g}, {stress.steps} steps (train columns: mean of the first 5 "
+        "steps → of the last 5)"),
+        "",
+        f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline | Train reward | Train verified acc. |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(f"| {LABELS[row['method']]} | {100 * row['heldout_avg']:.1f} | "
+                     f"{100 * (row['heldout_avg'] - baseline):+.1f} | {pair(row, 'train_reward', False)} | "
+                     f"{pair(row, 'train_verified_accuracy', True)} |")
+    return "\n".join(lines)
 
 
 def demo_table(rows: list[dict[str, Any]], budget: Budget) -> str:
@@ -158,8 +219,8 @@ def demo_table(rows: list[dict[str, Any]], budget: Budget) -> str:
 
     baseline = rows[0]["heldout_avg"]
     lines = [
-        f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline | Train reward (last 5 steps) | "
-        "Train verified acc. (last 5 steps) |",
+        (f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline | Train reward (last 5 steps) | "
+        "Train verified acc. (last 5 steps) |"),
         "|---|---:|---:|---:|---:|",
     ]
     for row in rows:
