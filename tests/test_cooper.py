@@ -322,6 +322,22 @@ def test_endpoint_assistant_faults_drop_pairs_and_are_counted(tiny_rm, verifier,
     down.close()
 
 
+def test_rollout_negatives_pair_each_positive_with_the_rejected_rollout_the_rm_likes_most(tiny_rm, verifier):
+    """negative="rollout": no assistant; the negative is the group's wrong rollout of highest score."""
+    wrong = ["#### 3", "#### 9", "no answer"]
+    groups = [("q1", [POSITIVE, *wrong]), ("q2", ["#### 5", "#### 6", "#### 7", "#### 8"]), ("q3", [POSITIVE] * 4)]
+    source = CooperReward(rm=str(tiny_rm), negative="rollout", device="cpu")
+    batch = batch_of(groups, "14", verifier)
+    scores = source.get_learner().rm.score(["q1"] * 4, ["14"] * 4, [POSITIVE, *wrong])
+    pairs = source.make_pairs(batch, scores + [0.5] * 8)
+    expected = wrong[max(range(3), key=lambda i: scores[1 + i])]
+    assert [(p.positive, p.negative) for p in pairs] == [(POSITIVE, expected)]  # q2: no positive; q3: no negative
+    assert batch.metrics["rm/positive_rate"] == pytest.approx(2 / 3)
+    assert batch.metrics["rm/valid_pair_rate"] == pytest.approx(1 / 3)
+    with pytest.raises(CorewardError, match="parameter negative must be one of assistant, rollout"):
+        CooperReward(rm=str(tiny_rm), negative="policy")
+
+
 def test_params_are_validated(tmp_path):
     for params, message in [
         ({"positive": "last"}, "parameter positive must be one of first, hardest"),

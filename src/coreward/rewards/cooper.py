@@ -7,6 +7,8 @@ Each training step, on the global batch of G rollouts o_1..o_G per prompt q (ref
                    no accepted o_i → no pair for q
     3. negative    o⁻ = assistant(q, o⁺): a plausible solution whose answer does not verify equal to o⁺'s;
                    asked again (at most `max_retries` times) while it does, or has no answer; else no pair
+                   (variant, not the paper's: negative="rollout" takes o⁻ = the rejected o_i of highest r_i,
+                   the policy's own wrong answer the RM likes most; no rejected o_i → no pair)
     4. RM update   L(θ) = mean over valid pairs of −log σ(f_θ(q, a, o⁺) − f_θ(q, a, o⁻))
                    one AdamW step (lr 1e-5, wd 0.01), gradient norm clipped to 1.0; a step whose norm is
                    not finite is skipped (and counted). The next step's rewards come from the new θ.
@@ -54,6 +56,10 @@ from coreward.training.distributed import (
 logger = logging.getLogger(__name__)
 
 POSITIVE_RULES = ("first", "hardest")
+# "assistant": the paper's negative, written by the assistant from the positive. "rollout" (ours): the
+# group's rejected rollout the RM scores highest. It follows the policy wherever it drifts, even to outputs
+# no assistant would write, but a correct answer the rule verifier cannot read becomes a negative.
+NEGATIVE_SOURCES = ("assistant", "rollout")
 DEMO_EVAL_PROBLEMS = 200  # demo test problems in the held-out set: 200 (correct, wrong) pairs
 RM_DIR, OPTIMIZER_FILE, STATE_FILE = "rm", "optimizer.pt", "cooper_state.json"
 
@@ -286,6 +292,7 @@ class CooperReward(RewardSource):
 
     rm: an RM directory, or "demo". assistant: "perturb", an endpoint `http://host:port/v1#model`, a local
     model path, or a `coreward.llm` generator dict. positive: "first" (the authors') or "hardest".
+    negative: "assistant" (the authors') or "rollout" (the group's rejected rollout the RM scores highest).
     eval_every: held-out RM accuracy every K steps (0: never) on eval_data ("demo" or a labelled file).
     """
 
@@ -296,6 +303,7 @@ class CooperReward(RewardSource):
         rm: str = "demo",
         assistant: str | dict | Assistant = "perturb",
         positive: str = "first",
+        negative: str = "assistant",
         lr: float = 1e-5,
         weight_decay: float = 0.01,
         max_retries: int = 3,
@@ -309,6 +317,10 @@ class CooperReward(RewardSource):
         max_retries, eval_every = _typed(int, "max_retries", max_retries), _typed(int, "eval_every", eval_every)
         batch_size = _typed(int, "batch_size", batch_size)
         check_params(rm, assistant, positive, lr, weight_decay, max_retries, eval_every, eval_data, batch_size)
+        if negative not in NEGATIVE_SOURCES:
+            raise CorewardError(f"reward 'cooper': parameter negative must be one of {', '.join(NEGATIVE_SOURCES)}, "
+                                f"got {negative!r}")
+        self.negative = negative
         self.rm_path = rm
         self.assistant_spec = assistant
         self.positive = positive
@@ -378,6 +390,8 @@ class CooperReward(RewardSource):
         verdicts = batch.verdicts()
         rows = select_positives([v.correct for v in verdicts], scores, batch.num_generations, self.positive)
         chosen = [(group, row) for group, row in enumerate(rows) if row is not None]
+        if self.negative == "rollout":
+            return self._rollout_pairs(batch, scores, [v.correct for v in verdicts], rows, chosen)
         questions = batch.columns["question"]
         requests = [
             NegativeRequest(str(questions[row]), batch.completions[row], verdicts[row].extracted,
@@ -404,6 +418,20 @@ class CooperReward(RewardSource):
             batch.log("assistant/latency", sum(negatives.latencies) / len(negatives.latencies))
         if requests and negatives.failures == len(requests):
             logger.warning("cooper: every assistant request of step %d failed; its pairs are dropped", batch.step)
+        return pairs
+
+    def _rollout_pairs(self, batch: RolloutBatch, scores: list[float], correct: list[bool],
+                       rows: list[int | None], chosen: list[tuple[int, int]]) -> list[Pair]:
+        """negative="rollout": each positive's negative is its group's rejected rollout with the highest score."""
+        G, pairs = batch.num_generations, []
+        for group, row in chosen:
+            rejected = [i for i in range(group * G, group * G + G) if not correct[i] and math.isfinite(scores[i])]
+            if rejected:
+                worst = max(rejected, key=lambda i: scores[i])  # the wrong answer the RM is most fooled by
+                pairs.append(Pair(str(batch.columns["question"][row]), batch.references[row],
+                                  batch.completions[row], batch.completions[worst]))
+        batch.log("rm/positive_rate", len(chosen) / len(rows))
+        batch.log("rm/valid_pair_rate", len(pairs) / len(rows))
         return pairs
 
     # -- checkpoints ----------------------------------------------------------------------------------
