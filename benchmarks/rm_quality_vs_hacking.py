@@ -35,10 +35,6 @@ def checkpoints_by_epoch(build: Path) -> dict[int, tuple[Path, float]]:
             for epoch, step in enumerate(steps, start=1)}
 
 
-def mean(rows: list[dict], key: str) -> float:
-    return sum(r[key] for r in rows) / len(rows)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("build", type=Path, help="a demo RM build directory (python -m coreward.rm.demo DIR)")
@@ -49,29 +45,25 @@ def main() -> None:
     args = parser.parse_args()
 
     from coreward.data.registry import load_benchmark
-    from coreward.evaluation import evaluate
-    from coreward.training.demo import Budget, method_config
+    from coreward.training.demo import Budget, final_metrics, heldout_avg, method_config
     from coreward.training.demo_policy import ensure_demo_policy
-    from coreward.training.metrics import read_metrics
     from coreward.training.train import run_training
 
     output = args.output or Path(tempfile.mkdtemp(prefix="rm_quality_"))
     budget = Budget(steps=args.steps, eval_problems=args.eval_problems, eval_n=8, curve_every=0, curve_problems=0)
     heldout = {"demo": load_benchmark("demo", split="test", limit=args.eval_problems)}
 
-    def heldout_avg(model: Path | str, name: str) -> float:
-        result = evaluate(str(model), benchmarks=heldout, n=8, temperature=0.7, top_p=0.95, seed=0,
-                          output_dir=output / "eval" / name)
-        return result["demo"].avg
+    def evaluate_model(model: Path | str, name: str) -> float:
+        return heldout_avg(model, heldout, n=8, seed=0, output_dir=output / "eval" / name)
 
     checkpoints = checkpoints_by_epoch(args.build)
     wanted = [int(e) for e in args.epochs.split(",") if e] or sorted(checkpoints)
-    baseline = heldout_avg(ensure_demo_policy(), "baseline")
+    baseline = evaluate_model(ensure_demo_policy(), "baseline")
     lines = [
         f"warm-start policy: held-out avg@8 {100 * baseline:.1f}; {args.steps} GRPO steps per row, seed 0",
         "",
-        "| RM epochs | RM held-out acc. | train reward (first 5 → last 5) | train verified acc. (first 5 → last 5) "
-        "| held-out avg@8 | Δ |",
+        ("| RM epochs | RM held-out acc. | train reward (first 5 → last 5) | train verified acc. (first 5 → last 5) "
+        "| held-out avg@8 | Δ |"),
         "|---:|---:|---|---|---:|---:|",
     ]
     for epoch in wanted:
@@ -80,12 +72,11 @@ def main() -> None:
         config.rewards[0].params["path"] = str(checkpoint)
         run_dir = output / f"epoch-{epoch}"
         result = run_training(config, output_dir=str(run_dir))
-        rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "reward" in r]
-        first, last = rows[:5], rows[-5:]
-        avg = heldout_avg(result.final_model, f"epoch-{epoch}")
+        first, last = final_metrics(run_dir, first=True), final_metrics(run_dir)
+        avg = evaluate_model(result.final_model, f"epoch-{epoch}")
         lines.append(
-            f"| {epoch} | {rm_accuracy:.2f} | {mean(first, 'reward'):.2f} → {mean(last, 'reward'):.2f} | "
-            f"{100 * mean(first, 'verified_accuracy'):.0f}% → {100 * mean(last, 'verified_accuracy'):.0f}% | "
+            f"| {epoch} | {rm_accuracy:.2f} | {first['train_reward']:.2f} → {last['train_reward']:.2f} | "
+            f"{100 * first['train_verified_accuracy']:.0f}% → {100 * last['train_verified_accuracy']:.0f}% | "
             f"{100 * avg:.1f} | {100 * (avg - baseline):+.1f} |"
         )
         print(lines[-1], flush=True)

@@ -20,6 +20,18 @@ def tiny_policy(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Models this small run faster on one thread: with two, thread synchronisation costs more than the math.
+    A module opts in with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def verifier():
     from coreward.verify import Verifier

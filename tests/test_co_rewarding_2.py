@@ -16,7 +16,6 @@ import torch
 from safetensors.torch import load_file
 
 from coreward.errors import CorewardError
-from coreward.rewards.base import RolloutBatch
 from coreward.rewards.co_rewarding_2 import CoRewarding2Reward
 from coreward.rewards.ema_teacher import (
     STATE_FILE,
@@ -28,6 +27,7 @@ from coreward.rewards.ema_teacher import (
     full_pairs,
 )
 from coreward.verify import Verifier
+from tests.test_self_supervised import batch_of  # the same hand-built groups
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "demo" / "co_rewarding_2.yaml"
@@ -115,20 +115,6 @@ def test_lora_ema_touches_only_the_teacher_adapter():
 
 
 # ---------------------------------------------------------------------------------- pseudo labels
-def batch_of(groups: list[list[str]], verifier, answers: list[str] | None = None) -> RolloutBatch:
-    G = len(groups[0])
-    completions = [c for group in groups for c in group]
-    return RolloutBatch(
-        prompts=[f"q{g}" for g, group in enumerate(groups) for _ in group],
-        completions=completions,
-        completion_ids=[[1]] * len(completions),
-        group_ids=[i // G for i in range(len(completions))],
-        num_generations=G,
-        columns={"answer": [a for a in answers for _ in range(G)]} if answers else {},
-        context={"verifier": verifier},
-    )
-
-
 def test_pseudo_labels_from_hand_built_teacher_rollouts(verifier):
     teacher = [
         ["\\boxed{1/2}", "#### 0.5", "\\boxed{3}", "no answer"],  # 1/2 ≡ 0.5: label 1/2 (2 votes to 1)

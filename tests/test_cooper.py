@@ -22,7 +22,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from coreward.data.synthetic import VERIFIABLE_FORMATS, demo_problems, load_demo
+from coreward.data.synthetic import VERIFIABLE_FORMATS, demo_problems
 from coreward.errors import CorewardError
 from coreward.llm import GenerationResult, OpenAIEndpointGenerator
 from coreward.rewards.base import RolloutBatch
@@ -49,7 +49,7 @@ from coreward.rm.assistant import (
 )
 from coreward.rm.model import TAGS, VerifyRM, format_input
 from coreward.training.demo_model import build_demo_model, build_demo_tokenizer
-from coreward.verify import Verifier, extract_answer
+from coreward.verify import extract_answer
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "demo" / "cooper.yaml"
@@ -57,19 +57,7 @@ QUESTION = "Ann has 12 apples, buys 5, sells 3. How many?"
 POSITIVE = "12+5=17;17-3=14;#### 14"
 
 
-@pytest.fixture(scope="module")
-def verifier():
-    with Verifier(num_workers=1) as v:
-        yield v
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Models this small run faster on one thread: with two, synchronisation costs more than the math."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def tiny_lm(hidden: int = 32, tags: bool = False):

@@ -20,15 +20,8 @@ from coreward.evaluation import evaluate, majority_correct, pass_at_k, render_ta
 from coreward.evaluation.backends import Generation
 from coreward.evaluation.callback import PeriodicEvalCallback, shard
 from coreward.evaluation.evaluate import Problem, Sample, sample, score, summarize
-from coreward.verify import Verifier
 
 ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    with Verifier(num_workers=1) as v:
-        yield v
 
 
 @pytest.fixture(scope="module")

@@ -47,13 +47,7 @@ def write_jsonl(path, rows) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Models this small run faster on one thread: with two, thread synchronisation costs more than the math."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -114,16 +114,34 @@ def final_metrics(run_dir: Path, last: int = 5, first: bool = False) -> dict[str
     return {"train_reward": mean("reward"), "train_verified_accuracy": mean("verified_accuracy")}
 
 
+def stress_config(method: str, budget: Budget, seed: int):
+    """The method's demo config at the stress setting's learning rate and steps (no validation curve)."""
+    config = method_config(method, replace(budget, steps=budget.stress.steps, curve_every=0), seed)
+    config.grpo["learning_rate"] = budget.stress.learning_rate
+    return config
+
+
+def heldout_avg(model: Path | str, heldout: dict, n: int, seed: int, output_dir: Path) -> float:
+    """avg@n of `model` on the held-out demo problems, sampled as the demo does (temperature 0.7, top-p 0.95)."""
+    from coreward.evaluation import evaluate
+
+    result = evaluate(str(model), benchmarks=heldout, n=n, temperature=0.7, top_p=0.95, seed=seed,
+                      output_dir=output_dir)
+    return result["demo"].avg
+
+
 def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int = 0,
              budget: Budget | None = None) -> dict[str, Any]:
     from coreward.data.registry import load_benchmark
-    from coreward.evaluation import evaluate
     from coreward.training.demo_policy import ensure_demo_policy
     from coreward.training.train import run_training
 
     budget = budget or (QUICK if quick else FULL)
     output_dir = Path(output_dir)
-    configs = {m: method_config(m, budget, seed) for m in methods}  # every config checked before any training
+    # every config checked before any training
+    configs = {m: method_config(m, budget, seed) for m in methods}
+    stressed = [m for m in budget.stress.methods if m in methods] if budget.stress else []
+    stress_configs = {m: stress_config(m, budget, seed) for m in stressed}
     policy = ensure_demo_policy()
     if {"model", "cooper"} & set(methods):
         # build the demo RM now if it isn't cached: built lazily inside a run, its sampling would draw on
@@ -136,42 +154,31 @@ def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int 
     started = time.perf_counter()
 
     def evaluate_model(path: Path | str, name: str) -> float:
-        result = evaluate(str(path), benchmarks=heldout, n=budget.eval_n, temperature=0.7, top_p=0.95,
-                          seed=seed, output_dir=output_dir / "eval" / name)
-        return result["demo"].avg
+        return heldout_avg(path, heldout, budget.eval_n, seed, output_dir / "eval" / name)
+
+    def train_and_evaluate(method: str, config, run_dir: Path, eval_name: str) -> dict[str, Any]:
+        shutil.rmtree(run_dir, ignore_errors=True)  # a demo run always starts fresh: same seed, same table
+        method_start = time.perf_counter()
+        result = run_training(config, output_dir=str(run_dir))
+        return {"method": method, "heldout_avg": evaluate_model(result.final_model, eval_name),
+                **final_metrics(run_dir), "seconds": round(time.perf_counter() - method_start, 1)}
 
     rows = [{"method": "baseline", "heldout_avg": evaluate_model(policy, "baseline"),
              "train_reward": None, "train_verified_accuracy": None, "seconds": None}]
     print(f"baseline (warm-started demo policy): held-out avg@{budget.eval_n} = {rows[0]['heldout_avg']:.3f}")
-    run_dirs = []
-    for method in methods:
-        run_dir = output_dir / method
-        shutil.rmtree(run_dir, ignore_errors=True)  # a demo run always starts fresh: same seed, same table
+    run_dirs = [output_dir / method for method in methods]
+    for method, run_dir in zip(methods, run_dirs):
         print(f"\n== {LABELS[method]}: {budget.steps} GRPO steps ({run_dir})")
-        method_start = time.perf_counter()
-        result = run_training(configs[method], output_dir=str(run_dir))
-        row = {"method": method, "heldout_avg": evaluate_model(result.final_model, method), **final_metrics(run_dir),
-               "seconds": round(time.perf_counter() - method_start, 1)}
-        rows.append(row)
-        run_dirs.append(run_dir)
-        print(f"{LABELS[method]}: held-out avg@{budget.eval_n} = {row['heldout_avg']:.3f}")
+        rows.append(train_and_evaluate(method, configs[method], run_dir, method))
+        print(f"{LABELS[method]}: held-out avg@{budget.eval_n} = {rows[-1]['heldout_avg']:.3f}")
 
     table = demo_table(rows, budget)
-    stress_rows, stress_dirs = [], []
-    stressed = [m for m in budget.stress.methods if m in methods] if budget.stress else []
-    for method in stressed:
-        stress = budget.stress
-        run_dir = output_dir / "stress" / method
-        shutil.rmtree(run_dir, ignore_errors=True)
-        print(f"\n== stress, {LABELS[method]}: {stress.steps} GRPO steps at learning rate {stress.learning_rate:g}")
-        method_start = time.perf_counter()
-        config = method_config(method, replace(budget, steps=stress.steps, curve_every=0), seed)
-        config.grpo["learning_rate"] = stress.learning_rate
-        result = run_training(config, output_dir=str(run_dir))
-        start = {f"start_{k}": v for k, v in final_metrics(run_dir, first=True).items()}
-        stress_rows.append({"method": method, "heldout_avg": evaluate_model(result.final_model, f"stress-{method}"),
-                            **start, **final_metrics(run_dir), "seconds": round(time.perf_counter() - method_start, 1)})
-        stress_dirs.append(run_dir)
+    stress_rows, stress_dirs = [], [output_dir / "stress" / method for method in stressed]
+    for method, run_dir in zip(stressed, stress_dirs):
+        print(f"\n== stress, {LABELS[method]}: {budget.stress.steps} GRPO steps at learning rate "
+              f"{budget.stress.learning_rate:g}")
+        row = train_and_evaluate(method, stress_configs[method], run_dir, f"stress-{method}")
+        stress_rows.append({**row, **{f"start_{k}": v for k, v in final_metrics(run_dir, first=True).items()}})
     if stress_rows:
         table += "\n\n" + stress_table(stress_rows, rows[0]["heldout_avg"], budget)
     summary = {"budget": asdict(budget), "seed": seed, "quick": quick, "rows": rows, "stress_rows": stress_rows,

@@ -35,7 +35,13 @@ from fractions import Fraction
 from functools import lru_cache
 from multiprocessing.connection import wait
 
-from coreward.verify.extract import MAX_ANSWER_CHARS, MAX_COMPLETION_CHARS, clip_completion, extract_answer
+from coreward.verify.extract import (
+    MAX_ANSWER_CHARS,
+    MAX_COMPLETION_CHARS,
+    clip_completion,
+    extract_answer,
+    unescaped_braces,
+)
 
 KILL_GRACE_S = 0.5  # a worker silent for timeout_s + this long is killed
 IN_PROCESS_MAX = 4  # at most this many simple comparisons run in the caller
@@ -282,19 +288,11 @@ def reference_problem(answer: object) -> str | None:
 
 def _braces_balanced(text: str) -> bool:
     """`{` and `}` pair up (escaped `\\{`, `\\}` are literal braces and don't count)."""
-    depth, i = 0, 0
-    while i < len(text):
-        char = text[i]
-        if char == "\\":
-            i += 2
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth < 0:
-                return False
-        i += 1
+    depth = 0
+    for _, char in unescaped_braces(text):
+        depth += 1 if char == "{" else -1
+        if depth < 0:
+            return False
     return depth == 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterator
 
 TAIL_CHARS = 20_000
 MAX_ANSWER_CHARS = 1_000
@@ -116,26 +117,27 @@ def _last_boxed(text: str) -> str | None:
     return None
 
 
-def _braced(text: str, open_at: int) -> str | None:
-    """The text between `text[open_at] == "{"` and its matching `}`; None when unclosed or too long.
-
-    A backslash escapes the next character, so `\\{` and `\\}` don't count as braces.
-    """
-    depth = 0
-    limit = min(len(text), open_at + MAX_ANSWER_CHARS + 2)
-    i = open_at
-    while i < limit:
+def unescaped_braces(text: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str]]:
+    """(index, char) of each `{` and `}` in `text[start:stop]`; a backslash escapes the next character,
+    so `\\{` and `\\}` are literal braces and are skipped."""
+    i, stop = start, len(text) if stop is None else min(stop, len(text))
+    while i < stop:
         char = text[i]
         if char == "\\":
             i += 2
             continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[open_at + 1 : i]
+        if char in "{}":
+            yield i, char
         i += 1
+
+
+def _braced(text: str, open_at: int) -> str | None:
+    """The text between `text[open_at] == "{"` and its matching `}`; None when unclosed or too long."""
+    depth = 0
+    for i, char in unescaped_braces(text, open_at, open_at + MAX_ANSWER_CHARS + 2):
+        depth += 1 if char == "{" else -1
+        if depth == 0:
+            return text[open_at + 1 : i]
     return None
 
 
