@@ -84,6 +84,15 @@ def steps_of(run_dir: Path) -> list[int]:
     return [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")]
 
 
+def tensorboard_steps(run_dir: Path, tag: str = "train/loss") -> list[int]:
+    """The steps TensorBoard shows for `tag`, read the way TensorBoard reads them (restart markers honoured)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    return [event.step for event in events.Scalars(tag)]
+
+
 # ---------------------------------------------------------------------------------- kill and resume
 
 
@@ -96,6 +105,7 @@ def check_killed_run(attempts, run_dir: Path, reference: Path, max_steps: int) -
     for attempt in attempts[1:]:  # each resume picked the newest complete checkpoint, never a half-written one
         assert attempt.resumed_from == attempt.expected_from is not None, attempt
     assert steps_of(run_dir) == list(range(1, max_steps + 1))  # each step exactly once, no gaps
+    assert tensorboard_steps(run_dir) == list(range(1, max_steps + 1))  # there too: steps after a checkpoint purged
     newest = complete_checkpoints(run_dir)[-1]
     assert check_checkpoint(newest) == max_steps
     assert not list(run_dir.glob(".trash-*"))
@@ -184,6 +194,9 @@ def test_resumed_run_is_identical_to_an_uninterrupted_one(config, extra, memoriz
         teacher = Path("reward_sources") / "co_rewarding_2" / "teacher.safetensors"
         assert_same_tensors(load_file(resumed / teacher), load_file(straight / teacher))
     assert steps_of(tmp_path / "resumed") == [1, 2, 3, 4, 5]
+    # three runs in this one process, each with its own TensorBoard directory
+    for run in ("straight", "resumed"):
+        assert tensorboard_steps(tmp_path / run) == [1, 2, 3, 4, 5], run
 
 
 def test_each_epoch_has_its_own_data_order_after_a_resume():

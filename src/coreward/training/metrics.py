@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+from transformers.integrations import TensorBoardCallback
 from transformers.trainer_callback import ProgressCallback
 
 # keys of HF's end-of-run summary, kept out of the per-step rows (written to summary.json instead)
@@ -122,3 +123,28 @@ class CompactProgressCallback(ProgressCallback):
 def use_compact_progress(trainer) -> None:
     if trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(CompactProgressCallback())
+
+
+class RunTensorBoardCallback(TensorBoardCallback):
+    """HF's TensorBoard logging, pinned to one run's directory and safe to resume.
+
+    HF takes the directory from the process-wide `TENSORBOARD_LOGGING_DIR`, so several runs in one process
+    (the demo) would all write into the first run's. And a resumed run would log the steps after its
+    checkpoint a second time: `purge_step` (TensorBoard's own restart marker) hides the events at or past
+    the first step the resumed run logs, as metrics.jsonl drops its rows past the checkpoint.
+    """
+
+    def __init__(self, logging_dir: str | Path, purge_step: int | None = None):
+        super().__init__()
+        self.logging_dir = str(logging_dir)
+        self.purge_step = purge_step
+
+    def _init_summary_writer(self, args):
+        self.tb_writer = self._SummaryWriter(log_dir=self.logging_dir, purge_step=self.purge_step)
+
+
+def use_run_tensorboard(trainer, logging_dir: str | Path, resumed_step: int | None) -> None:
+    """Swap HF's TensorBoard callback (present when `report_to` names tensorboard) for `RunTensorBoardCallback`."""
+    if trainer.pop_callback(TensorBoardCallback) is not None:
+        purge_step = resumed_step + 1 if resumed_step is not None else None
+        trainer.add_callback(RunTensorBoardCallback(logging_dir, purge_step))

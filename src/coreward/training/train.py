@@ -250,8 +250,8 @@ def run_training(
     resume: bool = False,
     extra_callbacks: list | None = None,
 ) -> TrainResult:
-    from coreward.training.faults import FAULT_ENV, parse_faults
-    from coreward.training.metrics import MetricsFileCallback, use_compact_progress
+    from coreward.training.faults import FAULT_ENV, checkpoint_step, parse_faults
+    from coreward.training.metrics import MetricsFileCallback, use_compact_progress, use_run_tensorboard
     from coreward.training.trainer import CorewardGRPOTrainer, last_complete_checkpoint
     from coreward.verify import Verifier
 
@@ -269,7 +269,6 @@ def run_training(
         print(f"--resume: continuing from {checkpoint}")
     elif not resume and (run_dir / "metrics.jsonl").exists():
         raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume or pick another --output-dir")
-    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run_dir / "tensorboard"))
     args = build_grpo_args(config, run_dir, max_steps)
     check_batch_fits(len(dataset), args, f"in {config.data.train}")
     model_path = resolve_model_path(config.model.name_or_path)
@@ -305,6 +304,7 @@ def run_training(
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     use_compact_progress(trainer)
+    use_run_tensorboard(trainer, run_dir / "tensorboard", checkpoint_step(checkpoint) if checkpoint else None)
     if eval_records is not None:
         add_periodic_eval(trainer, config.data, seed=config.seed, records=eval_records)
     try:
