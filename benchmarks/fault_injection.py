@@ -1,6 +1,7 @@
 """Kill-and-resume under fire: seeded SIGKILLs at random moments of real `coreward train` runs, then `--resume`.
 
     python benchmarks/fault_injection.py [--cycles 3] [--kills 4] [--steps 12] [--methods rule,cooper,co_rewarding_2]
+                                         [--nproc 2]
 
 For each method and cycle (cycle c trains with seed c), a run of `--steps` steps is made twice: once without
 interruption (the reference, in this process) and once as `coreward train` subprocesses, each killed with
@@ -15,6 +16,10 @@ checks, and the table counts:
 * the final weights, optimizer state and reward-source state (Cooper's RM and its optimizer, Co-rewarding-II's
   teacher) equal the uninterrupted run's: max |difference| over every tensor;
 * work redone: steps logged after the last complete checkpoint at the moment of each kill.
+
+With `--nproc 2` every run (the reference too) is a torchrun launch of two processes (gloo, CPU): a kill at a
+named point hits one rank, drawn per cycle (torchrun then stops the other), and a timed kill takes the
+whole process group.
 
 The runs use a tiny policy taught four demo problems by heart (so rewards vary and weights move) and a tiny
 random RM for Cooper, built here; 2 prompts × 4 completions a step, a checkpoint every step, 1 thread.
@@ -43,9 +48,9 @@ def build_models(root: Path) -> tuple[Path, Path]:
     return build_memorized_policy(root / "policy"), build_random_rm(root / "rm")
 
 
-def overrides_for(method: str, policy: Path, rm: Path, seed: int) -> list[str]:
+def overrides_for(method: str, policy: Path, rm: Path, seed: int, nproc: int = 1) -> list[str]:
     shared = [f"model.name_or_path={policy}", "data.limit=4", "data.eval_every=0", "grpo.num_generations=4",
-              "grpo.per_device_train_batch_size=8", "grpo.max_completion_length=24", "grpo.save_steps=1",
+              f"grpo.per_device_train_batch_size={8 // nproc}", "grpo.max_completion_length=24", "grpo.save_steps=1",
               "grpo.learning_rate=1e-3", "torch_threads=1", f"seed={seed}"]
     if method == "cooper":
         shared += [f"rewards.0.params.rm={rm}", "rewards.0.params.lr=0.001"]
@@ -87,26 +92,32 @@ STATE_FILES = {
 }
 
 
-def cycle(method: str, seed: int, steps: int, kills: int, policy: Path, rm: Path, root: Path) -> dict:
+def cycle(method: str, seed: int, steps: int, kills: int, policy: Path, rm: Path, root: Path, nproc: int = 1) -> dict:
     from coreward.config import load_config
     from coreward.training.config import TrainConfig
-    from coreward.training.faults import PHASES, check_checkpoint, kill_and_resume
+    from coreward.training.faults import PHASES, check_checkpoint, kill_and_resume, launch, train_command
     from coreward.training.metrics import read_metrics
     from coreward.training.train import run_training
     from coreward.training.trainer import complete_checkpoints
 
     config = CONFIGS / f"{method}.yaml"
-    overrides = overrides_for(method, policy, rm, seed)
+    overrides = overrides_for(method, policy, rm, seed, nproc)
     reference_dir = root / f"{method}-{seed}-reference"
-    run_training(load_config(TrainConfig, config, overrides), output_dir=str(reference_dir), max_steps=steps)
+    if nproc == 1:
+        run_training(load_config(TrainConfig, config, overrides), output_dir=str(reference_dir), max_steps=steps)
+    else:
+        straight = launch(train_command(config, reference_dir, overrides, steps, resume=False, nproc=nproc), reference_dir)
+        if straight.returncode != 0:
+            raise SystemExit(f"the uninterrupted {method} run failed:\n{straight.log[-3000:]}")
 
     rng = random.Random(f"{method}:{seed}")  # a str seed is hashed deterministically (not by PYTHONHASHSEED)
+    fault_rank = rng.randrange(nproc) if nproc > 1 else None
     named = kills - kills // 2  # half the kills at named points (drawn without repeats), half at random moments
     plan = [point for _ in range(-(-named // len(PHASES))) for point in rng.sample(PHASES, len(PHASES))][:named]
     plan += ["timed"] * (kills // 2)
     rng.shuffle(plan)
     run_dir = root / f"{method}-{seed}-killed"
-    attempts = kill_and_resume(config, run_dir, overrides, steps, plan, rng)
+    attempts = kill_and_resume(config, run_dir, overrides, steps, plan, rng, nproc=nproc, fault_rank=fault_rank)
     *killed, last = attempts
     logged = [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")]
     newest = complete_checkpoints(run_dir)[-1]
@@ -136,6 +147,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=4, help="SIGKILLs per cycle")
     parser.add_argument("--steps", type=int, default=12, help="optimizer steps per run")
     parser.add_argument("--methods", default="rule,cooper,co_rewarding_2")
+    parser.add_argument("--nproc", type=int, choices=(1, 2), default=1, help="processes per run (torchrun when 2)")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -147,13 +159,14 @@ def main() -> None:
         for method in args.methods.split(","):
             results[method] = []
             for seed in range(args.cycles):
-                result = cycle(method, seed, args.steps, args.kills, policy, rm, root)
+                result = cycle(method, seed, args.steps, args.kills, policy, rm, root, args.nproc)
                 results[method].append(result)
                 print(f"{method} seed {seed}: {result['kills']} kills ({', '.join(result['phases'])}), "
                       f"completed={result['completed']}, steps lost {result['steps_lost']}, "
                       f"max |Δ| {result['max_difference']:.1e}, {result['seconds']:.0f} s", file=sys.stderr)
 
-    print(f"\n{args.cycles} cycles per method, {args.kills} SIGKILLs drawn per cycle, {args.steps} steps per run "
+    print(f"\n{args.cycles} cycles per method, {args.kills} SIGKILLs drawn per cycle, {args.steps} steps per run, "
+          f"{args.nproc} process(es) per run "
           f"({time.perf_counter() - started:.0f} s)\n")
     print("| method | SIGKILLs | runs completed | resumes from the newest complete checkpoint | half-written "
           "checkpoints passed over | steps lost (missing or duplicated) | max abs weight/state difference vs. "

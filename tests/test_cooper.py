@@ -13,7 +13,6 @@ import json
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +48,7 @@ from coreward.rm.assistant import (
 )
 from coreward.rm.model import TAGS, VerifyRM, format_input
 from coreward.training.demo_model import build_demo_model, build_demo_tokenizer
+from coreward.training.faults import free_port
 from coreward.verify import extract_answer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -269,11 +269,6 @@ def batch_of(groups: list[tuple[str, list[str]]], reference: str, verifier, step
 
 FAST = {"backoff_s": 0.01, "timeout_s": 2.0, "max_retries": 1, "deadline_s": 10.0}
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_endpoint_assistant_faults_drop_pairs_and_are_counted(tiny_rm, verifier, monkeypatch):

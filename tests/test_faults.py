@@ -146,6 +146,48 @@ def test_sigkill_with_a_learning_reward_model(memorized_policy, tiny_rm_path, tm
     assert_same_optimizer(ours / "optimizer.pt", theirs / "optimizer.pt")
 
 
+def test_two_processes_one_killed_then_resumed_like_an_uninterrupted_run(memorized_policy, tiny_rm_path, tmp_path):
+    """torchrun, 2 processes (gloo, CPU), Cooper: rank 1 alone dies (SIGKILL) while checkpoint-2 is half written,
+    then in the reward phase of step 3; torchrun stops rank 0 each time. The resumed run ends with the policy,
+    RM and optimizers of an uninterrupted two-process run."""
+    from coreward.training.faults import launch, train_command
+
+    max_steps = 4
+    overrides = settings(memorized_policy, "grpo.per_device_train_batch_size=4", f"rewards.0.params.rm={tiny_rm_path}",
+                         "rewards.0.params.lr=0.001")
+    straight = launch(train_command(COOPER, tmp_path / "reference", overrides, max_steps, resume=False, nproc=2),
+                      tmp_path / "reference")
+    assert straight.returncode == 0, straight.log[-3000:]
+    run_dir = tmp_path / "killed"
+    attempts = kill_and_resume(COOPER, run_dir, overrides, max_steps, ["checkpoint", "reward"], random.Random(0),
+                               nproc=2, fault_rank=1)
+    assert [a.kill for a in attempts] == ["checkpoint:2", "reward:3", ""]
+    assert attempts[0].incomplete == ["checkpoint-2"]  # rank 0 had written its part; no marker, so passed over
+    reference = tmp_path / "reference" / f"checkpoint-{max_steps}"
+    check_killed_run(attempts, run_dir, reference, max_steps)
+    assert sorted(p.name for p in (run_dir / f"checkpoint-{max_steps}").glob("rng_state_*.pth")) == \
+        ["rng_state_0.pth", "rng_state_1.pth"]
+    ours, theirs = run_dir / f"checkpoint-{max_steps}" / "reward_sources" / "cooper", reference / "reward_sources" / "cooper"
+    assert json.loads((ours / "cooper_state.json").read_text())["updates"] == max_steps
+    assert_same_tensors(load_file(ours / "rm" / "model.safetensors"), load_file(theirs / "rm" / "model.safetensors"))
+    assert_same_optimizer(ours / "optimizer.pt", theirs / "optimizer.pt")
+
+
+def test_a_timed_kill_takes_torchruns_workers_with_it(memorized_policy, tmp_path):
+    """torchrun starts its workers in sessions of their own: killing only the launcher (or its process group)
+    would leave them training, and writing checkpoints, beside the next launch."""
+    import psutil
+
+    from coreward.training.faults import launch, train_command
+
+    run_dir = tmp_path / "run"
+    overrides = settings(memorized_policy, "grpo.per_device_train_batch_size=4")
+    attempt = launch(train_command(RULE, run_dir, overrides, 50, resume=False, nproc=2), run_dir, kill="timed:0")
+    assert attempt.killed, attempt.log[-3000:]
+    survivors = [p for p in psutil.process_iter(["cmdline"]) if str(run_dir) in " ".join(p.info["cmdline"] or [])]
+    assert survivors == []
+
+
 def test_killed_while_saving_the_final_model(memorized_policy, tmp_path):
     """Every step done and checkpointed, the final model half written: --resume only saves the final model."""
     run = tmp_path / "run"

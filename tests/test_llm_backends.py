@@ -7,7 +7,6 @@ The endpoint tests use millisecond backoffs so that every retry path runs in wel
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,6 +16,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 from coreward.errors import CorewardError
+from coreward.training.faults import free_port
 from coreward.llm import (
     GenerationRequest,
     HFLocalGenerator,
@@ -47,12 +47,6 @@ def endpoint(server: LLMTestServer, **options) -> OpenAIEndpointGenerator:
 def asks(*prompts: str, **sampling) -> list[GenerationRequest]:
     return [GenerationRequest.user(prompt, **sampling) for prompt in prompts]
 
-
-def free_port() -> int:
-    """A loopback port with nothing listening on it."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # -- OpenAI-compatible endpoint ----------------------------------------------------------------------

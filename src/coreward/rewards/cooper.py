@@ -48,6 +48,7 @@ from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.rm.assistant import Assistant, NegativeRequest, build_assistant, perturb
 from coreward.training.distributed import (
     distributed_map,
+    load_location,
     on_main_then_broadcast,
     shard_bounds,
     world,
@@ -216,7 +217,7 @@ class RMLearner:
         from coreward.rm.model import VerifyRM
 
         learner = cls(VerifyRM.load(directory / RM_DIR, device=device, batch_size=settings["batch_size"]), **settings)
-        learner.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=learner.rm.device))
+        learner.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=load_location(learner.rm.device)))
         state = json.loads((directory / STATE_FILE).read_text())
         learner.updates, learner.skipped = state["updates"], state["skipped"]
         return learner

@@ -58,3 +58,12 @@ def on_main_then_broadcast(fn: Callable[[], Any]) -> Any:
     holder = [fn() if rank == 0 else None]
     broadcast_object_list(holder, from_process=0)
     return holder[0]
+
+
+def load_location(device: Any) -> Any:
+    """A `map_location` for torch.load onto `device`. accelerate names the CPU of process R `cpu:R` in a
+    multi-process CPU run, and torch.load refuses to restore storage to an indexed CPU: plain "cpu" then."""
+    import torch
+
+    device = torch.device(device)
+    return "cpu" if device.type == "cpu" else device

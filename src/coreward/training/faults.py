@@ -12,9 +12,11 @@ normal case) each point costs one dictionary lookup.
     checkpoint            checkpoint-STEP is half written: model weights on disk, optimizer, RNG states,
                           trainer state, reward-source state and completeness marker not
     checkpoint-sources    checkpoint-STEP has everything of TRL's, the reward sources' state is not written
-    rotation              checkpoint-STEP is complete; older checkpoints are not yet rotated away
+    rotation              checkpoint-STEP is complete; older checkpoints are not yet rotated away (main process)
 
-Several points may be listed, comma-separated: the process dies at the first one it reaches.
+Several points may be listed, comma-separated: the process dies at the first one it reaches. In a
+multi-process run every process dies there, unless `COREWARD_FAULT_RANK=R` picks one (the global rank, as
+torchrun sets `RANK`): then torchrun sees one worker die and stops the others, as when one node is lost.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from pathlib import Path
 from coreward.errors import CorewardError
 
 FAULT_ENV = "COREWARD_FAULT_AT"
+FAULT_RANK_ENV = "COREWARD_FAULT_RANK"
 PHASES = ("generation", "reward", "update", "checkpoint", "checkpoint-sources", "rotation")
+MAIN_PROCESS_PHASES = {"rotation"}  # reached by the main process alone: a kill there is aimed at rank 0
 
 
 def parse_faults(spec: str | None) -> set[tuple[str, int]]:
@@ -55,6 +59,9 @@ def parse_faults(spec: str | None) -> set[tuple[str, int]]:
 def fault_point(phase: str, step: int) -> None:
     """Die here (SIGKILL) when `COREWARD_FAULT_AT` names this phase and step."""
     spec = os.environ.get(FAULT_ENV)
+    only_rank = os.environ.get(FAULT_RANK_ENV)
+    if only_rank is not None and only_rank != os.environ.get("RANK", "0"):
+        return
     if spec and (phase, step) in parse_faults(spec):
         sys.stdout.flush()
         sys.stderr.flush()
@@ -82,27 +89,45 @@ class Attempt:
 
     @property
     def killed(self) -> bool:
-        return self.returncode == -signal.SIGKILL
+        """Died of SIGKILL: the process itself, or (torchrun) one of its workers, which torchrun reports."""
+        return self.returncode == -signal.SIGKILL or (self.returncode != 0 and "Signal 9 (SIGKILL)" in self.log)
 
 
-def train_command(config: str | Path, run_dir: Path, overrides: list[str], max_steps: int, resume: bool) -> list[str]:
-    command = [sys.executable, "-m", "coreward.cli", "train", "--config", str(config), "--output-dir", str(run_dir),
+def train_command(config: str | Path, run_dir: Path, overrides: list[str], max_steps: int, resume: bool,
+                  nproc: int = 1) -> list[str]:
+    """`coreward train` as a subprocess command; with `nproc` > 1, under torchrun on a free local port."""
+    launcher = [sys.executable, "-m"]
+    if nproc > 1:
+        launcher += ["torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(free_port()), "-m"]
+    command = [*launcher, "coreward.cli", "train", "--config", str(config), "--output-dir", str(run_dir),
                "--max-steps", str(max_steps)]
     for item in overrides:
         command += ["--set", item]
     return command + (["--resume"] if resume else [])
 
 
-def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float = 600) -> Attempt:
-    """Run `command`; `kill` is "PHASE:STEP" (COREWARD_FAULT_AT), "timed:SECONDS" (SIGKILL that long after
-    the run's first new complete checkpoint appears), or "" (no kill)."""
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float = 600,
+           fault_rank: int | None = None) -> Attempt:
+    """Run `command`; `kill` is "PHASE:STEP" (COREWARD_FAULT_AT, on every process or on `fault_rank` only),
+    "timed:SECONDS" (SIGKILL that long after the run's first new complete checkpoint appears), or "" (no kill)."""
     from coreward.training.trainer import COMPLETE_MARKER, last_complete_checkpoint
 
     before = last_complete_checkpoint(run_dir) if run_dir.exists() else None
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop(FAULT_ENV, None)
+    env.pop(FAULT_RANK_ENV, None)
     if kill and not kill.startswith("timed:"):
         env[FAULT_ENV] = kill
+        if fault_rank is not None:
+            env[FAULT_RANK_ENV] = str(fault_rank)
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a full pipe would stall the run
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True)
@@ -111,8 +136,8 @@ def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float =
                 _kill_after_progress(process, run_dir, before, float(kill.split(":", 1)[1]), timeout_s)
             returncode = process.wait(timeout=max(1.0, timeout_s - (time.perf_counter() - start)))
         finally:
-            if process.poll() is None:
-                process.kill()
+            if process.poll() is None:  # timed out, or the caller was interrupted
+                _kill_group(process)
                 process.wait()
         log.seek(0)
         text = log.read()
@@ -139,7 +164,26 @@ def _kill_after_progress(process: subprocess.Popen, run_dir: Path, before: Path 
         time.sleep(0.02)
     time.sleep(delay_s)
     if process.poll() is None:
-        os.kill(process.pid, signal.SIGKILL)
+        _kill_group(process)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the launch and every process it started, as when the machine dies. torchrun starts its
+    workers in sessions of their own, so killing its process group would leave them running: the tree is
+    collected first (psutil), then all of it is killed."""
+    import psutil
+
+    try:
+        root = psutil.Process(process.pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for member in tree:
+        try:
+            member.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(tree[1:], timeout=30)  # a worker may hold files open; the next launch waits for none
 
 
 def checkpoint_step(path: Path) -> int:
@@ -154,7 +198,7 @@ def check_checkpoint(path: Path) -> int:
     import torch
     from safetensors.torch import load_file
 
-    from coreward.training.trainer import COMPLETE_MARKER
+    from coreward.training.trainer import COMPLETE_MARKER, TRAINER_STATE
 
     path = Path(path)
     if not (path / COMPLETE_MARKER).is_file():
@@ -164,7 +208,13 @@ def check_checkpoint(path: Path) -> int:
         raise AssertionError(f"{path}: non-finite weights")
     torch.load(path / "optimizer.pt", weights_only=True)
     torch.load(path / "scheduler.pt", weights_only=True)
-    torch.load(path / "rng_state.pth", weights_only=False)  # numpy state inside; our own file
+    # one RNG file per process (rng_state.pth alone, rng_state_R.pth with several), and one state file of ours each
+    rng_files = sorted(path.glob("rng_state*.pth"))
+    ours = sorted(path.glob(TRAINER_STATE.format(rank="*")))
+    if not rng_files or len(ours) != len(rng_files):
+        raise AssertionError(f"{path}: {len(rng_files)} RNG state files and {len(ours)} coreward state files")
+    for file in [*rng_files, *ours]:
+        torch.load(file, weights_only=False)  # numpy state, lists: our own files, not weights-only pickles
     state = json.loads((path / "trainer_state.json").read_text())
     if state["global_step"] != checkpoint_step(path):
         raise AssertionError(f"{path}: trainer_state.json says step {state['global_step']}")
@@ -179,13 +229,15 @@ def check_checkpoint(path: Path) -> int:
 
 
 def kill_and_resume(config: str | Path, run_dir: Path, overrides: list[str], max_steps: int, kills: list[str],
-                    rng: random.Random, timed_window_s: float = 0.4, timeout_s: float = 600) -> list[Attempt]:
+                    rng: random.Random, timed_window_s: float = 0.4, timeout_s: float = 600, nproc: int = 1,
+                    fault_rank: int | None = None) -> list[Attempt]:
     """Run to `max_steps` through one killed launch per entry of `kills`, then one launch to the end.
 
     Each entry is a phase (see `PHASES`) or "timed". A phase kill is placed two steps past the newest complete
     checkpoint (the launch resumes, completes one new checkpoint, and dies at that phase of the next step), so
     every launch makes progress; a timed kill lands a random 0 to `timed_window_s` seconds after the launch's
-    first new checkpoint. Kills that no longer fit before `max_steps` are not made (the caller sees fewer
+    first new checkpoint. With `nproc` > 1 each launch is torchrun's, and a phase kill hits `fault_rank` only
+    (every process when None). Kills that no longer fit before `max_steps` are not made (the caller sees fewer
     attempts). Before each launch the checkpoint it must resume from is loaded and checked.
     """
     from coreward.training.trainer import last_complete_checkpoint
@@ -204,6 +256,7 @@ def kill_and_resume(config: str | Path, run_dir: Path, overrides: list[str], max
             kill = f"{kill}:{done + 2}"
         elif attempts and done == max_steps and attempts[-1].returncode == 0:
             break  # a timed kill that came too late: the run already finished
-        command = train_command(config, run_dir, overrides, max_steps, resume=run_dir.exists())
-        attempts.append(launch(command, run_dir, kill, timeout_s))
+        command = train_command(config, run_dir, overrides, max_steps, resume=run_dir.exists(), nproc=nproc)
+        rank = 0 if fault_rank is not None and kill.split(":")[0] in MAIN_PROCESS_PHASES else fault_rank
+        attempts.append(launch(command, run_dir, kill, timeout_s, rank))
     return attempts

@@ -37,6 +37,7 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
 from coreward.rewards.base import RewardSource, RolloutBatch
+from coreward.training.distributed import load_location
 from coreward.training.faults import fault_point
 from coreward.training.token_stats import completion_token_stats
 from coreward.verify.extract import clip_completion
@@ -325,7 +326,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
             return
         state_file = Path(checkpoint) / TRAINER_STATE.format(rank=self.accelerator.process_index)
         if state_file.is_file():  # our own file, with tensors and lists: not a weights-only pickle
-            state = torch.load(state_file, map_location=self.accelerator.device, weights_only=False)
+            state = torch.load(state_file, map_location=load_location(self.accelerator.device), weights_only=False)
             self._step = state["step"]
             self._buffered_inputs = state["buffered_inputs"]
             self.fault_counts.update(state["fault_counts"])
