@@ -201,6 +201,16 @@ def test_equivalence_classes(verifier):
     assert verifier.equivalence_classes([None, None]) == [None, None]
 
 
+def test_equivalence_classes_of_many_groups_in_one_batch(verifier):
+    """Each group classed on its own (ids restart per group; equal answers in different groups don't meet),
+    with the same classes as one call per group."""
+    groups = [["1/2", "3", "0.5", None], [], [None], ["x+1", "(1+x)", "2", "\\frac{4}{2}", "x+1"], ["3", "1/2"]]
+    together = verifier.equivalence_classes_many(groups)
+    assert together == [[0, 1, 0, None], [], [None], [0, 0, 1, 1, 0], [0, 1]]
+    assert together == [verifier.equivalence_classes(group) for group in groups]
+    assert verifier.equivalence_classes_many([]) == []
+
+
 def test_timeout_counts_as_false_and_batch_returns_promptly():
     with Verifier(timeout_s=1.0, num_workers=2) as verifier:
         verifier.equivalent(["x+1"], ["(1+x)"])  # start the pool

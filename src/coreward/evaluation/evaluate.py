@@ -214,18 +214,17 @@ def _benchmark_result(name: str, groups: list[list[Sample]], verifier) -> Benchm
         n=n,
         avg=sum(c / n for c in counts) / len(groups),
         pass_at={k: sum(pass_at_k(n, c, k) for c in counts) / len(groups) for k in sorted({1, n})},
-        maj=sum(_majority(g, verifier) for g in groups) / len(groups),
+        maj=sum(_majority_correct(groups, verifier)) / len(groups),
         mean_completion_tokens=sum(s.completion_tokens for s in flat) / len(flat),
         truncated_fraction=sum(s.truncated for s in flat) / len(flat),
         verifier_timeouts=sum(s.timed_out for s in flat),
     )
 
 
-def _majority(group: list[Sample], verifier) -> bool:
-    answers = [s.extracted for s in group]
-    if all(a is None for a in answers):
-        return False
-    return majority_correct(verifier.equivalence_classes(answers), [s.correct for s in group])
+def _majority_correct(groups: list[list[Sample]], verifier) -> list[bool]:
+    """Is each problem's majority answer correct? (one batch of equivalence checks for all problems)"""
+    classes = verifier.equivalence_classes_many([[s.extracted for s in group] for group in groups])
+    return [majority_correct(c, [s.correct for s in group]) for c, group in zip(classes, groups)]
 
 
 # --------------------------------------------------------------------------- prompts and defaults

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from coreward.errors import CorewardError
 from coreward.rewards.base import RewardSource, RolloutBatch, register
-from coreward.rewards.voting import Match, label_accuracy, majority_vote, matches_label
+from coreward.rewards.voting import Match, label_accuracy, majority_votes, matches_label
 
 
 @register("co_rewarding_1")
@@ -30,7 +30,7 @@ class CrossViewReward(RewardSource):
         answers = batch.extracted_answers()
         groups = batch.groups()
         partner = pair_groups(batch)
-        majorities = [majority_vote([answers[i] for i in rows], self.match, verifier)[0] for rows in groups]
+        majorities = [vote[0] for vote in majority_votes([[answers[i] for i in rows] for rows in groups], self.match, verifier)]
 
         rewards = [0.0] * len(batch)
         for g, rows in enumerate(groups):

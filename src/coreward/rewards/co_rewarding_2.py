@@ -23,7 +23,7 @@ from typing import Any
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.rewards.ema_teacher import EmaTeacher
-from coreward.rewards.voting import Match, label_accuracy, majority_vote, matches_label
+from coreward.rewards.voting import Match, label_accuracy, majority_votes, matches_label
 from coreward.training.distributed import distributed_map
 from coreward.verify import extract_answer
 
@@ -67,8 +67,8 @@ class CoRewarding2Reward(RewardSource):
     def score(self, batch: RolloutBatch, teacher_completions: list[list[str]]) -> list[float]:
         """Rewards of the policy's rollouts given the teacher's rollouts of each group (one list per group)."""
         verifier = batch.context["verifier"]
-        labels = [majority_vote([extract_answer(c) for c in group], self.match, verifier)[0]
-                  for group in teacher_completions]
+        teacher_answers = [[extract_answer(c) for c in group] for group in teacher_completions]
+        labels = [vote[0] for vote in majority_votes(teacher_answers, self.match, verifier)]
         answers = batch.extracted_answers()
         rewards = []
         for label, rows in zip(labels, batch.groups()):

@@ -12,7 +12,7 @@ the true answer, so one can watch the self-supervised signal drift from the trut
 from __future__ import annotations
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
-from coreward.rewards.voting import Match, label_accuracy, majority_vote
+from coreward.rewards.voting import Match, label_accuracy, majority_votes
 
 
 @register("majority")
@@ -26,8 +26,8 @@ class MajorityVoteReward(RewardSource):
         verifier = batch.context["verifier"]
         answers = batch.extracted_answers()
         rewards, labels = [], []
-        for rows in batch.groups():
-            label, classes, winner = majority_vote([answers[i] for i in rows], self.match, verifier)
+        for label, classes, winner in majority_votes([[answers[i] for i in rows] for rows in batch.groups()],
+                                                     self.match, verifier):
             rewards += [1.0 if winner is not None and c == winner else 0.0 for c in classes]
             labels.append(label)
         group_refs = [batch.references[rows.start] for rows in batch.groups()] if batch.references else None

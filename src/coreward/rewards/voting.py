@@ -21,24 +21,35 @@ def _clean(answer: str | None) -> str | None:
     return answer or None
 
 
-def answer_classes(answers: list[str | None], match: Match, verifier: Any) -> list[int | None]:
-    """A class id per answer (None for no answer); equal ids mean the same answer."""
-    answers = [_clean(a) for a in answers]
+def answer_classes(groups: list[list[str | None]], match: Match, verifier: Any) -> list[list[int | None]]:
+    """A class id per answer of each group (None for no answer); equal ids within a group mean the same answer.
+    "verified" sends every group's pairs to math-verify in one batch."""
+    groups = [[_clean(a) for a in answers] for answers in groups]
     if match == "verified":
-        return verifier.equivalence_classes(answers)
-    ids: dict[str, int] = {}
-    return [None if a is None else ids.setdefault(a, len(ids)) for a in answers]
+        return verifier.equivalence_classes_many(groups)
+    classes = []
+    for answers in groups:
+        ids: dict[str, int] = {}
+        classes.append([None if a is None else ids.setdefault(a, len(ids)) for a in answers])
+    return classes
 
 
-def majority_vote(answers: list[str | None], match: Match, verifier: Any) -> tuple[str | None, list[int | None], int | None]:
-    """The majority answer, every answer's class, and the winning class (None when nobody answered)."""
-    classes = answer_classes(answers, match, verifier)
-    counts = Counter(c for c in classes if c is not None)
-    if not counts:
-        return None, classes, None
-    top = max(counts.values())
-    winner = next(c for c in classes if c is not None and counts[c] == top)  # first seen among the tied
-    return _clean(answers[classes.index(winner)]), classes, winner
+Vote = tuple[str | None, list[int | None], int | None]  # majority answer, each answer's class, winning class
+
+
+def majority_votes(groups: list[list[str | None]], match: Match, verifier: Any) -> list[Vote]:
+    """For each group: the majority answer, every answer's class, and the winning class (None when nobody
+    answered)."""
+    votes = []
+    for answers, classes in zip(groups, answer_classes(groups, match, verifier)):
+        counts = Counter(c for c in classes if c is not None)
+        if not counts:
+            votes.append((None, classes, None))
+            continue
+        top = max(counts.values())
+        winner = next(c for c in classes if c is not None and counts[c] == top)  # first seen among the tied
+        votes.append((_clean(answers[classes.index(winner)]), classes, winner))
+    return votes
 
 
 def matches_label(label: str | None, answers: list[str | None], match: Match, verifier: Any) -> list[bool]:

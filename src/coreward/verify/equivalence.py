@@ -588,19 +588,31 @@ class Verifier:
         class whose representative (its first member) it verifies equal to in both directions
         (verify is not symmetric); otherwise it opens a new class.
         """
-        classes: list[int | None] = []
-        by_string: dict[str, int] = {}
-        representatives: list[str] = []
-        for answer in answers:
-            if answer is not None and answer not in by_string:
-                k = len(representatives)
-                both = self._decide(representatives + [answer] * k, [answer] * k + representatives)
-                match = next((j for j in range(k) if both[j][0] and both[k + j][0]), None)
+        return self.equivalence_classes_many([answers])[0]
+
+    def equivalence_classes_many(self, groups: list[list[str | None]]) -> list[list[int | None]]:
+        """`equivalence_classes` of each group, with one batch of math-verify calls for all of them.
+
+        Every ordered pair of distinct strings within a group is decided up front, in parallel across the
+        worker pool; then each group is classed in first-seen order as above. Deciding a new answer only
+        against the classes found so far would need one round trip per distinct answer.
+        """
+        distinct = [list(dict.fromkeys(a for a in answers if a is not None)) for answers in groups]
+        pairs = [[(i, j) for i in range(len(strings)) for j in range(len(strings)) if i != j] for strings in distinct]
+        verdicts = iter(self._decide([strings[i] for strings, ps in zip(distinct, pairs) for i, _ in ps],
+                                     [strings[j] for strings, ps in zip(distinct, pairs) for _, j in ps]))
+        classes = []
+        for answers, strings, group_pairs in zip(groups, distinct, pairs):
+            equal = {pair: next(verdicts)[0] for pair in group_pairs}  # (gold index, pred index) -> verified
+            representatives: list[int] = []  # index in `strings` of each class's first member
+            class_of: dict[str, int] = {}
+            for i, answer in enumerate(strings):
+                match = next((c for c, rep in enumerate(representatives) if equal[rep, i] and equal[i, rep]), None)
                 if match is None:
-                    match = k
-                    representatives.append(answer)
-                by_string[answer] = match
-            classes.append(None if answer is None else by_string[answer])
+                    match = len(representatives)
+                    representatives.append(i)
+                class_of[answer] = match
+            classes.append([None if a is None else class_of[a] for a in answers])
         return classes
 
     def _decide(self, golds: list[str], preds: list[str | None]) -> list[tuple[bool, bool]]:
