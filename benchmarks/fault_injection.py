@@ -87,6 +87,7 @@ def flatten(tree, prefix: str = "") -> dict[str, torch.Tensor]:
 
 STATE_FILES = {
     "rule": [],
+    "co_rewarding_1": [],
     "cooper": ["reward_sources/cooper/rm/model.safetensors", "reward_sources/cooper/optimizer.pt"],
     "co_rewarding_2": ["reward_sources/co_rewarding_2/teacher.safetensors"],
 }
