@@ -147,6 +147,19 @@ def test_bad_input_is_named_before_any_model_loads(overrides, data, message, tmp
     assert not run_dir.exists()  # nothing written either
 
 
+def test_batch_checks_count_every_process(monkeypatch):
+    """The generation batch that must divide into groups is global: per-device batch × processes. 4 per device
+    with G=8 is wrong for one process and right for two (torchrun sets WORLD_SIZE)."""
+    settings = ["grpo.per_device_train_batch_size=4", "grpo.num_generations=8"]
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(CorewardError, match=r"\(4 completions: .* × 1 process\(es\)"):
+        load_config(TrainConfig, RULE, settings)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert load_config(TrainConfig, RULE, settings).grpo["per_device_train_batch_size"] == 4
+    with pytest.raises(CorewardError, match=r"even number of prompts"):  # 8 completions = 1 prompt: no pair
+        load_config(TrainConfig, RULE, [*settings, "data.rephrasings=demo", "rewards.0.name=co_rewarding_1"])
+
+
 def test_registered_benchmark_rows_without_a_usable_reference_are_left_out(capsys, monkeypatch):
     """A shipped benchmark can't be fixed by the user (MATH's train split has two empty answers): such rows are
     left out and counted, not fatal."""

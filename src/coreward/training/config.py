@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -112,11 +113,13 @@ class TrainConfig:
         batch = self.grpo.get("per_device_train_batch_size")
         gen_batch = self.grpo.get("generation_batch_size")
         steps = self.grpo.get("steps_per_generation") or self.grpo.get("gradient_accumulation_steps") or 1
-        total = gen_batch if gen_batch is not None else (batch * steps if batch is not None else None)
+        # the generation batch is global: every process's share together (torchrun / accelerate set WORLD_SIZE)
+        processes = int(os.environ.get("WORLD_SIZE", "1"))
+        total = gen_batch if gen_batch is not None else (batch * processes * steps if batch is not None else None)
         if total is not None and G and total % G != 0:
             raise CorewardError(
-                f"the generation batch ({total} completions: grpo.per_device_train_batch_size × "
-                f"steps_per_generation) must be a multiple of grpo.num_generations ({G})"
+                f"the generation batch ({total} completions: grpo.per_device_train_batch_size × {processes} "
+                f"process(es) × steps_per_generation) must be a multiple of grpo.num_generations ({G})"
             )
         if self.data.rephrasings and total is not None and G and (total // G) % 2:
             raise CorewardError(
