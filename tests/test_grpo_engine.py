@@ -77,3 +77,32 @@ def test_single_process_groups_and_advantages(tiny_policy, tmp_path):
 def test_two_processes_see_whole_groups(tiny_policy, tmp_path):
     # 6 rows per process with G=4: the second group straddles the two processes
     check_run(run_worker(tiny_policy, tmp_path, nproc=2, per_device=6), steps=2, per_device=6)
+
+
+def test_every_stateless_reward_source_trains_on_two_processes(memorized_policy, tiny_rm_path, tmp_path):
+    """`coreward train` under torchrun (2 processes, gloo) with Co-rewarding-I's paired batches and the static
+    RM, majority, self-certainty and entropy rewards side by side, periodic evaluation on: it runs to the end
+    and every source logs every step. (Cooper and Co-rewarding-II have two-process tests of their own.)"""
+    from coreward.training.faults import launch, train_command
+    from coreward.training.metrics import read_metrics
+
+    sources = ["co_rewarding_1", "model", "majority", "self_certainty", "entropy"]
+    config = tmp_path / "all_sources.yaml"
+    config.write_text(
+        f"base: {Path(__file__).resolve().parents[1] / 'configs' / 'demo' / 'co_rewarding_1.yaml'}\n"
+        "rewards:\n  - {name: co_rewarding_1, params: {match: verified}}\n"
+        f"  - {{name: model, params: {{path: {tiny_rm_path}}}}}\n"
+        "  - {name: majority}\n  - {name: self_certainty, weight: 0.1}\n  - {name: entropy, weight: 0.1}\n"
+    )
+    overrides = [f"model.name_or_path={memorized_policy}", "data.limit=4", "data.eval_every=2", "data.eval_limit=4",
+                 "grpo.num_generations=4", "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=24",
+                 "grpo.learning_rate=1e-3", "torch_threads=1"]
+    run_dir = tmp_path / "run"
+    attempt = launch(train_command(config, run_dir, overrides, 2, resume=False, nproc=2), run_dir)
+    assert attempt.returncode == 0, attempt.log[-3000:]
+    initial_eval, *rows = read_metrics(run_dir / "metrics.jsonl")
+    assert initial_eval["step"] == 0 and "eval/avg@4" in initial_eval  # the warm start, evaluated first
+    assert [row["step"] for row in rows] == [1, 2]
+    for source in sources:
+        assert all(f"rewards/{source}/mean" in row for row in rows), (source, sorted(rows[0]))
+    assert "eval/avg@4" in rows[1]

@@ -113,3 +113,21 @@ def test_every_shipped_config_loads():
     assert RULE_CONFIG in train_configs
     for path in train_configs:
         load_config(TrainConfig, path)
+
+
+def test_progress_bar_keeps_the_latest_held_out_score():
+    import io
+    from types import SimpleNamespace
+
+    from tqdm.auto import tqdm
+
+    from coreward.training.metrics import CompactProgressCallback
+
+    progress = CompactProgressCallback()
+    progress.training_bar = tqdm(total=4, file=io.StringIO())
+    state = SimpleNamespace(is_world_process_zero=True)
+    progress.on_log(None, state, None, logs={"eval/avg@4": 0.375, "eval/maj@4": 0.5})  # evaluation, logged alone
+    progress.on_log(None, state, None, logs={"reward": 0.5, "verified_accuracy": 0.25, "loss": 0.1})
+    assert progress.postfix == {"eval": "0.375", "reward": "0.5", "verified": "0.25"}
+    assert "eval=0.375" in progress.training_bar.postfix
+    progress.training_bar.close()

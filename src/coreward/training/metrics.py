@@ -107,17 +107,26 @@ def _clean(value: Any) -> Any:
 
 
 # what the progress bar shows after each step; everything else is in metrics.jsonl and TensorBoard
-PROGRESS_KEYS = {"reward": "reward", "verified_accuracy": "verified", "eval/avg@n": "eval", "completions/mean_length": "len"}
+PROGRESS_KEYS = {"reward": "reward", "verified_accuracy": "verified", "completions/mean_length": "len"}
+EVAL_PREFIX = "eval/avg@"  # the held-out score is logged as eval/avg@N, N the samples per problem
 
 
 class CompactProgressCallback(ProgressCallback):
-    """HF's progress bar, with a few numbers as its postfix instead of a dict dumped per step."""
+    """HF's progress bar, with a few numbers as its postfix instead of a dict dumped per step. The latest
+    held-out score stays in the postfix until the next evaluation (it is logged apart from the step's metrics)."""
+
+    def __init__(self):
+        super().__init__()
+        self.postfix: dict[str, str] = {}
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and self.training_bar is not None and logs:
             shown = {label: f"{logs[key]:.3g}" for key, label in PROGRESS_KEYS.items() if isinstance(logs.get(key), float)}
+            shown.update({"eval": f"{value:.3g}" for key, value in logs.items()
+                          if key.startswith(EVAL_PREFIX) and isinstance(value, float)})
             if shown:
-                self.training_bar.set_postfix(shown, refresh=False)
+                self.postfix.update(shown)
+                self.training_bar.set_postfix(self.postfix, refresh=False)
 
 
 def use_compact_progress(trainer) -> None:
