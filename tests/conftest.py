@@ -11,13 +11,9 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_policy(tmp_path_factory) -> Path:
     """A small random-initialised demo-architecture policy (engine mechanics need no skill)."""
-    from coreward.training.demo_model import build_demo_model, build_demo_tokenizer
+    from coreward.training.tiny_models import build_random_policy
 
-    path = tmp_path_factory.mktemp("tiny_policy")
-    tokenizer = build_demo_tokenizer()
-    build_demo_model(tokenizer, seed=0, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return build_random_policy(tmp_path_factory.mktemp("tiny_policy"), hidden=64, layers=2)
 
 
 @pytest.fixture(scope="module")

@@ -27,13 +27,9 @@ ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
     """A small random demo-architecture policy: the pipeline's mechanics need no skill."""
-    from coreward.training.demo_model import build_demo_model, build_demo_tokenizer
+    from coreward.training.tiny_models import build_random_policy
 
-    path = tmp_path_factory.mktemp("tiny_model")
-    tokenizer = build_demo_tokenizer()
-    build_demo_model(tokenizer, seed=0, hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return build_random_policy(tmp_path_factory.mktemp("tiny_model"), hidden=32, layers=1)
 
 
 # --------------------------------------------------------------------------- metrics

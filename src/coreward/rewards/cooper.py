@@ -387,12 +387,20 @@ class CooperReward(RewardSource):
         return scores
 
     def make_pairs(self, batch: RolloutBatch, scores: list[float]) -> list[Pair]:
-        """Steps 2 and 3: a verified positive per prompt, the assistant's negative for it (main process)."""
+        """Steps 2 and 3: a verified positive per prompt and its negative (the assistant's, or a rejected rollout)."""
         verdicts = batch.verdicts()
         rows = select_positives([v.correct for v in verdicts], scores, batch.num_generations, self.positive)
         chosen = [(group, row) for group, row in enumerate(rows) if row is not None]
         if self.negative == "rollout":
-            return self._rollout_pairs(batch, scores, [v.correct for v in verdicts], rows, chosen)
+            pairs = self._rollout_pairs(batch, scores, [v.correct for v in verdicts], chosen)
+        else:
+            pairs = self._assistant_pairs(batch, verdicts, chosen)
+        batch.log("rm/positive_rate", len(chosen) / len(rows))
+        batch.log("rm/valid_pair_rate", len(pairs) / len(rows))
+        return pairs
+
+    def _assistant_pairs(self, batch: RolloutBatch, verdicts, chosen: list[tuple[int, int]]) -> list[Pair]:
+        """negative="assistant" (the authors'): the assistant writes a wrong solution from each positive."""
         questions = batch.columns["question"]
         requests = [
             NegativeRequest(str(questions[row]), batch.completions[row], verdicts[row].extracted,
@@ -410,9 +418,6 @@ class CooperReward(RewardSource):
             for (_, row), request, negative in zip(chosen, requests, negatives.texts)
             if negative is not None
         ]
-        groups = len(rows)
-        batch.log("rm/positive_rate", len(chosen) / groups)
-        batch.log("rm/valid_pair_rate", len(pairs) / groups)
         batch.log("assistant/failures", float(negatives.failures))
         batch.log("assistant/rejected", float(negatives.rejected))
         if negatives.latencies:
@@ -422,7 +427,7 @@ class CooperReward(RewardSource):
         return pairs
 
     def _rollout_pairs(self, batch: RolloutBatch, scores: list[float], correct: list[bool],
-                       rows: list[int | None], chosen: list[tuple[int, int]]) -> list[Pair]:
+                       chosen: list[tuple[int, int]]) -> list[Pair]:
         """negative="rollout": each positive's negative is its group's rejected rollout with the highest score."""
         G, pairs = batch.num_generations, []
         for group, row in chosen:
@@ -431,8 +436,6 @@ class CooperReward(RewardSource):
                 worst = max(rejected, key=lambda i: scores[i])  # the wrong answer the RM is most fooled by
                 pairs.append(Pair(str(batch.columns["question"][row]), batch.references[row],
                                   batch.completions[row], batch.completions[worst]))
-        batch.log("rm/positive_rate", len(chosen) / len(rows))
-        batch.log("rm/valid_pair_rate", len(pairs) / len(rows))
         return pairs
 
     # -- checkpoints ----------------------------------------------------------------------------------

@@ -189,12 +189,12 @@ def validate_grpo_values(grpo: dict[str, Any]) -> None:
 
 
 def validate_verifier(verifier: VerifierSettings) -> None:
-    if not verifier.timeout_s > 0:
-        raise CorewardError(f"key verifier.timeout_s must be > 0, got {verifier.timeout_s}")
-    if verifier.num_workers is not None and verifier.num_workers < 1:
-        raise CorewardError(f"key verifier.num_workers must be >= 1 (or null: one per core), got {verifier.num_workers}")
-    if verifier.max_completion_chars < 1:
-        raise CorewardError(f"key verifier.max_completion_chars must be >= 1, got {verifier.max_completion_chars}")
+    from coreward.verify.equivalence import check_settings
+
+    try:
+        check_settings(verifier.timeout_s, verifier.num_workers, verifier.max_completion_chars)
+    except ValueError as err:  # its message starts with the setting's name
+        raise CorewardError(f"key verifier.{err}") from None
 
 
 _SCALARS = (int, float, bool, str)

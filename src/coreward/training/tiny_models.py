@@ -1,5 +1,6 @@
 """Tiny models built in seconds, without a download: what tests, fault-injection runs and benchmarks train.
 
+* `build_random_policy`: a random-initialised demo-architecture policy, for mechanics that need no skill.
 * `build_memorized_policy`: a 2-layer demo-architecture policy that knows the first few demo train problems by
   heart. At temperature 1 it is often right, so rule rewards vary within a group (GRPO has a signal) and
   Cooper finds verified positives.
@@ -11,6 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+
+
+def build_random_policy(directory: str | Path, hidden: int = 64, layers: int = 2) -> Path:
+    """A random demo-architecture policy (2 heads, 1 KV head, MLP twice `hidden`) saved with its tokenizer."""
+    from coreward.training.demo_model import build_demo_model, build_demo_tokenizer
+
+    tokenizer = build_demo_tokenizer()
+    model = build_demo_model(tokenizer, seed=0, hidden=hidden, layers=layers, heads=2, kv_heads=1, intermediate=2 * hidden)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return Path(directory)
 
 
 def build_memorized_policy(directory: str | Path, problems: int = 4, steps: int = 60) -> Path:

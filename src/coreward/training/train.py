@@ -79,13 +79,14 @@ def check_references(records, config: TrainConfig):
     if not users:
         return records
     source = config.data.train
+    registered = source in list_benchmarks()
     kept, dropped = [], []
     for row, record in enumerate(records, start=1):
         reference = getattr(record, column)
         why = reference_problem(reference)
         if why is None:
             kept.append(record)
-        elif source in list_benchmarks():
+        elif registered:
             dropped.append(record.id)
         else:
             raise CorewardError(

@@ -295,10 +295,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         torch.save(self._resume_state(), checkpoint / TRAINER_STATE.format(rank=self.accelerator.process_index))
         fault_point("checkpoint-sources", self.state.global_step)
         if self.args.should_save:
-            for source in self.reward_sources:
-                directory = checkpoint / SOURCES_DIR / source.name
-                directory.mkdir(parents=True, exist_ok=True)
-                source.save_state(directory)
+            self.save_sources(checkpoint)
         self.accelerator.wait_for_everyone()  # every process's files are written before the marker is
         if self.args.should_save:
             mark_complete(checkpoint)

@@ -529,6 +529,16 @@ def _default_workers() -> int:
 # --------------------------------------------------------------------------------------------------
 
 
+def check_settings(timeout_s: float, num_workers: int | None, max_completion_chars: int | None) -> None:
+    """ValueError naming the first unusable setting of a `Verifier` (configs check theirs with this too)."""
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    if num_workers is not None and num_workers < 1:
+        raise ValueError(f"num_workers must be >= 1 (or null: one per core), got {num_workers}")
+    if max_completion_chars is not None and max_completion_chars < 1:
+        raise ValueError(f"max_completion_chars must be >= 1 (or null: no limit), got {max_completion_chars}")
+
+
 class Verifier:
     """Answer equivalence with a hard per-item deadline; see the module docstring.
 
@@ -538,12 +548,7 @@ class Verifier:
 
     def __init__(self, timeout_s: float = 3.0, num_workers: int | None = None,
                  max_completion_chars: int | None = MAX_COMPLETION_CHARS):
-        if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        if num_workers is not None and num_workers < 1:
-            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
-        if max_completion_chars is not None and max_completion_chars < 1:
-            raise ValueError(f"max_completion_chars must be >= 1 (or None: no limit), got {max_completion_chars}")
+        check_settings(timeout_s, num_workers, max_completion_chars)
         self.timeout_s = float(timeout_s)
         self.max_completion_chars = max_completion_chars
         self.num_workers = num_workers or _default_workers()
