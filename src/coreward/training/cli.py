@@ -32,10 +32,11 @@ def register(app: typer.Typer) -> None:
         resume: bool = typer.Option(False, "--resume", help="continue from the run directory's last complete checkpoint"),
     ) -> None:
         """Run GRPO with the configured reward sources."""
+        from coreward.training.distributed import print_once
         from coreward.training.train import train_main
 
         result = train_main(config, set_, output_dir, max_steps, resume)
-        typer.echo(f"finished at step {result.global_step}; final model in {result.final_model}")
+        print_once(f"finished at step {result.global_step}; final model in {result.final_model}")
 
     @app.command()
     def demo(

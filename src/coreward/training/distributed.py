@@ -60,6 +60,15 @@ def on_main_then_broadcast(fn: Callable[[], Any]) -> Any:
     return holder[0]
 
 
+def print_once(message: str) -> None:
+    """Print on the main process only. Read from torchrun's / accelerate's RANK, so it works before any
+    process group exists: messages of several processes would interleave on one terminal."""
+    import os
+
+    if os.environ.get("RANK", "0") == "0":
+        print(message, flush=True)
+
+
 def load_location(device: Any) -> Any:
     """A `map_location` for torch.load onto `device`. accelerate names the CPU of process R `cpu:R` in a
     multi-process CPU run, and torch.load refuses to restore storage to an indexed CPU: plain "cpu" then."""

@@ -14,6 +14,7 @@ from typing import Any
 from coreward.config import load_config, save_yaml
 from coreward.errors import CorewardError
 from coreward.training.config import DataSettings, TrainConfig
+from coreward.training.distributed import print_once
 
 
 @dataclass
@@ -94,7 +95,7 @@ def check_references(records, config: TrainConfig):
                 f"{why}; reward {users[0]!r} scores completions against it"
             )
     if dropped:
-        print(f"left out {len(dropped)} of {len(records)} problems of {source} whose reference answer can't be "
+        print_once(f"left out {len(dropped)} of {len(records)} problems of {source} whose reference answer can't be "
               f"verified: {', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}")
     if not kept:
         raise CorewardError(f"key data.train: no problem of {source} has a usable reference answer")
@@ -130,7 +131,7 @@ def build_paired_rows(records, data: DataSettings) -> list[dict[str, Any]]:
         if not pairs:
             raise CorewardError(f"data.rephrasings {data.rephrasings}: no id matches the training data")
         if len(pairs) < len(records):
-            print(f"{len(records) - len(pairs)} of {len(records)} questions have no rephrasing and are left out")
+            print_once(f"{len(records) - len(pairs)} of {len(records)} questions have no rephrasing and are left out")
     originals = build_rows([r for r, _ in pairs], data)
     views = build_rows([replace(r, question=q2) for r, q2 in pairs], data)
     rows = paired_rows([(row, q2) for row, (_, q2) in zip(originals, pairs)])
@@ -155,7 +156,7 @@ def drop_long_prompts(dataset, tokenizer, max_tokens: int, paired: bool = False)
         fits = [fits[i] and fits[i ^ 1] for i in range(len(fits))]  # rows 2p and 2p+1 are one pair
     kept = dataset.select([i for i, ok in enumerate(fits) if ok])
     if len(kept) < len(dataset):
-        print(f"dropped {len(dataset) - len(kept)} of {len(dataset)} prompts longer than {max_tokens} tokens")
+        print_once(f"dropped {len(dataset) - len(kept)} of {len(dataset)} prompts longer than {max_tokens} tokens")
     if len(kept) == 0:
         raise CorewardError(f"every prompt is longer than data.max_prompt_tokens={max_tokens}")
     return kept
@@ -265,9 +266,9 @@ def run_training(
     sources = build_sources(config)
     checkpoint = last_complete_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
-        print(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
+        print_once(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
     elif resume:
-        print(f"--resume: continuing from {checkpoint}")
+        print_once(f"--resume: continuing from {checkpoint}")
     elif not resume and (run_dir / "metrics.jsonl").exists():
         raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume or pick another --output-dir")
     args = build_grpo_args(config, run_dir, max_steps)
