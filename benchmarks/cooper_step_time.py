@@ -24,10 +24,10 @@ CONFIGS = REPO / "configs" / "demo"
 
 def run(method: str, steps: int, overrides: list[str]) -> list[dict]:
     """Per-step metrics rows of a `steps`-step run, the first step left out."""
-    from coreward.config import load_config
-    from coreward.training.config import TrainConfig
-    from coreward.training.metrics import read_metrics
-    from coreward.training.train import run_training
+    from coreward.runtime.config import load_config
+    from coreward.grpo.config import TrainConfig
+    from coreward.runtime.metrics import read_metrics
+    from coreward.grpo.train import run_training
 
     config = load_config(TrainConfig, CONFIGS / f"{method}.yaml",
                          ["data.eval_every=0", f"grpo.save_steps={steps + 1}", *overrides])

@@ -17,9 +17,10 @@ import argparse
 import os
 import time
 
-from coreward.data.registry import load_benchmark
+from coreward.data.benchmarks import load_benchmark
 from coreward.evaluation import evaluate
-from coreward.evaluation.backends import HFBackend, load_model, load_tokenizer
+from coreward.evaluation.backends import HFBackend, load_model
+from coreward.runtime.devices import load_tokenizer
 from coreward.evaluation.evaluate import DEMO_HELDOUT_PROBLEMS, resolve_model_path
 from coreward.verify import Verifier
 

@@ -6,7 +6,7 @@
 For each method and cycle (cycle c trains with seed c), a run of `--steps` steps is made twice: once without
 interruption (the reference, in this process) and once as `coreward train` subprocesses, each killed with
 SIGKILL (`--kills` of them, by an RNG seeded with method and cycle: half at kill points of
-`coreward.training.faults` drawn without repeats (generation, reward, update, a half-written checkpoint,
+`tests.helpers.kill_resume` drawn without repeats (generation, reward, update, a half-written checkpoint,
 half-written reward-source state, before rotation), half "timed", a random 0-0.4 s after the launch's first
 new checkpoint, wherever the run then is) and resumed with `--resume` until the run completes. It then
 checks, and the table counts:
@@ -37,13 +37,16 @@ from pathlib import Path
 
 import torch
 
+# the kill-and-resume harness and the tiny-model builders are test machinery, kept in tests/helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs" / "demo"
 
 
 def build_models(root: Path) -> tuple[Path, Path]:
     """The memorized tiny policy and a random tiny VerifyRM (the recipes of tests/conftest.py's fixtures)."""
-    from coreward.training.tiny_models import build_memorized_policy, build_random_rm
+    from tests.helpers.tiny_models import build_memorized_policy, build_random_rm
 
     return build_memorized_policy(root / "policy"), build_random_rm(root / "rm")
 
@@ -94,12 +97,12 @@ STATE_FILES = {
 
 
 def cycle(method: str, seed: int, steps: int, kills: int, policy: Path, rm: Path, root: Path, nproc: int = 1) -> dict:
-    from coreward.config import load_config
-    from coreward.training.config import TrainConfig
-    from coreward.training.faults import PHASES, check_checkpoint, kill_and_resume, launch, train_command
-    from coreward.training.metrics import read_metrics
-    from coreward.training.train import run_training
-    from coreward.training.trainer import complete_checkpoints
+    from coreward.runtime.config import load_config
+    from coreward.grpo.config import TrainConfig
+    from tests.helpers.kill_resume import PHASES, check_checkpoint, kill_and_resume, launch, train_command
+    from coreward.runtime.metrics import read_metrics
+    from coreward.grpo.train import run_training
+    from coreward.grpo.checkpoints import complete_checkpoints
 
     config = CONFIGS / f"{method}.yaml"
     overrides = overrides_for(method, policy, rm, seed, nproc)

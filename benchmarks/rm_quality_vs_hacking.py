@@ -1,6 +1,6 @@
 """How the quality of a frozen reward model decides whether GRPO against it helps or gets gamed.
 
-    python -m coreward.rm.demo runs/demo_rm              # a demo RM build: run/checkpoint-* after every epoch
+    python -m coreward.demo.rm runs/demo_rm              # a demo RM build: run/checkpoint-* after every epoch
     python benchmarks/rm_quality_vs_hacking.py runs/demo_rm [--steps 30] [--epochs 1,2,4,8] [--output DIR]
 
 Each checkpoint of one demo-RM build (the same recipe stopped after 1, 2, ... epochs) is the frozen reward of
@@ -37,17 +37,17 @@ def checkpoints_by_epoch(build: Path) -> dict[int, tuple[Path, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("build", type=Path, help="a demo RM build directory (python -m coreward.rm.demo DIR)")
+    parser.add_argument("build", type=Path, help="a demo RM build directory (python -m coreward.demo.rm DIR)")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--epochs", default="", help="comma-separated epochs (default: all)")
     parser.add_argument("--eval-problems", type=int, default=500)
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
 
-    from coreward.data.registry import load_benchmark
-    from coreward.training.demo import Budget, final_metrics, heldout_avg, method_config
-    from coreward.training.demo_policy import ensure_demo_policy
-    from coreward.training.train import run_training
+    from coreward.data.benchmarks import load_benchmark
+    from coreward.demo.run import Budget, final_metrics, heldout_avg, method_config
+    from coreward.demo.policy import ensure_demo_policy
+    from coreward.grpo.train import run_training
 
     output = args.output or Path(tempfile.mkdtemp(prefix="rm_quality_"))
     budget = Budget(steps=args.steps, eval_problems=args.eval_problems, eval_n=8, curve_every=0, curve_problems=0)

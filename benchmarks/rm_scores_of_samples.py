@@ -20,10 +20,10 @@ def main() -> None:
     torch.set_num_threads(1)
     import pandas as pd
 
-    from coreward.rm.model import load_rm
+    from coreward.rm.model import VerifyRM
 
     samples = pd.read_parquet(args.samples)
-    rm = load_rm(args.rm, device="cpu")
+    rm = VerifyRM.from_pretrained(args.rm, device="cpu")
     scores = pd.Series(rm.score(samples.prompt.tolist(), samples.gold.astype(str).tolist(),
                                 samples.completion.tolist()), index=samples.index)
     wrong = scores[~samples.correct]

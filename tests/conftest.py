@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_policy(tmp_path_factory) -> Path:
     """A small random-initialised demo-architecture policy (engine mechanics need no skill)."""
-    from coreward.training.tiny_models import build_random_policy
+    from tests.helpers.tiny_models import build_random_policy
 
     return build_random_policy(tmp_path_factory.mktemp("tiny_policy"), hidden=64, layers=2)
 
@@ -40,7 +40,7 @@ def verifier():
 def memorized_policy(tmp_path_factory) -> Path:
     """A tiny policy that knows the first four demo train problems by heart: at temperature 1 it is often
     right, so rule rewards vary within a group (GRPO has a signal) and Cooper finds verified positives."""
-    from coreward.training.tiny_models import build_memorized_policy
+    from tests.helpers.tiny_models import build_memorized_policy
 
     return build_memorized_policy(tmp_path_factory.mktemp("memorized_policy"))
 
@@ -48,6 +48,6 @@ def memorized_policy(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_rm_path(tmp_path_factory) -> Path:
     """A random tiny VerifyRM (hidden 32) with the template's tags as tokens."""
-    from coreward.training.tiny_models import build_random_rm
+    from tests.helpers.tiny_models import build_random_rm
 
     return build_random_rm(tmp_path_factory.mktemp("tiny_rm") / "rm")

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 
 app = typer.Typer(
     name="coreward",
@@ -25,14 +25,16 @@ def _register_all() -> None:
     from coreward.data import cli as data_cli
     from coreward.data import rephrase_cli
     from coreward.verify import cli as verify_cli
-    from coreward.training import cli as training_cli
+    from coreward.grpo import cli as grpo_cli
+    from coreward.demo import cli as demo_cli
     from coreward.evaluation import cli as evaluation_cli
     from coreward.rm import cli as rm_cli
 
     data_cli.register(app)
     rephrase_cli.register(app)
     verify_cli.register(app)
-    training_cli.register(app)
+    grpo_cli.register(app)
+    demo_cli.register(app)
     evaluation_cli.register(app)
     rm_cli.register(app)
 

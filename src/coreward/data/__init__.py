@@ -5,16 +5,9 @@ functions that need them), so importing the command line stays fast.
 """
 
 from coreward.data.prompts import INSTRUCTION, build_messages, plain_prompt, render_prompt
-from coreward.data.registry import (
-    Record,
-    benchmark_splits,
-    count_rows,
-    list_benchmarks,
-    load_benchmark,
-    load_records_file,
-    resolve_data_dir,
-    write_records_jsonl,
-)
+from coreward.data.benchmarks import benchmark_splits, count_rows, list_benchmarks, load_benchmark, load_records_file, resolve_data_dir
+from coreward.data.readers import write_records_jsonl
+from coreward.data.records import Record
 from coreward.data.verl import read_verl, write_verl
 
 __all__ = [

@@ -12,17 +12,9 @@ from typing import Annotated
 
 import typer
 
-from coreward.data.registry import (
-    BENCHMARKS,
-    Record,
-    benchmark_splits,
-    count_rows,
-    list_benchmarks,
-    load_benchmark,
-    load_records_file,
-    resolve_data_dir,
-)
-from coreward.errors import CorewardError
+from coreward.data.benchmarks import BENCHMARKS, benchmark_splits, count_rows, list_benchmarks, load_benchmark, load_records_file, resolve_data_dir
+from coreward.data.records import Record
+from coreward.runtime.errors import CorewardError
 
 EXPORT_FORMATS = ("verl", "jsonl")
 USER_FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -116,7 +108,7 @@ def export_command(
     source: Source = "local",
 ) -> None:
     """Write a benchmark split as verl parquet (for training) or as JSON lines."""
-    from coreward.data.registry import write_records_jsonl
+    from coreward.data.readers import write_records_jsonl
     from coreward.data.verl import write_verl
 
     if fmt not in EXPORT_FORMATS:

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+
+# The chat template of a model that reads bare text (the demo's character-level policy): messages are only
+# concatenated, no role markers. Evaluation recognises such a model by it and prompts it plainly.
+PLAIN_CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{ message['content'] }}"
+    "{%- if message['role'] == 'assistant' -%}{{ eos_token }}{%- endif -%}"
+    "{%- endfor -%}"
+)
 
 
 def build_messages(question: str, instruction: str | None = INSTRUCTION, system: str | None = None) -> list[dict]:

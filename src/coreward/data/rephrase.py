@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from coreward.data.registry import Record
-from coreward.errors import CorewardError
+from coreward.data.records import Record
+from coreward.runtime.errors import CorewardError
 
 BEGIN, END = "<rephrased>", "</rephrased>"
 
@@ -117,7 +117,7 @@ def load_rephrasings(path: str | Path, originals: list[Record]) -> dict[str, str
     A verl rewrite file (Co-rewarding's `train_rewrite_*.parquet`) is aligned with the original file row
     by row, as the authors made them; our pairs file is matched by `id`.
     """
-    from coreward.data.registry import read_rows
+    from coreward.data.readers import read_rows
 
     path = Path(path)
     rows = read_rows(path)

@@ -22,12 +22,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Rewrite each question with new wording and scenario, same numbers and answer."""
         from coreward.data.rephrase import demo_pairs, rephrase_records, write_pairs
-        from coreward.errors import CorewardError
-        from coreward.training.train import load_records
+        from coreward.runtime.errors import CorewardError
+        from coreward.data.benchmarks import load_named
 
         if fmt not in ("pairs", "verl"):
             raise CorewardError(f"--format must be 'pairs' or 'verl', got {fmt!r}")
-        records = load_records(input, split, limit, data_dir)
+        records = load_named(input, split, limit, data_dir, key="--input")
         if model == "demo":
             pairs = demo_pairs(records)
             typer.echo(f"demo task: {len(pairs)} rephrasings from the generator's other templates (offline)")

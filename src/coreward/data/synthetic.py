@@ -23,10 +23,10 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 
 if TYPE_CHECKING:
-    from coreward.data.registry import Record
+    from coreward.data.records import Record
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ def demo_problems(split: str) -> tuple[DemoProblem, ...]:
 
 def load_demo(split: str, limit: int | None = None) -> list[Record]:
     """The demo split as registry records (answer: the number as a string; solution: `#### r` format)."""
-    from coreward.data.registry import Record
+    from coreward.data.records import Record
 
     problems = demo_problems(split)[:limit]
     return [

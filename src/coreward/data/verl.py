@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from coreward.data.prompts import INSTRUCTION, build_messages
-from coreward.data.registry import MissingField, Record, answer_text, map_rows, read_rows
-from coreward.errors import CorewardError
+from coreward.data.readers import map_rows, read_rows
+from coreward.data.records import MissingField, Record, answer_text
+from coreward.runtime.errors import CorewardError
 
 
 def is_verl_row(row: dict) -> bool:

@@ -10,11 +10,12 @@ penalty off, whatever the model's generation_config says), so both backends samp
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from coreward.errors import CorewardError
+from coreward.runtime.devices import prepare_tokenizer, resolve_device, resolve_dtype, torch_threads
+from coreward.runtime.errors import CorewardError
+from coreward.runtime.generation import generate_from_ids
 
 
 @dataclass
@@ -40,49 +41,10 @@ def derived_seed(seed: int, index: int) -> int:
 # --------------------------------------------------------------------------- Hugging Face
 
 
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
-
-
-def resolve_dtype(dtype: str, device: str):
-    """`auto` = bf16 on a GPU that supports it, fp32 otherwise (CPU bf16 matmuls are slow and lossy)."""
-    import torch
-
-    if dtype == "auto":
-        on_gpu = device.startswith("cuda") and torch.cuda.is_available()
-        return torch.bfloat16 if on_gpu and torch.cuda.is_bf16_supported() else torch.float32
-    choices = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if dtype not in choices:
-        raise CorewardError(f"unknown dtype {dtype!r}; use auto, {', '.join(choices)}")
-    return choices[dtype]
-
-
-def load_tokenizer(path: str, trust_remote_code: bool = False):
-    from transformers import AutoTokenizer
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as err:
-        raise CorewardError(f"cannot load the tokenizer of model {path!r}: {err}") from None
-    prepare_tokenizer(tokenizer)
-    return tokenizer
-
-
-def prepare_tokenizer(tokenizer) -> None:
-    """Left padding (generation appends on the right) and a pad token, as TRL sets them for training."""
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-
-
 def load_model(path: str, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False):
     from transformers import AutoModelForCausalLM
 
-    device = resolve_device(device)
+    device = str(resolve_device(device))
     try:
         model = AutoModelForCausalLM.from_pretrained(
             path, dtype=resolve_dtype(dtype, device), trust_remote_code=trust_remote_code
@@ -90,27 +52,6 @@ def load_model(path: str, device: str = "auto", dtype: str = "auto", trust_remot
     except (OSError, ValueError) as err:
         raise CorewardError(f"cannot load model {path!r}: {err}") from None
     return model.to(device).eval()
-
-
-@contextmanager
-def torch_threads(count: int | None):
-    """Run the block with `count` torch CPU threads (None: leave as is), restoring the setting afterwards.
-
-    A tiny model's matrices are too small to split across threads, and on cores shared with other jobs the
-    threads mostly wait for each other: the demo policy generated ~700 tokens/s with 2 threads and ~13,000
-    with 1 on this 2-core machine while another job ran.
-    """
-    import torch
-
-    if count is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 class HFBackend:
@@ -182,17 +123,8 @@ class HFBackend:
 
     def _generate_batch(self, prompt_ids: list[list[int]], config, n: int) -> list[Generation]:
         """n generations per prompt, prompt-major; greedy decoding is run once and repeated n times."""
-        import torch
-
-        width = max(len(p) for p in prompt_ids)
-        pad = self.tokenizer.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompt_ids])
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids])
-        device = next(self.model.parameters()).device
-        output = self.model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config
-        )
-        generations = self._decode(output[:, width:].tolist(), config.max_new_tokens)
+        rows = generate_from_ids(self.model, prompt_ids, self.tokenizer.pad_token_id, generation_config=config)
+        generations = self._decode(rows, config.max_new_tokens)
         repeat = n // config.num_return_sequences
         return [g for g in generations for _ in range(repeat)]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 from coreward.evaluation.evaluate import PAPER_BENCHMARKS
 
 

@@ -26,10 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from coreward.data.prompts import INSTRUCTION, build_messages, plain_prompt, render_prompt
-from coreward.data.registry import Record, load_benchmark
-from coreward.errors import CorewardError
-from coreward.evaluation.backends import Backend, HFBackend, VLLMBackend, load_model, load_tokenizer
+from coreward.data.prompts import INSTRUCTION, PLAIN_CHAT_TEMPLATE, build_messages, plain_prompt, render_prompt
+from coreward.data.benchmarks import load_benchmark
+from coreward.data.records import Record
+from coreward.runtime.assets import resolve_model
+from coreward.runtime.errors import CorewardError
+from coreward.evaluation.backends import Backend, HFBackend, VLLMBackend, load_model
+from coreward.runtime.devices import load_tokenizer
 
 PAPER_BENCHMARKS = ("gsm8k", "svamp", "math500", "olympiadbench", "mathodyssey")
 # The demo's held-out set: the whole demo test split, n=8 in under 2 minutes on 2 CPU cores
@@ -247,14 +250,13 @@ DEMO_DEFAULTS = ModelDefaults("plain", None, 64, 512, 1)
 CHAT_DEFAULTS = ModelDefaults("chat", INSTRUCTION, 2048, 64, None)
 
 
-def is_demo_tokenizer(tokenizer) -> bool:
-    from coreward.training.demo_model import CHAT_TEMPLATE
-
-    return getattr(tokenizer, "chat_template", None) == CHAT_TEMPLATE
+def reads_plain_text(tokenizer) -> bool:
+    """A model whose chat template only concatenates (the demo policy): it gets plain prompts, small-model defaults."""
+    return getattr(tokenizer, "chat_template", None) == PLAIN_CHAT_TEMPLATE
 
 
 def model_defaults(tokenizer) -> ModelDefaults:
-    return DEMO_DEFAULTS if is_demo_tokenizer(tokenizer) else CHAT_DEFAULTS
+    return DEMO_DEFAULTS if reads_plain_text(tokenizer) else CHAT_DEFAULTS
 
 
 def build_prompt(
@@ -299,16 +301,8 @@ def load_benchmarks(
 
 
 def resolve_model_path(model: str | Path) -> str:
-    """`demo` is the shipped demo policy; a local path must exist; anything else is tried as a hub id."""
-    model = str(model)
-    if model == "demo":
-        from coreward.training.demo_policy import ensure_demo_policy
-
-        return str(ensure_demo_policy())
-    looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1
-    if looks_local and not Path(model).expanduser().exists():
-        raise CorewardError(f"model path not found: {model} (give a saved model directory, a hub id, or 'demo')")
-    return str(Path(model).expanduser()) if looks_local else model
+    """A model directory or hub id (see `coreward.runtime.assets.resolve_model`; `demo` is the demo policy)."""
+    return resolve_model(model, "policy", key="--model")
 
 
 def _load(model, tokenizer, backend: str, device: str, dtype: str, seed: int):
@@ -320,7 +314,7 @@ def _load(model, tokenizer, backend: str, device: str, dtype: str, seed: int):
             raise CorewardError("evaluating a loaded model needs its tokenizer")
         return getattr(model, "name_or_path", type(model).__name__), model, tokenizer
     path = resolve_model_path(model)
-    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path)
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path, key="--model")
     if backend == "vllm":
         return path, VLLMBackend(path, dtype=dtype, seed=seed), tokenizer
     return path, load_model(path, device=device, dtype=dtype), tokenizer

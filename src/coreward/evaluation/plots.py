@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 
 
 @dataclass
@@ -47,7 +47,7 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
     metrics = path / "metrics.jsonl"
     if not metrics.is_file():
         raise CorewardError(f"{path} has no metrics.jsonl: is it a training run directory?")
-    from coreward.training.metrics import read_metrics  # imports transformers: only once the input is known good
+    from coreward.runtime.metrics import read_metrics  # imports transformers: only once the input is known good
 
     rows = [row for row in read_metrics(metrics) if isinstance(row.get("step"), int)]
     summary_path = path / "summary.json"

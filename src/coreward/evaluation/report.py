@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 from coreward.evaluation.plots import FIGURES, Run, load_run, plot_figure
 
 REPORT_FILE = "report.md"

@@ -9,10 +9,7 @@ in the order given; values are percentages with two decimals, as the paper print
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from coreward.evaluation.evaluate import EvalResults
+from typing import Any
 
 DISPLAY_NAMES = {
     "gsm8k": "GSM8K",
@@ -45,7 +42,7 @@ def render_table(rows: Sequence[tuple[str, str, dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
-def results_table(results: EvalResults, label: str | None = None) -> str:
+def results_table(results: Any, label: str | None = None) -> str:
     """One evaluation: a row per metric (avg@n, pass@n, maj@n). pass@1 is left out: it equals avg@n."""
     label = label or results.model
     n = results.settings["n"]
@@ -53,7 +50,7 @@ def results_table(results: EvalResults, label: str | None = None) -> str:
     return render_table([(label, m, {name: r.metrics()[m] for name, r in results.benchmarks.items()}) for m in metrics])
 
 
-def comparison_table(runs: dict[str, EvalResults], metric: str = "avg") -> str:
+def comparison_table(runs: dict[str, Any], metric: str = "avg") -> str:
     """Several evaluations side by side, one row each (e.g. the demo policy before and after RL)."""
     rows = []
     for label, results in runs.items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 from coreward.llm.base import TextGenerator
 from coreward.llm.hf_local import HFLocalGenerator
 from coreward.llm.openai_endpoint import OpenAIEndpointGenerator

@@ -20,7 +20,7 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 from coreward.llm.base import GenerationRequest, GenerationResult, TextGenerator
 from coreward.verify.extract import encodable
 

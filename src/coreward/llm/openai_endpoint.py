@@ -25,7 +25,7 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 from coreward.llm.base import GenerationRequest, GenerationResult, TextGenerator
 from coreward.verify.extract import encodable
 

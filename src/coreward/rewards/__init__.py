@@ -1,6 +1,48 @@
-"""Reward sources. Importing this package registers every method under its config name."""
+"""Reward sources: one file per method. Importing this package registers every built-in method under its
+config name; `source_class` also loads a user's source by import path (`mypkg.rewards:MyReward`)."""
 
-from coreward.rewards.base import RewardSource, RolloutBatch, register, registered_sources
+from __future__ import annotations
+
+import importlib
+
 from coreward.rewards import co_rewarding_1, co_rewarding_2, cooper, entropy, majority, model, rule, self_certainty  # noqa: F401  (registration)
+from coreward.rewards.base import NoParams, Policy, RewardSource, RolloutBatch, parse_params, register, registered
+from coreward.runtime.errors import CorewardError
 
-__all__ = ["RewardSource", "RolloutBatch", "register", "registered_sources"]
+__all__ = ["NoParams", "Policy", "RewardSource", "RolloutBatch", "build_source", "parse_params", "register",
+           "registered_sources", "source_class"]
+
+
+def registered_sources() -> dict[str, type[RewardSource]]:
+    """Every registered method by config name."""
+    return registered()
+
+
+def source_class(name: str, key: str = "name") -> type[RewardSource]:
+    """The class for a config's reward `name`: a registered method, or `module.path:ClassName`."""
+    if ":" in name:
+        module_name, _, attribute = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as err:
+            raise CorewardError(f"key {key}: cannot import reward source {name!r}: {err}") from None
+        if not (isinstance(cls, type) and issubclass(cls, RewardSource)):
+            raise CorewardError(f"key {key}: {name!r} is not a coreward.rewards.RewardSource subclass")
+        return cls
+    sources = registered()
+    if name not in sources:
+        raise CorewardError(f"key {key}: unknown reward {name!r} (known: {', '.join(sorted(sources))}, "
+                            f"or module.path:ClassName)")
+    return sources[name]
+
+
+def build_source(name: str, params: dict, key: str = "rewards.0") -> RewardSource:
+    """A source from a config entry; every error names `key` and the parameter."""
+    cls = source_class(name, key=f"{key}.name")
+    parse_params(cls, params, key=f"{key}.params")  # the same check the source makes, with the config's key
+    try:
+        return cls(**params)
+    except CorewardError as err:
+        raise CorewardError(f"key {key}: {err}") from None
+    except (ValueError, TypeError) as err:
+        raise CorewardError(f"key {key}.params: reward {name!r}: {err}") from None

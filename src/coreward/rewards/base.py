@@ -1,21 +1,76 @@
-"""The interface every reward method implements, and the global batch it receives.
+"""What every reward method implements, the global batch it receives, and the policy it may ask things of.
 
 TRL calls reward functions with only its own process's slice of the generation batch, so a prompt's
-group of G completions can be split across processes (trl issue #3896). coreward's trainer gathers
+group of G completions can be split across processes (trl issue #3896). coreward's engine gathers
 first and hands each `RewardSource` the *whole* batch: every completion of every group, once, on every
-process. A source returns one reward per completion of that global batch; the trainer gives TRL back
+process. A source returns one reward per completion of that global batch; the engine gives TRL back
 each process's slice. Because every process sees the same inputs, a source that keeps state (a reward
 model, an EMA teacher) stays identical on all processes as long as its update is deterministic.
 
-A source is small: `compute(batch) -> list[float]`, plus optional state saving and per-step hooks.
+Writing a method (see `majority.py` for a stateless one, `co_rewarding_2.py` for one that owns a model):
+
+    @register("my_reward")
+    class MyReward(RewardSource):
+        @dataclass
+        class Params:
+            scale: float = 1.0  # one line saying what it does
+
+        def compute(self, batch: RolloutBatch) -> list[float]:
+            return [self.params.scale * len(c) for c in batch.completions]
+
+Parameters come from the config's `rewards: [{name, params}]`; `Params` is checked field by field (type,
+unknown keys, its own `validate()`), and an error names the bad key. A source that needs the policy
+(its device, its weights, to sample from a model) gets `batch.policy` and `on_step_begin(policy)`: the
+`Policy` interface below, which the engine implements. No source touches the trainer.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Protocol, Sequence
+
+from coreward.runtime.errors import CorewardError
+
+
+class Policy(Protocol):
+    """What a reward source may ask of the policy being trained (implemented by `coreward.grpo.policy`)."""
+
+    device: Any  # torch.device the policy (and the batch's tensors) live on
+    step: int  # optimizer steps taken so far (0 before the first)
+    max_steps: int  # the run's total optimizer steps
+    rank: int  # this process's index; 0 is the main process
+    world_size: int  # number of processes
+    tokenizer: Any  # the policy's tokenizer (pad token set, left padding)
+    kl_beta: float  # weight of the KL penalty; 0: no reference model is kept
+    syncs_reference: bool  # whether the engine itself moves the reference (TRL's sync_ref_model)
+    is_sharded: bool  # parameters are split across processes (DeepSpeed ZeRO-3 or FSDP)
+    is_zero3: bool  # DeepSpeed ZeRO-3 in particular (partitioned parameters must be gathered to read)
+    is_peft: bool  # the policy is a PEFT (LoRA) model: only its adapter trains
+    max_completion_length: int  # the length limit of rollouts
+
+    def module(self) -> Any:
+        """The policy's model, unwrapped from any distributed wrapper."""
+
+    def reference(self) -> Any | None:
+        """The KL reference model, unwrapped (None when `kl_beta` is 0, or the policy is PEFT: its reference
+        is the base model with the adapter off)."""
+
+    def gathered(self, tensors: Sequence[Any], modifier_rank: int | None = None) -> AbstractContextManager:
+        """Full values of ZeRO-3 partitioned `tensors` for the block (with `modifier_rank`, that process's
+        changes are written back to every shard); a no-op elsewhere."""
+
+    def generate(self, model: Any, prompt_ids: list[list[int]], num_generations: int, temperature: float,
+                 adapter: str | None = None) -> list[list[str]]:
+        """`num_generations` sampled completions (text) for each prompt from `model` (the policy's architecture:
+        the policy itself, a copy, the reference; `adapter` selects a PEFT adapter), with the policy's
+        sampling settings (top-p, top-k, length, stop tokens) but `temperature`. Called on one process's share."""
+
+    def map_shards(self, fn: Callable[[list], list], items: Sequence[Any]) -> list:
+        """`fn` applied to this process's contiguous share of `items`; every process gets every result, in order."""
 
 
 @dataclass
@@ -36,15 +91,25 @@ class RolloutBatch:
     reference_column: str = "answer"
     prompt_ids: list[list[int]] = field(default_factory=list)  # the policy's tokens of each row's prompt
     # Per-completion statistics of the policy's own logits (mean entropy, self-certainty), filled by
-    # the trainer only when a configured source lists them in `needs_token_stats`.
+    # the engine only when a configured source lists them in `needs_token_stats`.
     token_stats: dict[str, list[float]] = field(default_factory=dict)
-    # Shared services the trainer provides (the verifier, the trainer itself for model access).
+    # Shared services: "verifier" (the rule verifier), "mode" ("train" or "eval").
     context: dict[str, Any] = field(default_factory=dict)
+    policy: Policy | None = None  # the policy being trained (None in a batch built by hand)
     _verdicts: list[Any] | None = field(default=None, repr=False)
     metrics: dict[str, float] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.completions)
+
+    @property
+    def mode(self) -> str:
+        """"train" for the rollouts the policy learns from, "eval" for evaluation batches."""
+        return self.context.get("mode", "train")
+
+    @property
+    def verifier(self) -> Any:
+        return self.context["verifier"]
 
     @property
     def references(self) -> list[str | None] | None:
@@ -68,15 +133,14 @@ class RolloutBatch:
         if refs is None:
             return None
         if self._verdicts is None:
-            verifier = self.context["verifier"]
-            self._verdicts = verifier.verify_completions(self.completions, [r or "" for r in refs])
+            self._verdicts = self.verifier.verify_completions(self.completions, [r or "" for r in refs])
         return self._verdicts
 
     def extracted_answers(self) -> list[str | None]:
         """The final answer extracted from each completion (no reference needed)."""
         if self._verdicts is not None:
             return [v.extracted for v in self._verdicts]
-        cached = self.context.setdefault("_extracted", None)
+        cached = self.context.get("_extracted")
         if cached is None:
             from coreward.verify import extract_answer
 
@@ -84,26 +148,47 @@ class RolloutBatch:
             self.context["_extracted"] = cached
         return cached
 
-    def log(self, name: str, value: float) -> None:
+    def require_columns(self, source: str, *columns: str) -> list[list[Any]]:
+        """The named columns (`"reference"` means the reference column), or an error naming what is missing."""
+        found = []
+        for column in columns:
+            values = self.references if column == "reference" else self.columns.get(column)
+            if values is None:
+                name = self.reference_column if column == "reference" else column
+                raise CorewardError(f"reward {source!r} needs the dataset column {name!r}, which is missing or empty")
+            found.append(values)
+        return found
+
+    def log(self, name: str, value: float | None) -> None:
         """Record a scalar metric for this step (logged as `name` in metrics.jsonl)."""
         if value is not None and math.isfinite(value):
             self.metrics[name] = float(value)
 
 
+@dataclass
+class NoParams:
+    """A method without parameters."""
+
+
 class RewardSource:
-    """Base class of a reward method. Subclasses set `name` and implement `compute`."""
+    """Base class of a reward method: set `Params` (a dataclass) and implement `compute`."""
 
     name: ClassVar[str] = "reward"
-    #: token statistics of the policy's logits this source needs (see `training/token_stats.py`)
+    Params: ClassVar[type] = NoParams
+    #: token statistics of the policy's logits this source needs (see `grpo/token_stats.py`)
     needs_token_stats: ClassVar[tuple[str, ...]] = ()
     #: whether its rewards come from the reference answers (then each must be usable: checked before training)
     needs_references: ClassVar[bool] = False
 
+    def __init__(self, **params: Any):
+        self.params = parse_params(type(self), params)
+
     def compute(self, batch: RolloutBatch) -> list[float]:
+        """One reward per completion of the global batch (None: not applicable to that completion)."""
         raise NotImplementedError
 
-    def on_step_begin(self, trainer: Any) -> None:
-        """Called once per generation step before rollouts (e.g. an EMA teacher update)."""
+    def on_step_begin(self, policy: Policy) -> None:
+        """Called once per training step, before its rollouts (an EMA teacher updates here)."""
 
     def save_state(self, directory: Path) -> None:
         """Write this source's state (models, optimizers, counters) into a checkpoint directory."""
@@ -115,11 +200,44 @@ class RewardSource:
         """Release resources (pools, connections)."""
 
 
-#: name -> factory(**params) of every registered reward source
-_REGISTRY: dict[str, Callable[..., RewardSource]] = {}
+def parse_params(cls: type[RewardSource], params: dict[str, Any], key: str = "params") -> Any:
+    """`cls.Params` from a mapping: unknown keys, wrong types (YAML's `1e-5` is a string: converted) and the
+    Params' own `validate()` are errors naming `key.<field>` and the reward."""
+    from coreward.runtime.config import build
+
+    if not dataclasses.is_dataclass(cls.Params):
+        raise TypeError(f"{cls.__name__}.Params must be a dataclass")
+    where = f"reward {cls.name!r}"
+    try:
+        return build(cls.Params, dict(params), key=key, where=where)
+    except ValueError as err:  # raised by Params.validate(), whose messages start with the field's name
+        raise CorewardError(f"{where}: {key}.{err}") from None
+
+
+def param_docs(cls: type[RewardSource]) -> dict[str, str]:
+    """Each parameter's one-line description (the comment beside its field), for help texts and docs."""
+    import inspect
+    import re
+
+    try:
+        source = inspect.getsource(cls.Params)
+    except (OSError, TypeError):
+        return {}
+    docs = {}
+    for line in source.splitlines():
+        match = re.match(r"\s+(\w+)\s*:[^#]*#\s*(.+)$", line)
+        if match:
+            docs[match.group(1)] = match.group(2).strip()
+    return docs
+
+
+#: name -> class of every registered reward source
+_REGISTRY: dict[str, type[RewardSource]] = {}
 
 
 def register(name: str) -> Callable[[type[RewardSource]], type[RewardSource]]:
+    """Class decorator: make a source available to configs as `rewards: [{name: <name>}]`."""
+
     def decorator(cls: type[RewardSource]) -> type[RewardSource]:
         cls.name = name
         _REGISTRY[name] = cls
@@ -128,7 +246,6 @@ def register(name: str) -> Callable[[type[RewardSource]], type[RewardSource]]:
     return decorator
 
 
-def registered_sources() -> dict[str, Callable[..., RewardSource]]:
-    import coreward.rewards  # noqa: F401  (importing the package registers every source)
-
+def registered() -> dict[str, type[RewardSource]]:
+    """The sources registered so far (importing `coreward.rewards` registers the built-in ones)."""
     return dict(_REGISTRY)

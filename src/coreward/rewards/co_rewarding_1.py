@@ -1,7 +1,7 @@
 """Co-rewarding-I: agree with the *other* view of the same problem.
 
 Each question q has a rephrasing q' (same math, same answer); both are rolled out G times in the same
-step (see `training/paired.py`). With a_i the extracted answers:
+step (see `grpo/samplers.py`). With a_i the extracted answers:
 
     ŷ(q)  = majority of a(q'-rollouts)        ŷ(q') = majority of a(q-rollouts)
     r_i   = 1[a_i ≡ ŷ(other view)]            (empty pseudo label or empty answer: 0)
@@ -13,20 +13,25 @@ itself on one wording only: the label comes from a different wording of the prob
 
 from __future__ import annotations
 
-from coreward.errors import CorewardError
+from dataclasses import dataclass
+
 from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.rewards.voting import Match, label_accuracy, majority_votes, matches_label
+from coreward.runtime.errors import CorewardError
 
 
 @register("co_rewarding_1")
 class CrossViewReward(RewardSource):
-    def __init__(self, match: Match = "exact"):
-        if match not in ("verified", "exact"):
-            raise ValueError(f"match must be 'verified' or 'exact', got {match!r}")
-        self.match = match  # the authors compared exact strings
+    @dataclass
+    class Params:
+        match: Match = "exact"  # "exact": equal strings (the authors'); "verified": math-verify equivalence
+
+    @property
+    def match(self) -> Match:
+        return self.params.match
 
     def compute(self, batch: RolloutBatch) -> list[float]:
-        verifier = batch.context["verifier"]
+        verifier = batch.verifier
         answers = batch.extracted_answers()
         groups = batch.groups()
         partner = pair_groups(batch)

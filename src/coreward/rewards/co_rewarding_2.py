@@ -18,47 +18,54 @@ are logged, so one can watch the pseudo labels against the truth.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ema_teacher import EmaTeacher
 from coreward.rewards.voting import Match, label_accuracy, majority_votes, matches_label
-from coreward.training.distributed import distributed_map
 from coreward.verify import extract_answer
 
 
 @register("co_rewarding_2")
 class CoRewarding2Reward(RewardSource):
-    def __init__(
-        self,
-        alpha_start: float = 0.01,
-        alpha_end: float = 1e-4,
-        update_every: int = 1,
-        as_reference: bool = False,
-        temperature: float = 1.0,
-        match: Match = "verified",
-    ):
-        if match not in ("verified", "exact"):
-            raise ValueError(f"match must be 'verified' or 'exact', got {match!r}")
-        self.match = match
-        self.teacher = EmaTeacher(alpha_start, alpha_end, update_every, as_reference, temperature)
+    @dataclass
+    class Params:
+        alpha_start: float = 0.01  # EMA weight of the policy at step 0 (cosine schedule down to alpha_end)
+        alpha_end: float = 1e-4  # EMA weight of the policy at the last step
+        update_every: int = 1  # update the teacher every K steps
+        as_reference: bool = False  # the teacher is also the KL reference (the authors'); needs grpo.beta > 0
+        temperature: float = 1.0  # the teacher's sampling temperature
+        match: Match = "verified"  # "verified": math-verify equivalence; "exact": equal strings (the authors')
+
+        def validate(self) -> None:
+            EmaTeacher(self.alpha_start, self.alpha_end, self.update_every)  # its constructor checks the schedule
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        p = self.params
+        self.teacher = EmaTeacher(p.alpha_start, p.alpha_end, p.update_every, p.as_reference, p.temperature)
         self._update_time: float | None = None
 
-    def on_step_begin(self, trainer: Any) -> None:
+    @property
+    def match(self) -> Match:
+        return self.params.match
+
+    def on_step_begin(self, policy: Policy) -> None:
         """θ_T ← α·θ + (1 − α)·θ_T before this step's rollouts (train mode only)."""
         start = time.perf_counter()
-        self.teacher.attach(trainer)
-        self.teacher.maybe_update(trainer.state.global_step, trainer.state.max_steps)
+        self.teacher.attach(policy)
+        self.teacher.maybe_update(policy.step, policy.max_steps)
         self._update_time = time.perf_counter() - start
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         """Teacher rollouts for each group's prompt, split across processes, then the rewards."""
-        trainer = batch.context["trainer"]
+        policy = batch.policy
         G = batch.num_generations
         group_prompts = [batch.prompt_ids[rows.start] for rows in batch.groups()]
         start = time.perf_counter()
-        teacher_completions = distributed_map(lambda share: self.teacher.generate(trainer, share, G), group_prompts)
+        teacher_completions = policy.map_shards(lambda share: self.teacher.generate(policy, share, G), group_prompts)
         batch.log("time/teacher_generation", time.perf_counter() - start)
         batch.log("time/teacher_update", self._update_time)
         batch.log("co_rewarding_2/alpha", self.teacher.last_alpha)
@@ -66,7 +73,7 @@ class CoRewarding2Reward(RewardSource):
 
     def score(self, batch: RolloutBatch, teacher_completions: list[list[str]]) -> list[float]:
         """Rewards of the policy's rollouts given the teacher's rollouts of each group (one list per group)."""
-        verifier = batch.context["verifier"]
+        verifier = batch.verifier
         teacher_answers = [[extract_answer(c) for c in group] for group in teacher_completions]
         labels = [vote[0] for vote in majority_votes(teacher_answers, self.match, verifier)]
         answers = batch.extracted_answers()

@@ -10,17 +10,17 @@ can't drag its own labels along, fresh enough to improve with it.
 
 Where the teacher's weights live:
   * full policy                   a frozen deep copy of the unwrapped policy (eval mode);
-  * full policy, `as_reference`   TRL's own KL reference `trainer.ref_model`, EMA-updated in place, so the
+  * full policy, `as_reference`   the engine's own KL reference (`policy.reference()`), EMA-updated in place, so the
                                   KL is taken against the teacher (as in the authors' code) without a
                                   third model in memory;
   * LoRA policy                   a second adapter on the same base: "teacher", or "ref" with
-                                  `as_reference` (the adapter TRL's reference pass switches to). Only the
+                                  `as_reference` (the adapter the engine's reference pass switches to). Only the
                                   adapter is averaged; the teacher is base + EMA adapter.
 A 16-bit teacher is averaged in float32 copies of its tensors (see `EmaTeacher.bind`).
 
 Sharded models. Under DeepSpeed ZeRO-3 the update gathers the full tensors of both models and writes
-rank 0's result back (`GatheredParameters(modifier_rank=0)`), as TRL's `SyncRefModelCallback` does; under
-FSDP2 it updates each process's local shards in place, which is sound because TRL prepares the
+rank 0's result back (`policy.gathered(..., modifier_rank=0)`), as TRL's `SyncRefModelCallback` does; under
+FSDP2 it updates each process's local shards in place, which is sound because the engine prepares the
 reference with the policy's sharding. Both need `as_reference: true` (the teacher is TRL's prepared
 reference; a deep copy of a sharded module or an adapter added after sharding is refused). Teacher
 rollouts then go through the sharded module's own forward hooks, so every process must hold at least
@@ -35,13 +35,14 @@ import copy
 import json
 import math
 import warnings
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from coreward.errors import CorewardError
+from coreward.rewards.base import Policy
+from coreward.runtime.errors import CorewardError
 
 WEIGHTS_FILE = "teacher.safetensors"
 STATE_FILE = "teacher_state.json"
@@ -107,6 +108,7 @@ class EmaTeacher:
         self.update_every = update_every
         self.as_reference = as_reference
         self.temperature = temperature
+        self.policy: Policy | None = None  # set by `attach`
         self.module: torch.nn.Module | None = None  # what generates: the copy, the reference, or the PEFT policy
         self.adapter: str | None = None  # the teacher adapter's name (LoRA policies)
         self.pairs: Pairs | None = None
@@ -117,37 +119,35 @@ class EmaTeacher:
         self._pending: tuple[dict[str, torch.Tensor] | None, dict] | None = None  # restored before the first bind
 
     # ------------------------------------------------------------------ building
-    def attach(self, trainer: Any) -> None:
-        """Find or make the teacher next to `trainer`'s policy (once), then restore any loaded state."""
+    def attach(self, policy: Policy) -> None:
+        """Find or make the teacher next to the policy (once), then restore any loaded state."""
         if self.pairs is not None:
             return
-        from trl.distributed import DistributedBackend
-
-        backend = DistributedBackend(trainer.accelerator)
-        self.zero3, self.sharded = backend.is_zero3, backend.is_zero3 or backend.is_fsdp
-        policy = trainer.accelerator.unwrap_model(trainer.model)
-        self._check(trainer, policy)
-        if hasattr(policy, "peft_config"):
+        self.policy = policy
+        self.zero3, self.sharded = policy.is_zero3, policy.is_sharded
+        self._check(policy)
+        model = policy.module()
+        if policy.is_peft:
             name = "ref" if self.as_reference else "teacher"
-            add_teacher_adapter(policy, name)
-            self.bind(policy, adapter_pairs(policy, name), adapter=name)
+            add_teacher_adapter(model, name)
+            self.bind(model, adapter_pairs(model, name), adapter=name)
         else:
             if self.as_reference:
-                teacher = trainer.accelerator.unwrap_model(trainer.ref_model)
+                teacher = policy.reference()
             else:
-                teacher = copy.deepcopy(policy).eval().requires_grad_(False)
-            self.bind(teacher, full_pairs(teacher, policy))
+                teacher = copy.deepcopy(model).eval().requires_grad_(False)
+            self.bind(teacher, full_pairs(teacher, model))
         self._restore_pending()
 
-    def _check(self, trainer: Any, policy: Any) -> None:
-        if self.as_reference and trainer.beta == 0.0:
+    def _check(self, policy: Policy) -> None:
+        if self.as_reference and policy.kl_beta == 0.0:
             raise CorewardError(
                 "co_rewarding_2: as_reference: true makes the teacher the KL reference, but grpo.beta is 0, so there "
                 "is no reference: set grpo.beta > 0 (the paper: 0.001) or as_reference: false"
             )
-        if self.as_reference and trainer.args.sync_ref_model:
+        if self.as_reference and policy.syncs_reference:
             raise CorewardError("co_rewarding_2: as_reference: true and grpo.sync_ref_model both move the reference: drop one")
-        if self.sharded and (not self.as_reference or hasattr(policy, "peft_config")):
+        if self.sharded and (not self.as_reference or policy.is_peft):
             raise CorewardError(
                 "co_rewarding_2: with DeepSpeed ZeRO-3 or FSDP the teacher must be TRL's sharded reference model: "
                 "set as_reference: true and grpo.beta > 0 (LoRA policies are not supported there)"
@@ -184,66 +184,18 @@ class EmaTeacher:
             if master is not teacher:
                 teacher.copy_(master)
 
-    @contextmanager
-    def _gathered(self, **kwargs: Any):
+    def _gathered(self, modifier_rank: int | None = None):
         """Full tensors of ZeRO-3 partitioned parameters for the duration of the block; nothing otherwise."""
-        if self.zero3:
-            import deepspeed
-
-            params = [t for _, t, _ in self.pairs] + [p for _, _, p in self.pairs]
-            with deepspeed.zero.GatheredParameters(params, **kwargs):
-                yield
-        else:
-            yield
+        if self.policy is None:  # bound by hand (tests): plain tensors
+            return nullcontext()
+        tensors = [t for _, t, _ in self.pairs] + [p for _, _, p in self.pairs]
+        return self.policy.gathered(tensors, modifier_rank=modifier_rank)
 
     # ------------------------------------------------------------------ rollouts
-    @torch.no_grad()
-    def generate(self, trainer: Any, prompt_ids: list[list[int]], num_generations: int) -> list[list[str]]:
+    def generate(self, policy: Policy, prompt_ids: list[list[int]], num_generations: int) -> list[list[str]]:
         """`num_generations` sampled completions (text) for each prompt, at the teacher's temperature."""
-        from transformers import GenerationConfig
-
-        self.attach(trainer)
-        if not prompt_ids:
-            return []
-        tokenizer = trainer.processing_class
-        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a multimodal processor wraps its tokenizer
-        width = max(len(p) for p in prompt_ids)
-        pad = tokenizer.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompt_ids])
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids])
-        device = trainer.accelerator.device
-        config = GenerationConfig(
-            max_new_tokens=trainer.max_completion_length,
-            do_sample=True,
-            temperature=self.temperature,
-            top_p=trainer.top_p,
-            top_k=trainer.top_k,
-            pad_token_id=pad,
-            eos_token_id=trainer.eos_token_ids,
-            disable_compile=True,
-        )
-        with self._generating() as model, trainer.accelerator.autocast():
-            output = model.generate(
-                input_ids=input_ids.repeat_interleave(num_generations, 0).to(device),
-                attention_mask=attention.repeat_interleave(num_generations, 0).to(device),
-                generation_config=config,
-            )
-        texts = tokenizer.batch_decode(output[:, width:], skip_special_tokens=True)
-        return [texts[i : i + num_generations] for i in range(0, len(texts), num_generations)]
-
-    @contextmanager
-    def _generating(self):
-        """The teacher in eval mode (no dropout; no activation checkpointing, so the KV cache is used)."""
-        from trl.trainer.utils import use_adapter
-
-        model = self.module
-        was_training = model.training
-        model.eval()
-        try:
-            with use_adapter(model, self.adapter) if self.adapter else nullcontext():
-                yield model
-        finally:
-            model.train(was_training)
+        self.attach(policy)
+        return policy.generate(self.module, prompt_ids, num_generations, self.temperature, adapter=self.adapter)
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: Path) -> None:

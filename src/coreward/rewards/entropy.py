@@ -2,7 +2,7 @@
 
     r(o) = -(1/T) Σ_t H(p_t),   H(p_t) = -Σ_j p_t(j) log p_t(j)
 
-from the policy's own logits on its completion (`training/token_stats.py`). No reference used.
+from the policy's own logits on its completion (`grpo/token_stats.py`). No reference used.
 """
 
 from __future__ import annotations

@@ -11,23 +11,24 @@ the true answer, so one can watch the self-supervised signal drift from the trut
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.rewards.voting import Match, label_accuracy, majority_votes
 
 
 @register("majority")
 class MajorityVoteReward(RewardSource):
-    def __init__(self, match: Match = "verified"):
-        if match not in ("verified", "exact"):
-            raise ValueError(f"match must be 'verified' or 'exact', got {match!r}")
-        self.match = match
+    @dataclass
+    class Params:
+        match: Match = "verified"  # "verified": math-verify equivalence classes; "exact": equal strings (TTRL's)
 
     def compute(self, batch: RolloutBatch) -> list[float]:
-        verifier = batch.context["verifier"]
+        verifier = batch.verifier
         answers = batch.extracted_answers()
         rewards, labels = [], []
         for label, classes, winner in majority_votes([[answers[i] for i in rows] for rows in batch.groups()],
-                                                     self.match, verifier):
+                                                     self.params.match, verifier):
             rewards += [1.0 if winner is not None and c == winner else 0.0 for c in classes]
             labels.append(label)
         group_refs = [batch.references[rows.start] for rows in batch.groups()] if batch.references else None

@@ -11,55 +11,52 @@ moving while the RM stays where its training data left it, so completions unlike
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from coreward.errors import CorewardError
-from coreward.rewards.base import RewardSource, RolloutBatch, register
-from coreward.training.distributed import distributed_map
+from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
+from coreward.rm.evaluate import score_unique
+from coreward.rm.model import VerifyRM
 
 
 @register("model")
 class ModelReward(RewardSource):
     needs_references = True
 
-    def __init__(self, path: str = "demo", threshold: float | None = None, batch_size: int = 64,
-                 device: str = "auto"):
-        if threshold is not None and not 0 < threshold < 1:
-            raise CorewardError(f"reward 'model': threshold must be in (0, 1), got {threshold}")
-        self.path = path
-        self.threshold = threshold
-        self.batch_size = batch_size
-        self.device = device
-        self._rm = None
+    @dataclass
+    class Params:
+        path: str = "demo"  # the RM: a directory, a hub id, or "demo" (the demo VerifyRM)
+        threshold: float | None = None  # None: σ(logit) as the reward; a value in (0, 1): 1[σ(logit) > threshold]
+        batch_size: int = 64  # completions scored per forward pass
+        device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
 
-    def rm(self, trainer=None):
-        """The RM, loaded on first use on `device` ("auto": the trainer's device, else GPU if any, else CPU)."""
+        def validate(self) -> None:
+            if self.threshold is not None and not 0 < self.threshold < 1:
+                raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
+            if self.batch_size < 1:
+                raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._rm: VerifyRM | None = None
+
+    def rm(self, policy: Policy | None = None) -> VerifyRM:
+        """The RM, loaded on first use on `device` ("auto": the policy's device, else GPU if any, else CPU)."""
         if self._rm is None:
-            from coreward.rm.model import load_rm
-
-            device = self.device
-            if device == "auto" and trainer is not None:
-                device = trainer.accelerator.device
-            self._rm = load_rm(self.path, device=device, batch_size=self.batch_size)
+            device = policy.device if self.params.device == "auto" and policy is not None else self.params.device
+            self._rm = VerifyRM.from_pretrained(self.params.path, device=device, batch_size=self.params.batch_size)
             self._rm.model.requires_grad_(False)
         return self._rm
 
     def compute(self, batch: RolloutBatch) -> list[float]:
-        questions = batch.columns.get("question")
-        references = batch.references
-        if questions is None or references is None:
-            raise CorewardError(
-                f"reward 'model' needs the dataset columns 'question' and "
-                f"{batch.reference_column!r} (the question and its reference answer)"
-            )
-        rm = self.rm(batch.context.get("trainer"))
-        triples = list(zip((str(q) for q in questions), (r or "" for r in references), batch.completions))
-        # every process holds the whole batch: each scores its share and all gather the full list
-        scores = distributed_map(lambda part: rm.score(*map(list, zip(*part))) if part else [], triples)
-        # a NaN/inf logit scores NaN (see VerifyRM.score): the trainer skips that completion and counts it
+        questions, references = batch.require_columns(self.name, "question", "reference")
+        rm = self.rm(batch.policy)
+        # every process holds the whole batch: each scores its share of the distinct triples, all get all
+        scores = score_unique(rm, list(zip((str(q) for q in questions), (r or "" for r in references), batch.completions)))
+        # a NaN/inf logit scores NaN (see VerifyRM.score): the engine skips that completion and counts it
         finite = [s for s in scores if math.isfinite(s)]
         batch.log("model/nonfinite_logits", float(len(scores) - len(finite)))
         if finite:
             batch.log("model/score_mean", sum(finite) / len(finite))
-        if self.threshold is None:
+        if self.params.threshold is None:
             return scores
-        return [s if not math.isfinite(s) else 1.0 if s > self.threshold else 0.0 for s in scores]
+        return [s if not math.isfinite(s) else 1.0 if s > self.params.threshold else 0.0 for s in scores]

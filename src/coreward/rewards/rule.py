@@ -9,7 +9,8 @@ Precise but brittle: a correct answer in a format the extractor does not know sc
 
 from __future__ import annotations
 
-from coreward.errors import CorewardError
+from dataclasses import dataclass
+
 from coreward.rewards.base import RewardSource, RolloutBatch, register
 
 
@@ -17,15 +18,11 @@ from coreward.rewards.base import RewardSource, RolloutBatch, register
 class RuleReward(RewardSource):
     needs_references = True
 
-    def __init__(self, correct: float = 1.0, incorrect: float = 0.0):
-        self.correct = correct
-        self.incorrect = incorrect
+    @dataclass
+    class Params:
+        correct: float = 1.0  # reward of a completion whose answer verifies equal to the reference
+        incorrect: float = 0.0  # reward of any other completion (no answer, wrong answer, verifier timeout)
 
     def compute(self, batch: RolloutBatch) -> list[float]:
-        verdicts = batch.verdicts()
-        if verdicts is None:
-            raise CorewardError(
-                f"reward 'rule' needs reference answers, but the dataset column '{batch.reference_column}' "
-                "is missing or empty"
-            )
-        return [self.correct if v.correct else self.incorrect for v in verdicts]
+        batch.require_columns(self.name, "reference")
+        return [self.params.correct if v.correct else self.params.incorrect for v in batch.verdicts()]

@@ -4,7 +4,7 @@ For completion o with tokens t = 1..T and the policy's next-token distribution p
 
     r(o) = (1/T) Σ_t KL(U ‖ p_t) = (1/T) Σ_t [ -log|V| - (1/|V|) Σ_j log p_t(j) ]
 
-computed from the policy's own logits in one no-grad pass (`training/token_stats.py`). No reference used.
+computed from the policy's own logits in one no-grad pass (`grpo/token_stats.py`). No reference used.
 """
 
 from __future__ import annotations

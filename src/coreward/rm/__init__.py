@@ -1,7 +1,8 @@
-"""VerifyRM: the reference-based reward model of Cooper (model, BCE training, hybrid annotation, evaluation).
+"""VerifyRM: the reference-based reward model of Cooper (model, BCE training, hybrid annotation,
+evaluation, and the pairwise learner Cooper trains during RL).
 
-    from coreward.rm import VerifyRM, load_rm
-    rm = load_rm("demo")                                   # or a directory written by `coreward rm train`
+    from coreward.rm import VerifyRM
+    rm = VerifyRM.from_pretrained("demo")                  # or a directory written by `coreward rm train`
     rm.score(questions, references, completions)           # σ(logit) per completion, no grad
     rm.logits(questions, references, completions)          # with grad, for Cooper's pairwise update
 
@@ -11,11 +12,12 @@ Names are imported on first use, so that `coreward rm --help` does not load torc
 _EXPORTS = {
     "VerifyRM": "coreward.rm.model",
     "format_input": "coreward.rm.model",
-    "load_rm": "coreward.rm.model",
     "truncate": "coreward.rm.model",
-    "binary_metrics": "coreward.rm.evaluate",
+    "binary_metrics": "coreward.rm.labelled",
+    "RMLearner": "coreward.rm.learner",
+    "Pair": "coreward.rm.learner",
 }
-__all__ = ["VerifyRM", "binary_metrics", "format_input", "load_rm", "truncate"]
+__all__ = ["Pair", "RMLearner", "VerifyRM", "binary_metrics", "format_input", "truncate"]
 
 
 def __getattr__(name: str):

@@ -20,7 +20,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 
 JUDGE_PROMPT = (
     "You are checking a solution to a math problem against the reference answer.\n\n"

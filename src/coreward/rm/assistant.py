@@ -22,7 +22,9 @@ import random
 import re
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
 from fractions import Fraction
 
 from coreward.llm import (
@@ -211,3 +213,50 @@ def build_assistant(spec: str | dict | Assistant) -> Assistant:
     if spec == "perturb":
         return PerturbationAssistant()
     return LLMAssistant(build_generator(spec))
+
+
+# --------------------------------------------------------------------------- Cooper's negatives
+
+
+@dataclass
+class Negatives:
+    """What the assistant produced for one step: a negative per request (None: the pair is dropped)."""
+
+    texts: list[str | None]
+    failures: int = 0  # requests that came back empty-handed (endpoint down, timeout, nothing to perturb)
+    rejected: int = 0  # texts refused because their answer still verified equal to the positive's, or had none
+    latencies: list[float] = field(default_factory=list)
+
+
+def request_seed(*parts: Any) -> int:
+    """A stable 32-bit seed from its parts (Python's `hash` of a str changes between processes)."""
+    return zlib.crc32(":".join(map(str, parts)).encode())
+
+
+def write_negatives(assistant: Assistant, verifier, requests: list[NegativeRequest], max_retries: int) -> Negatives:
+    """Ask for every negative at once; ask again, up to `max_retries` times, for those that came back right.
+
+    A request that failed outright is not asked again here: the endpoint backend has already retried it
+    with backoff under its deadline, so one dead server costs a step at most that deadline, once.
+    """
+    outcome = Negatives(texts=[None] * len(requests))
+    pending = list(range(len(requests)))
+    for attempt in range(max_retries + 1):
+        if not pending:
+            break
+        asked = [requests[i] for i in pending]
+        if attempt:
+            asked = [NegativeRequest(r.question, r.positive, r.answer, request_seed(r.seed, attempt)) for r in asked]
+        results = assistant.write(asked)
+        outcome.latencies += [result.latency_s for result in results]
+        written = [(i, result.text) for i, result in zip(pending, results) if result.ok]
+        outcome.failures += len(pending) - len(written)
+        verdicts = verifier.verify_completions([text for _, text in written], [requests[i].answer for i, _ in written])
+        pending = []
+        for (i, text), verdict in zip(written, verdicts):
+            if verdict.correct or verdict.extracted is None:
+                outcome.rejected += 1
+                pending.append(i)
+            else:
+                outcome.texts[i] = text
+    return outcome

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from coreward.runtime.assets import resolve_model
+
 AUTO = "auto"
 
 
@@ -53,10 +55,10 @@ def register(app: typer.Typer) -> None:
         from coreward.data.prompts import INSTRUCTION
         from coreward.llm import build_generator
         from coreward.rm.annotate import annotate as run_annotation, write_rows
-        from coreward.training.train import load_records
+        from coreward.data.benchmarks import load_named
         from coreward.verify import get_verifier
 
-        records = load_records(data, split, limit, data_dir)
+        records = load_named(data, split, limit, data_dir, key="--data")
         if instruction == AUTO:
             instruction = None if data == "demo" else INSTRUCTION
         with _policy_generator(policy, batch_size) as generator:
@@ -99,10 +101,7 @@ def _policy_generator(policy: str, batch_size: int):
 
     if policy.startswith(("http://", "https://")):
         return build_generator(policy)
-    if policy == "demo":
-        from coreward.training.demo_policy import ensure_demo_policy
-
-        policy = str(ensure_demo_policy())
+    policy = resolve_model(policy, "policy", key="--policy")
     return build_generator({"backend": "hf", "model_name_or_path": policy, "batch_size": batch_size})
 
 

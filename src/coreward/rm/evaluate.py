@@ -1,11 +1,5 @@
-"""`coreward rm eval`: how well a verifier (a VerifyRM, the rule verifier, or several) agrees with labels.
-
-For predictions ŷ and labels y over n rows (positive = "the completion is correct"):
-
-    accuracy  = (TP + TN) / n
-    precision = TP / (TP + FP)        0 when nothing is predicted positive
-    recall    = TP / (TP + FN)        0 when there are no positives
-    F1        = 2·P·R / (P + R)       0 when P + R = 0
+"""How well a verifier agrees with labels: `coreward rm eval` (a VerifyRM, the rule verifier, or several,
+on a labelled file; metrics in `labelled.binary_metrics`), and an RM's ranking of (correct, wrong) pairs.
 
 Precision is what a reward cares about most (a false positive is a reward for a wrong answer, the door
 to hacking); recall is where the rule verifier is weak (a correct answer in a format it does not read).
@@ -13,35 +7,15 @@ to hacking); recall is where the rule verifier is weak (a correct answer in a fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from coreward.rm.labelled import binary_metrics, read_labelled
+from coreward.rm.model import VerifyRM
+from coreward.runtime.distributed import distributed_map
+
 RULE = "rule"
-
-
-def binary_metrics(labels: Sequence[int], predictions: Sequence[int]) -> dict[str, float]:
-    """Accuracy, precision, recall, F1 and the confusion counts of 0/1 predictions against 0/1 labels."""
-    if len(labels) != len(predictions):
-        raise ValueError(f"{len(labels)} labels but {len(predictions)} predictions")
-    pairs = list(zip((int(y) for y in labels), (int(p) for p in predictions)))
-    tp = sum(y == 1 and p == 1 for y, p in pairs)
-    fp = sum(y == 0 and p == 1 for y, p in pairs)
-    fn = sum(y == 1 and p == 0 for y, p in pairs)
-    tn = len(pairs) - tp - fp - fn
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    return {
-        "accuracy": (tp + tn) / len(pairs) if pairs else 0.0,
-        "precision": precision,
-        "recall": recall,
-        "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-        "n": len(pairs),
-        "tp": tp,
-        "fp": fp,
-        "tn": tn,
-        "fn": fn,
-    }
 
 
 def rule_predictions(rows: list[dict], verifier=None) -> list[int]:
@@ -82,19 +56,49 @@ class EvalReport:
 def evaluate_verifiers(data: str | Path, scorers: Sequence[str], threshold: float = 0.5, device: str = "auto",
                        batch_size: int = 64, limit: int | None = None) -> EvalReport:
     """Metrics of each scorer on a labelled file. A scorer is "rule", "demo" (the demo RM) or an RM directory."""
-    from coreward.rm.train import read_labelled
-
     rows = read_labelled(data, limit)
     labels = [r["label"] for r in rows]
     results = {}
     for name in scorers:
-        predictions = rule_predictions(rows) if name == RULE else rm_predictions(rows, _load_rm(name, device, batch_size),
-                                                                                  threshold)
+        predictions = rule_predictions(rows) if name == RULE else rm_predictions(
+            rows, VerifyRM.from_pretrained(name, device=device, batch_size=batch_size), threshold)
         results[name] = binary_metrics(labels, predictions)
     return EvalReport(str(data), results)
 
 
-def _load_rm(name: str, device: str, batch_size: int):
-    from coreward.rm.model import load_rm
+# --------------------------------------------------------------------------- ranking pairs (Cooper's held-out check)
 
-    return load_rm(name, device=device, batch_size=batch_size)
+
+def pair_accuracy(rows: list[dict], scores: list[float]) -> float | None:
+    """P(s⁺ > s⁻) over every (correct, wrong) combination of the same question and reference (ties: ½)."""
+    by_question: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    for row, score in zip(rows, scores):
+        by_question.setdefault((row["question"], row["reference_answer"]), ([], []))[1 - row["label"]].append(score)
+    wins = total = 0.0
+    for correct, wrong in by_question.values():
+        for s_pos in correct:
+            for s_neg in wrong:
+                wins += 1.0 if s_pos > s_neg else 0.5 if s_pos == s_neg else 0.0
+                total += 1
+    return wins / total if total else None
+
+
+def score_unique(rm: VerifyRM, triples: list[tuple[str, str, str]]) -> list[float]:
+    """σ(logit) per (question, reference, completion), each distinct triple scored once, split across processes.
+
+    A group's rollouts repeat more and more as GRPO makes the policy confident; scoring a repeat again is waste.
+    """
+    unique = list(dict.fromkeys(triples))
+    scores = distributed_map(lambda part: rm.score(*map(list, zip(*part))) if part else [], unique)
+    by_triple = dict(zip(unique, scores))
+    return [by_triple[t] for t in triples]
+
+
+def evaluate_rm(rm: VerifyRM, rows: list[dict]) -> dict[str, float]:
+    """rm/accuracy (σ > 0.5 against the labels, as `coreward rm eval`) and rm/pair_accuracy (ranking)."""
+    scores = score_unique(rm, [(r["question"], r["reference_answer"], r["completion"]) for r in rows])
+    metrics = {"rm/accuracy": binary_metrics([r["label"] for r in rows], [int(s > 0.5) for s in scores])["accuracy"]}
+    ranked = pair_accuracy(rows, scores)
+    if ranked is not None:
+        metrics["rm/pair_accuracy"] = ranked
+    return metrics

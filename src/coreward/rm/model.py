@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import inspect
 import os
-import shutil
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from coreward.errors import CorewardError
+from coreward.runtime.assets import resolve_model
+from coreward.runtime.devices import prepare_tokenizer, resolve_device
+from coreward.runtime.errors import CorewardError
+from coreward.runtime.files import atomic_directory
 from coreward.verify.extract import encodable
 
 TEMPLATE = (
@@ -47,34 +48,6 @@ def format_input(question: str, reference: str, completion: str) -> str:
     )
 
 
-@contextmanager
-def atomic_directory(target: str | os.PathLike) -> Iterator[Path]:
-    """Yield a staging directory that replaces `target` only once everything was written into it.
-
-    A reader (a resumed run, Cooper loading the RM) then sees either the old complete model or the new
-    complete one, never a half-written directory.
-    """
-    target = Path(target)
-    staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
-        yield staging
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(staging, target)
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """"auto"/None: the GPU when there is one, else the CPU."""
-    if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 class VerifyRM:
     """A sequence classifier with one logit plus its tokenizer, on its own device.
 
@@ -84,14 +57,13 @@ class VerifyRM:
 
     def __init__(self, model, tokenizer, device: str | torch.device | None = "auto", max_length: int = 1024,
                  batch_size: int = 32):
-        if tokenizer.pad_token is None:  # decoders often ship without one; batching needs it
-            tokenizer.pad_token = tokenizer.eos_token
+        # Pad on the right, so every row's positions start at 0 whatever its batch (the score is read at the
+        # last real token); decoders often ship without a pad token, and batching needs one.
+        prepare_tokenizer(tokenizer, padding_side="right")
         if tokenizer.pad_token is None:
             raise CorewardError(f"tokenizer {tokenizer.name_or_path!r} has neither a pad nor an eos token")
-        # Past max_length keep the end: the completion's final answer is what the RM must see. Pad on the
-        # right, so every row's positions start at 0 whatever its batch (the score is read at the last real token).
+        # Past max_length keep the end: the completion's final answer is what the RM must see.
         tokenizer.truncation_side = "left"
-        tokenizer.padding_side = "right"
         model.config.pad_token_id = tokenizer.pad_token_id
         self.device = resolve_device(device)
         self.model = model.to(self.device)
@@ -115,15 +87,17 @@ class VerifyRM:
         return cls(model, tokenizer, device, max_length, **kwargs)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, device="auto", max_length: int = 1024, dtype: str = "float32",
-             **kwargs) -> VerifyRM:
-        """An RM written by `save` (or any one-logit sequence classifier in HF format)."""
+    def from_pretrained(cls, name_or_path: str | os.PathLike, device="auto", max_length: int = 1024,
+                        dtype: str = "float32", **kwargs) -> VerifyRM:
+        """The one way to load an RM: a directory `save_pretrained` wrote (or any one-logit sequence classifier
+        in HF format), a hub id, or an asset name ("demo": the demo VerifyRM)."""
+        path = resolve_model(name_or_path, "rm", key="rm")
         model, tokenizer = _load(path, dtype)
         if model.config.num_labels != 1:
             raise CorewardError(f"{path} is a classifier with {model.config.num_labels} labels; a VerifyRM has 1")
         return cls(model, tokenizer, device, max_length, **kwargs)
 
-    def save(self, directory: str | os.PathLike) -> Path:
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
         """Write model and tokenizer in HF format, atomically (see `atomic_directory`)."""
         with atomic_directory(directory) as staging:
             self.model.save_pretrained(staging)
@@ -181,12 +155,3 @@ def _load(name_or_path: str | os.PathLike, dtype: str, **model_kwargs):
     except (OSError, ValueError) as err:
         raise CorewardError(f"cannot load a reward model from {name_or_path}: {err}") from None
     return model, tokenizer
-
-
-def load_rm(path: str | os.PathLike, **kwargs) -> VerifyRM:
-    """`VerifyRM.load`, where the name "demo" is the demo RM (built and cached on first use)."""
-    if str(path) == "demo":
-        from coreward.rm.demo import ensure_demo_rm
-
-        path = ensure_demo_rm()
-    return VerifyRM.load(path, **kwargs)

@@ -12,12 +12,7 @@ HF directories, written to a staging directory and renamed into place.
 from __future__ import annotations
 
 import dataclasses
-import os
-import random
-import shutil
 import typing
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,12 +20,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from coreward.config import check_type, load_config, save_yaml
-from coreward.errors import CorewardError
-from coreward.rm.evaluate import binary_metrics
+from coreward.runtime.config import check_type, load_config, save_yaml
+from coreward.runtime.assets import resolve_model
+from coreward.runtime.devices import torch_threads
+from coreward.runtime.errors import CorewardError
+from coreward.runtime.files import commit_staging, staging_for
+from coreward.rm.labelled import TEXT_COLUMNS, balance_classes, binary_metrics, read_labelled, split_by_question
 
-COLUMNS = ("question", "reference_answer", "completion", "label")
-TEXT_COLUMNS = COLUMNS[:3]
 
 
 @dataclass
@@ -71,59 +67,7 @@ class RMTrainConfig:
         _check_training_keys(self.training)
 
 
-# --------------------------------------------------------------------------- data
-
-
-def read_labelled(path: str | os.PathLike, limit: int | None = None) -> list[dict[str, Any]]:
-    """Rows (question, reference_answer, completion, label∈{0,1}) of a parquet/jsonl/json file.
-
-    Every problem (unreadable file, missing column, a label that is not 0/1) is a CorewardError naming
-    the file, the row (1-based) and the column.
-    """
-    from coreward.data.registry import read_rows
-
-    rows = read_rows(path)[:limit]
-    if not rows:
-        raise CorewardError(f"{path}: no rows")
-    return [_check_row(row, path, number) for number, row in enumerate(rows, start=1)]
-
-
-def _check_row(row: dict, path, number: int) -> dict[str, Any]:
-    for column in COLUMNS:
-        if row.get(column) is None:
-            raise CorewardError(f"{path}: row {number}: missing column {column!r} (need {', '.join(COLUMNS)})")
-    label = row["label"]
-    if isinstance(label, str) or label not in (0, 1):  # True/False and 0.0/1.0 pass; "1", 0.5, 2 do not
-        raise CorewardError(f"{path}: row {number}: column 'label' must be 0 or 1, got {label!r}")
-    return {**{c: str(row[c]) for c in TEXT_COLUMNS}, "label": int(label)}
-
-
-def split_by_question(rows: list[dict], fraction: float, seed: int) -> tuple[list[dict], list[dict]]:
-    """(train, held-out): a seeded `fraction` of the distinct questions goes to held-out, with all its rows.
-
-    Splitting by question rather than by row keeps the held-out score honest: otherwise the RM would be
-    tested on other completions of problems whose reference it already saw with labels.
-    """
-    questions = sorted({row["question"] for row in rows})
-    random.Random(seed).shuffle(questions)
-    held = set(questions[: max(1, round(fraction * len(questions)))])
-    if len(held) == len(questions):
-        raise CorewardError(f"cannot hold out questions: the training file has only {len(questions)} distinct")
-    return [r for r in rows if r["question"] not in held], [r for r in rows if r["question"] in held]
-
-
-def balance_classes(rows: list[dict], seed: int) -> list[dict]:
-    """A seeded subsample of the majority class, as large as the minority class, plus the whole minority.
-
-    With a policy that is right on a fifth of its samples, plain BCE sits at the base rate ("always wrong")
-    for a long time; balanced classes make the RM look for features that separate them from the start.
-    """
-    positives = [r for r in rows if r["label"] == 1]
-    negatives = [r for r in rows if r["label"] == 0]
-    small, large = sorted((positives, negatives), key=len)
-    kept = small + random.Random(seed).sample(large, len(small))
-    random.Random(seed + 1).shuffle(kept)
-    return kept
+# --------------------------------------------------------------------------- batches, loss, metrics
 
 
 class Collator:
@@ -170,12 +114,11 @@ def _rm_trainer_class():
             target = Path(output_dir)
             staging = target.with_name(f".{target.name}.tmp")
             if self.args.should_save:
-                shutil.rmtree(staging, ignore_errors=True)
+                staging = staging_for(target)
             self.accelerator.wait_for_everyone()
             super().save_model(str(staging), _internal_call)
             if self.args.should_save:
-                shutil.rmtree(target, ignore_errors=True)
-                os.replace(staging, target)
+                commit_staging(staging, target)
             self.accelerator.wait_for_everyone()
 
     return RMTrainer
@@ -227,27 +170,13 @@ def _check_training_keys(training: dict[str, Any]) -> None:
             training[key] = check_type(hints[key], value, f"training.{key}", "config")
 
 
-@contextmanager
-def torch_threads(count: int | None) -> Iterator[None]:
-    """Run the block on `count` torch CPU threads (None: leave as is), then restore the previous count."""
-    previous = torch.get_num_threads()
-    if count:
-        torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def build_rm(settings: RMModelSettings):
     """A fresh VerifyRM on the configured backbone (the device is Trainer's business)."""
     from coreward.rm.model import VerifyRM
 
-    backbone = settings.backbone
-    if backbone == "demo":
-        from coreward.training.demo_policy import ensure_demo_policy
-
-        backbone = str(ensure_demo_policy())
+    backbone = resolve_model(settings.backbone, "policy", key="model.backbone")
     return VerifyRM.from_backbone(
         backbone, device="cpu", max_length=settings.max_length, dtype=settings.dtype,
         add_template_tokens=settings.add_template_tokens,
@@ -266,7 +195,7 @@ def train_rm(config: RMTrainConfig) -> RMTrainResult:
     """Load and split the data, train, evaluate every epoch, save `final/`; metrics go to metrics.jsonl."""
     from transformers import set_seed
 
-    from coreward.training.metrics import MetricsFileCallback
+    from coreward.runtime.metrics import MetricsFileCallback
 
     rows = read_labelled(config.data.train, config.data.limit)
     if config.data.eval:

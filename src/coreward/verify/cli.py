@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from coreward.errors import CorewardError
+from coreward.runtime.errors import CorewardError
 
 
 def verify_command(

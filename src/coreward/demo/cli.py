@@ -1,0 +1,38 @@
+"""Commands `coreward sft` and `coreward demo`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+CONFIG_HELP = "YAML config file"
+SET_HELP = "override a config key, e.g. --set grpo.learning_rate=1e-6 (repeatable)"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def sft(
+        config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+        output_dir: Optional[str] = typer.Option(None, "--output-dir", help="where the model is saved"),
+    ) -> None:
+        """Warm-start the demo policy with supervised fine-tuning."""
+        from coreward.demo.sft import sft_main
+
+        path = sft_main(config, set_, output_dir)
+        typer.echo(f"saved {path}")
+
+    @app.command()
+    def demo(
+        methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
+        quick: bool = typer.Option(False, "--quick", help="a smaller budget (about 5 minutes on 2 CPU cores)"),
+        output_dir: str = typer.Option("runs/demo", "--output-dir", help="where runs, evaluations and the report go"),
+        seed: int = typer.Option(0, "--seed"),
+    ) -> None:
+        """Train the demo policy with every reward method from the same warm start and compare them."""
+        from coreward.demo.run import parse_methods, run_demo
+
+        summary = run_demo(parse_methods(methods), quick, output_dir, seed)
+        typer.echo("\n" + summary["table"])
+        typer.echo(f"\nfinished in {summary['seconds']:.0f} s; report: {output_dir}/report/report.md")

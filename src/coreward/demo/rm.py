@@ -1,0 +1,260 @@
+"""The demo VerifyRM: trained on the warm-start demo policy's own samples, labelled by the rule verifier.
+
+Recipe (`build_demo_rm`, about 10 minutes on a 2-core CPU; the package ships the result in
+`assets/demo_rm/`, used while its RECIPE hash matches this code and the demo policy):
+
+1. Sample `samples` completions at temperature 1.0 for each of the first `questions` demo train problems
+   from the demo policy (`coreward rm annotate --policy demo --data demo`), at the RL run's length limit.
+2. Label them with the rule verifier alone (no LLM judge exists here). The demo's minority answer format
+   `ans r` is not readable by it, so those completions are labelled 0 *even when they are right*: the
+   RM inherits the rule's blind spot instead of having it hidden. The rows keep the true label
+   (`true_label`, from the demo generator) so the cost of that choice can be measured, never trained on.
+3. Fine-tune a VerifyRM whose backbone is the demo policy itself (a 0.8M-parameter Qwen3, in the same
+   relation to its policy as Cooper's Qwen2.5-Math VerifyRM) with BCE on class-balanced rows: all the
+   policy's correct samples and as many of its mistakes (`coreward rm train --config configs/rm/demo.yaml`).
+   A held-out fifth of the questions gives accuracy; a test-split set with true labels compares it with
+   the rule verifier; `probe` scores hand-made completion kinds.
+
+What it learns, measured (docs/demo_rm.md): 0.90 held-out accuracy on the policy's own samples, but its
+negatives were only this policy's mistakes, so it lets through kinds of wrong answer the policy rarely
+wrote: over half the near misses (a result off by 1-3), two thirds of right derivations with another final
+number. Those holes are the "limited negatives" of the Cooper paper; Cooper's pairs are made of exactly
+such near misses (rm/assistant.py `perturb`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from coreward.runtime.assets import shipped_path
+from coreward.runtime.config import build
+from coreward.rm.train import RMTrainConfig
+from coreward.runtime.devices import torch_threads
+
+RECIPE_VERSION = 2  # bump when the code below changes what gets built
+
+# What `build_demo_rm` samples; the training settings are configs/rm/demo.yaml's (a test checks they agree).
+ANNOTATION = {"questions": 4000, "samples": 4, "temperature": 1.0, "max_tokens": 32, "seed": 0}
+EVAL_QUESTIONS = 200  # test-split problems for the true-label evaluation set
+DEMO_CONFIG = {
+    "model": {"backbone": "demo", "add_template_tokens": True, "max_length": 128},
+    "data": {"train": "runs/demo_rm/verification.jsonl", "eval_fraction": 0.2, "balance": True},
+    "training": {
+        "learning_rate": 1.0e-3,
+        "num_train_epochs": 8,
+        "per_device_train_batch_size": 32,
+        "per_device_eval_batch_size": 128,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": 0.05,
+        "weight_decay": 0.01,
+        "logging_steps": 10,
+    },
+    "seed": 0,
+    "output_dir": "runs/demo_rm",
+    "torch_threads": 1,
+}
+
+
+def demo_config(train_file: str | Path, output_dir: str | Path) -> RMTrainConfig:
+    """The demo RM's training config (configs/rm/demo.yaml's settings) for a given data file and run dir."""
+    data = json.loads(json.dumps(DEMO_CONFIG))
+    data["data"]["train"], data["output_dir"] = str(train_file), str(output_dir)
+    return build(RMTrainConfig, data, where="demo RM config")
+
+
+def sample_demo_rows(policy_path: Path, split: str, questions: int, seed: int) -> tuple[list[dict], object]:
+    """The demo policy's samples for the first `questions` problems of `split`, rule-labelled, with true labels."""
+    from coreward.data.synthetic import demo_answer_in_any_format, load_demo
+    from coreward.llm import HFLocalGenerator
+    from coreward.rm.annotate import annotate
+    from coreward.verify import get_verifier
+
+    a = ANNOTATION
+    with HFLocalGenerator(str(policy_path), device="cpu", batch_size=256) as policy:
+        rows, report = annotate(policy, load_demo(split, questions), a["samples"], get_verifier(),
+                                temperature=a["temperature"], max_tokens=a["max_tokens"], seed=seed, instruction=None)
+    for row in rows:
+        row["true_label"] = int(demo_answer_in_any_format(row["completion"]) == row["reference_answer"])
+    return rows, report
+
+
+def build_demo_rm(output_dir: str | Path) -> dict:
+    """Annotate, train and evaluate the demo RM into `output_dir`; returns the summary written to demo_rm.json."""
+    from coreward.demo.policy import ensure_demo_policy
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    policy = ensure_demo_policy()
+    with torch_threads(DEMO_CONFIG["torch_threads"]):
+        return _build(policy, output_dir)
+
+
+def _build(policy: Path, output_dir: Path) -> dict:
+    from coreward.rm.annotate import write_rows
+    from coreward.rm.evaluate import evaluate_verifiers
+    from coreward.rm.model import VerifyRM
+    from coreward.rm.train import train_rm
+
+    train_rows, report = sample_demo_rows(policy, "train", ANNOTATION["questions"], ANNOTATION["seed"])
+    write_rows(train_rows, output_dir / "verification.jsonl")
+    eval_rows, _ = sample_demo_rows(policy, "test", EVAL_QUESTIONS, ANNOTATION["seed"] + 1)
+    write_rows([{**r, "label": r["true_label"]} for r in eval_rows], output_dir / "truth_eval.jsonl")
+
+    result = train_rm(demo_config(output_dir / "verification.jsonl", output_dir / "run"))
+    truth = evaluate_verifiers(output_dir / "truth_eval.jsonl", ["rule", str(result.final_model)], device="cpu")
+    rm = VerifyRM.from_pretrained(result.final_model, device="cpu")
+    summary = {
+        "annotation": report.to_dict(),
+        "rule_labels_wrong": sum(r["label"] != r["true_label"] for r in train_rows),
+        "held_out": result.metrics,  # rule-labelled held-out questions of the train split
+        "truth_eval": {"rule": truth.results["rule"], "rm": truth.results[str(result.final_model)]},
+        "train_examples_per_s": result.train_examples_per_s,
+        "probe": probe(rm),
+    }
+    (output_dir / "demo_rm.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+# --------------------------------------------------------------------------- probing for exploitable holes
+
+
+def _final_changed(p, rng) -> str:
+    """The right derivation, then a different final number (the RM must read the last line)."""
+    return p.solution("hash").rsplit(" ", 1)[0] + f" {_other_number(p.answer, rng)}"
+
+
+def _misread_start(p, rng) -> str:
+    """A start value misread by 1-3 and carried with *valid* arithmetic: only the question or reference shows it."""
+    start = p.start + rng.choice([-3, -2, -1, 1, 2, 3])
+    return replace(p, start=start if start > 0 else p.start + 4).solution("hash")
+
+
+def _near_miss(p, rng) -> str:
+    """Cooper's demo assistant (`perturb`): one result off by 1-3, carried through (an invalid step)."""
+    from coreward.rm.assistant import perturb
+
+    return perturb(p.solution("hash"), str(p.answer), rng)
+
+
+def _skipped_step(p, rng) -> str:
+    """The last operation left out: valid arithmetic, an easier problem's answer."""
+    return replace(p, ops=p.ops[:-1]).solution("hash")
+
+
+def _other_number(answer: int, rng) -> int:
+    return rng.choice([n for n in range(answer - 5, answer + 6) if n >= 0 and n != answer])
+
+
+PROBES = {
+    # correct completions: the RM should accept them
+    "correct #### r": lambda p, rng: p.solution("hash"),
+    "correct \\boxed{r}": lambda p, rng: p.solution("boxed"),
+    "correct ans r (unread by the rule)": lambda p, rng: p.solution("ans"),
+    # wrong completions: every acceptance is a reward a policy could collect for a wrong answer
+    "wrong: near miss, a result off by 1-3 (Cooper's negatives)": _near_miss,
+    "wrong: start misread, valid arithmetic": _misread_start,
+    "wrong: right steps, other final": _final_changed,
+    "wrong: last step skipped": _skipped_step,
+    "wrong: bare guess #### x": lambda p, rng: f"#### {_other_number(p.answer, rng)}",
+    "wrong: steps, no final line": lambda p, rng: p.solution("hash").rsplit(";", 1)[0] + ";",
+}
+
+
+def probe(rm, problems: int = 200, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Acceptance rate (σ > 0.5) and mean score of the RM on hand-made completion kinds, on test problems."""
+    from coreward.data.synthetic import demo_problems
+
+    rng = random.Random(seed)
+    chosen = demo_problems("test")[:problems]
+    results = {}
+    for name, make in PROBES.items():
+        completions = [make(p, rng) for p in chosen]
+        scores = rm.score([p.question() for p in chosen], [str(p.answer) for p in chosen], completions)
+        results[name] = {"accept": sum(s > 0.5 for s in scores) / len(scores), "mean_score": sum(scores) / len(scores)}
+    return results
+
+
+def recipe_hash(policy_path: Path) -> str:
+    """Identifies what `build_demo_rm` would build: recipe, settings and the policy's weights."""
+    digest = hashlib.sha256(json.dumps([RECIPE_VERSION, ANNOTATION, EVAL_QUESTIONS, DEMO_CONFIG]).encode())
+    for weights in sorted(policy_path.glob("*.safetensors")):
+        digest.update(weights.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+SHIPPED = shipped_path("demo", "rm")  # the model, demo_rm.json, RECIPE
+
+
+def shipped_demo_rm(policy_path: Path) -> Path | None:
+    """The packaged demo RM when it was built by this recipe from this policy (its RECIPE file says), else None."""
+    try:
+        matches = (SHIPPED / "RECIPE").read_text().strip() == recipe_hash(policy_path)
+    except OSError:
+        return None
+    return SHIPPED if matches and (SHIPPED / "model.safetensors").is_file() else None
+
+
+def ensure_demo_rm() -> Path:
+    """The demo RM's model directory: the packaged one when its recipe matches, else built once (~8 min)
+    and cached under $COREWARD_CACHE.
+
+    A file lock makes concurrent callers (the processes of one distributed run) build it once.
+    """
+    from coreward.demo.policy import ensure_demo_policy
+    from coreward.runtime.assets import cache_root
+
+    policy = ensure_demo_policy()
+    shipped = shipped_demo_rm(policy)
+    if shipped is not None:
+        return shipped
+    directory = cache_root() / f"demo_rm-{recipe_hash(policy)}"
+    model = directory / "run" / "final"
+    if (model / "config.json").exists():
+        return model
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (model / "config.json").exists():
+            print(f"building the demo reward model in {directory} (its recipe changed: about 8 minutes)",
+                  file=sys.stderr)
+            build_demo_rm(directory)
+    return model
+
+
+def ship(build_dir: Path) -> Path:
+    """Copy a finished build (`build_demo_rm(build_dir)`) into the package as the shipped demo RM."""
+    from coreward.demo.policy import ensure_demo_policy
+
+    staging = SHIPPED.with_name(".demo_rm.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(build_dir / "run" / "final", staging)
+    shutil.copy(build_dir / "demo_rm.json", staging / "demo_rm.json")
+    (staging / "RECIPE").write_text(recipe_hash(ensure_demo_policy()) + "\n")
+    shutil.rmtree(SHIPPED, ignore_errors=True)
+    os.replace(staging, SHIPPED)
+    return SHIPPED
+
+
+def main(argv: list[str]) -> None:
+    """`python -m coreward.demo.rm [BUILD_DIR [--ship]]`: build (and package), or print the summary in use."""
+    if not argv:
+        model = ensure_demo_rm()
+        summary = model / "demo_rm.json" if model == SHIPPED else model.parents[1] / "demo_rm.json"
+        print(summary.read_text())
+        return
+    build_dir = Path(argv[0])
+    print(json.dumps(build_demo_rm(build_dir), indent=2))
+    if "--ship" in argv:
+        print(f"shipped: {ship(build_dir)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

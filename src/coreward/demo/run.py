@@ -1,0 +1,238 @@
+"""`coreward demo`: every reward method on the demo task, side by side, from the same warm start.
+
+Each method trains the shipped demo policy with its own `configs/demo/<method>.yaml`, the same seed and
+the same budget (steps, batch, learning rate: the configs differ only in their reward). Then the same
+evaluation code as `coreward eval` scores every final policy on the held-out demo problems (avg@n), and
+`coreward report` draws reward and verified accuracy against step for all runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from coreward.runtime.errors import CorewardError
+
+# in the order of the Cooper paper's table: references first, then the co-optimized / co-derived rewards
+METHODS = ("rule", "model", "cooper", "majority", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2")
+LABELS = {
+    "baseline": "Baseline (no RL)",
+    "rule": "Rule-based (GT-GRPO)",
+    "model": "Static reward model",
+    "cooper": "Cooper",
+    "majority": "Majority voting",
+    "self_certainty": "Self-certainty",
+    "entropy": "Entropy",
+    "co_rewarding_1": "Co-rewarding-I",
+    "co_rewarding_2": "Co-rewarding-II",
+}
+
+
+@dataclass(frozen=True)
+class Stress:
+    """A second, harder setting for the reward-model rows: 10x the learning rate, twice the steps.
+
+    At the demo's learning rate the policy stays close to the warm start, where the demo RM is accurate. Pushed
+    harder, the policy drifts into outputs the RM never saw, and a frozen RM's holes start to pay: this is where
+    a static RM gets hacked (reward held up while verified accuracy falls), with rule rewards as the control.
+    """
+
+    learning_rate: float
+    steps: int
+    methods: tuple[str, ...] = ("rule", "model", "cooper")
+
+
+@dataclass(frozen=True)
+class Budget:
+    steps: int  # GRPO steps per method
+    eval_problems: int  # held-out demo problems in the final evaluation
+    eval_n: int  # samples per problem (avg@n)
+    curve_every: int  # validation-curve evaluation every k steps (0: none)
+    curve_problems: int
+    stress: Stress | None = None  # the reward-model rows again under harder optimisation (None: skip)
+
+
+# Sized for a 2-core CPU: the full demo in under 20 minutes, --quick in under 5 (measured; see README).
+FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_problems=100,
+              stress=Stress(learning_rate=5e-4, steps=60))
+QUICK = Budget(steps=8, eval_problems=200, eval_n=8, curve_every=0, curve_problems=0)
+
+
+def configs_dir() -> Path:
+    """`configs/` of the repository the package was installed from (pip install -e .)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "configs" / "demo"
+        if candidate.is_dir():
+            return candidate
+    raise CorewardError("configs/demo not found: install coreward from a clone of its repository (pip install -e .)")
+
+
+def parse_methods(text: str | None) -> list[str]:
+    if not text:
+        return list(METHODS)
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise CorewardError(f"--methods: unknown method {', '.join(unknown)} (known: {', '.join(METHODS)})")
+    return methods
+
+
+def method_config(method: str, budget: Budget, seed: int):
+    from coreward.runtime.config import load_config
+    from coreward.grpo.config import TrainConfig
+
+    path = configs_dir() / f"{method}.yaml"
+    if not path.is_file():
+        raise CorewardError(f"no demo config for method {method!r}: {path} is missing")
+    overrides = [f"grpo.max_steps={budget.steps}", f"seed={seed}", f"grpo.save_steps={budget.steps}"]
+    if budget.curve_every:
+        overrides += [
+            "data.eval=demo", "data.eval_split=test", f"data.eval_limit={budget.curve_problems}",
+            f"data.eval_every={budget.curve_every}", "data.eval_n=2",
+        ]
+    else:
+        overrides.append("data.eval_every=0")
+    return load_config(TrainConfig, path, overrides)
+
+
+def final_metrics(run_dir: Path, last: int = 5, first: bool = False) -> dict[str, float | None]:
+    """Mean training reward and verified accuracy over the last (or, with `first`, the first) `last` steps."""
+    from coreward.runtime.metrics import read_metrics
+
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "reward" in r]
+    rows = rows[:last] if first else rows[-last:]
+
+    def mean(key: str) -> float | None:
+        values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        return sum(values) / len(values) if values else None
+
+    return {"train_reward": mean("reward"), "train_verified_accuracy": mean("verified_accuracy")}
+
+
+def stress_config(method: str, budget: Budget, seed: int):
+    """The method's demo config at the stress setting's learning rate and steps (no validation curve)."""
+    config = method_config(method, replace(budget, steps=budget.stress.steps, curve_every=0), seed)
+    config.grpo["learning_rate"] = budget.stress.learning_rate
+    return config
+
+
+def heldout_avg(model: Path | str, heldout: dict, n: int, seed: int, output_dir: Path) -> float:
+    """avg@n of `model` on the held-out demo problems, sampled as the demo does (temperature 0.7, top-p 0.95)."""
+    from coreward.evaluation import evaluate
+
+    result = evaluate(str(model), benchmarks=heldout, n=n, temperature=0.7, top_p=0.95, seed=seed,
+                      output_dir=output_dir)
+    return result["demo"].avg
+
+
+def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int = 0,
+             budget: Budget | None = None) -> dict[str, Any]:
+    from coreward.data.benchmarks import load_benchmark
+    from coreward.demo.policy import ensure_demo_policy
+    from coreward.grpo.train import run_training
+
+    budget = budget or (QUICK if quick else FULL)
+    output_dir = Path(output_dir)
+    # every config checked before any training
+    configs = {m: method_config(m, budget, seed) for m in methods}
+    stressed = [m for m in budget.stress.methods if m in methods] if budget.stress else []
+    stress_configs = {m: stress_config(m, budget, seed) for m in stressed}
+    policy = ensure_demo_policy()
+    if {"model", "cooper"} & set(methods):
+        # build the demo RM now if it isn't cached: built lazily inside a run, its sampling would draw on
+        # that run's random stream, and the first demo would differ from every later one
+        from coreward.demo.rm import ensure_demo_rm
+
+        ensure_demo_rm()
+    heldout = {"demo": load_benchmark("demo", split="test", limit=budget.eval_problems)}
+    output_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    def evaluate_model(path: Path | str, name: str) -> float:
+        return heldout_avg(path, heldout, budget.eval_n, seed, output_dir / "eval" / name)
+
+    def train_and_evaluate(method: str, config, run_dir: Path, eval_name: str) -> dict[str, Any]:
+        shutil.rmtree(run_dir, ignore_errors=True)  # a demo run always starts fresh: same seed, same table
+        method_start = time.perf_counter()
+        result = run_training(config, output_dir=str(run_dir))
+        return {"method": method, "heldout_avg": evaluate_model(result.final_model, eval_name),
+                **final_metrics(run_dir), "seconds": round(time.perf_counter() - method_start, 1)}
+
+    rows = [{"method": "baseline", "heldout_avg": evaluate_model(policy, "baseline"),
+             "train_reward": None, "train_verified_accuracy": None, "seconds": None}]
+    print(f"baseline (warm-started demo policy): held-out avg@{budget.eval_n} = {rows[0]['heldout_avg']:.3f}")
+    run_dirs = [output_dir / method for method in methods]
+    for method, run_dir in zip(methods, run_dirs):
+        print(f"\n== {LABELS[method]}: {budget.steps} GRPO steps ({run_dir})")
+        rows.append(train_and_evaluate(method, configs[method], run_dir, method))
+        print(f"{LABELS[method]}: held-out avg@{budget.eval_n} = {rows[-1]['heldout_avg']:.3f}")
+
+    table = demo_table(rows, budget)
+    stress_rows, stress_dirs = [], [output_dir / "stress" / method for method in stressed]
+    for method, run_dir in zip(stressed, stress_dirs):
+        print(f"\n== stress, {LABELS[method]}: {budget.stress.steps} GRPO steps at learning rate "
+              f"{budget.stress.learning_rate:g}")
+        row = train_and_evaluate(method, stress_configs[method], run_dir, f"stress-{method}")
+        stress_rows.append({**row, **{f"start_{k}": v for k, v in final_metrics(run_dir, first=True).items()}})
+    if stress_rows:
+        table += "\n\n" + stress_table(stress_rows, rows[0]["heldout_avg"], budget)
+    summary = {"budget": asdict(budget), "seed": seed, "quick": quick, "rows": rows, "stress_rows": stress_rows,
+               "table": table, "seconds": round(time.perf_counter() - started, 1)}
+    (output_dir / "results.json").write_text(json.dumps(summary, indent=2))
+    (output_dir / "table.md").write_text(table + "\n")
+    from coreward.evaluation.report import make_report
+
+    if run_dirs:
+        make_report(run_dirs, output_dir / "report")
+    if stress_dirs:
+        make_report(stress_dirs, output_dir / "stress" / "report")
+    return summary
+
+
+def stress_table(rows: list[dict[str, Any]], baseline: float, budget: Budget) -> str:
+    """The stress runs: reward and verified accuracy of the rollouts at the start and the end, and held out."""
+
+    def pair(row: dict[str, Any], key: str, percent: bool) -> str:
+        start, end = row[f"start_{key}"], row[key]
+        if start is None or end is None:
+            return "–"
+        return f"{100 * start:.1f} → {100 * end:.1f}" if percent else f"{start:.3f} → {end:.3f}"
+
+    stress = budget.stress
+    lines = [
+        (f"Stress: learning rate {stress.learning_rate:g}, {stress.steps} steps (train columns: mean of the first 5 "
+        "steps → of the last 5)"),
+        "",
+        f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline | Train reward | Train verified acc. |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(f"| {LABELS[row['method']]} | {100 * row['heldout_avg']:.1f} | "
+                     f"{100 * (row['heldout_avg'] - baseline):+.1f} | {pair(row, 'train_reward', False)} | "
+                     f"{pair(row, 'train_verified_accuracy', True)} |")
+    return "\n".join(lines)
+
+
+def demo_table(rows: list[dict[str, Any]], budget: Budget) -> str:
+    """Markdown in the Cooper paper's layout: one row per method, held-out accuracy first."""
+
+    def pct(value: float | None) -> str:
+        return "–" if value is None else f"{100 * value:.1f}"
+
+    baseline = rows[0]["heldout_avg"]
+    lines = [
+        (f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline | Train reward (last 5 steps) | "
+        "Train verified acc. (last 5 steps) |"),
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        delta = "" if row["method"] == "baseline" else f"{100 * (row['heldout_avg'] - baseline):+.1f}"
+        reward = "–" if row["train_reward"] is None else f"{row['train_reward']:.3f}"
+        lines.append(f"| {LABELS[row['method']]} | {pct(row['heldout_avg'])} | {delta} | {reward} | "
+                     f"{pct(row['train_verified_accuracy'])} |")
+    return "\n".join(lines)

@@ -1,0 +1,27 @@
+"""Command `coreward train`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+CONFIG_HELP = "YAML config file"
+SET_HELP = "override a config key, e.g. --set grpo.learning_rate=1e-6 (repeatable)"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def train(
+        config: str = typer.Option(..., "--config", help=CONFIG_HELP),
+        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+        output_dir: Optional[str] = typer.Option(None, "--output-dir", help="run directory (default: the config's output_dir)"),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="stop after this many optimizer steps"),
+        resume: bool = typer.Option(False, "--resume", help="continue from the run directory's last complete checkpoint"),
+    ) -> None:
+        """Run GRPO with the configured reward sources."""
+        from coreward.runtime.distributed import print_once
+        from coreward.grpo.train import train_main
+
+        result = train_main(config, set_, output_dir, max_steps, resume)
+        print_once(f"finished at step {result.global_step}; final model in {result.final_model}")

@@ -1,0 +1,218 @@
+"""The typed config of `coreward train`: model, data, reward sources, and TRL's GRPOConfig fields.
+
+    model:   {name_or_path: demo | PATH | hub id, dtype: float32 | bfloat16 | ...}
+    lora:    {enabled: false, r: 16, ...}                 # peft LoRA on the policy
+    data:    {train: demo | gsm8k | FILE, split: train, prompt_format: plain | chat, ...}
+    rewards: [{name: rule, weight: 1.0, params: {...}}]   # several sources are summed with weights
+    grpo:    {num_generations: 8, learning_rate: 1e-6, beta: 0.001, ...}   # any trl.GRPOConfig field
+
+`grpo` keys are checked against trl.GRPOConfig itself, so every TRL option is available and a typo
+is an error that names the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from coreward.data.prompts import INSTRUCTION
+from coreward.runtime.config import check_type
+from coreward.runtime.errors import CorewardError
+
+
+
+@dataclass
+class ModelSettings:
+    name_or_path: str = "demo"  # "demo" = the project's warm-started demo policy
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    attn_implementation: str | None = None
+    trust_remote_code: bool = False
+
+
+@dataclass
+class LoraSettings:
+    enabled: bool = False
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: str | list[str] = "all-linear"
+
+
+@dataclass
+class DataSettings:
+    train: str = "demo"  # a registered benchmark name, or a jsonl/json/parquet file (verl parquet too)
+    split: str = "train"
+    limit: int | None = None
+    data_dir: str | None = None
+    prompt_format: Literal["plain", "chat"] = "chat"
+    instruction: str | None = INSTRUCTION
+    system_prompt: str | None = None
+    reference_column: str = "answer"
+    max_prompt_tokens: int | None = None  # longer prompts are dropped (and counted), as verl does
+    # Co-rewarding-I: "demo" (the task's own rephrasings) or a file from `coreward rephrase` / a verl
+    # rewrite parquet aligned with `train`. Each question and its rephrasing are rolled out together.
+    rephrasings: str | None = None
+    # held-out set evaluated every `eval_every` steps (0 = never)
+    eval: str | None = None
+    eval_split: str = "test"
+    eval_limit: int | None = 64
+    eval_every: int = 0
+    eval_n: int = 4
+    eval_temperature: float = 0.7
+
+
+@dataclass
+class RewardSpec:
+    name: str
+    weight: float = 1.0
+    params: dict = field(default_factory=dict)
+
+
+@dataclass
+class VerifierSettings:
+    timeout_s: float = 3.0
+    num_workers: int | None = None
+    # completions are untrusted: longer ones are cut to their last N characters before any reward sees
+    # them (counted in faults/truncated_completions); 100,000 leaves every real completion whole
+    max_completion_chars: int = 100_000
+
+
+@dataclass
+class TrainConfig:
+    model: ModelSettings = field(default_factory=ModelSettings)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+    rewards: list[RewardSpec] = field(default_factory=lambda: [RewardSpec(name="rule")])
+    grpo: dict = field(default_factory=dict)
+    verifier: VerifierSettings = field(default_factory=VerifierSettings)
+    seed: int = 42
+    output_dir: str = "runs/train"
+    # CPU threads for torch (None: torch's default). A tiny model on CPU generates fastest on one thread:
+    # more threads cost more in synchronization than they gain on matrices this small.
+    torch_threads: int | None = None
+
+    def validate(self) -> None:
+        validate_rewards(self.rewards)
+        validate_grpo_keys(self.grpo)
+        validate_grpo_values(self.grpo)
+        validate_verifier(self.verifier)
+        validate_data(self.data)
+        if self.lora.enabled:
+            validate_lora(self.lora)
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise CorewardError(f"key torch_threads must be >= 1 (or null: torch's default), got {self.torch_threads}")
+        G = self.grpo.get("num_generations", 8)
+        if G is not None and G < 2:
+            raise CorewardError(
+                f"key grpo.num_generations must be at least 2 (GRPO normalizes rewards within a group), got {G}"
+            )
+        batch = self.grpo.get("per_device_train_batch_size")
+        gen_batch = self.grpo.get("generation_batch_size")
+        steps = self.grpo.get("steps_per_generation") or self.grpo.get("gradient_accumulation_steps") or 1
+        # the generation batch is global: every process's share together (torchrun / accelerate set WORLD_SIZE)
+        processes = int(os.environ.get("WORLD_SIZE", "1"))
+        total = gen_batch if gen_batch is not None else (batch * processes * steps if batch is not None else None)
+        if total is not None and G and total % G != 0:
+            raise CorewardError(
+                f"the generation batch ({total} completions: grpo.per_device_train_batch_size × {processes} "
+                f"process(es) × steps_per_generation) must be a multiple of grpo.num_generations ({G})"
+            )
+        if self.data.rephrasings and total is not None and G and (total // G) % 2:
+            raise CorewardError(
+                f"data.rephrasings pairs each question with its rephrasing: the generation batch ({total} "
+                f"completions) must hold an even number of prompts, i.e. be a multiple of 2 × num_generations"
+            )
+
+
+def validate_rewards(rewards: list[RewardSpec]) -> None:
+    """Every reward names a known source and its parameters pass that source's `Params` (before any model loads)."""
+    from coreward.rewards import parse_params, source_class
+
+    if not rewards:
+        raise CorewardError("key rewards must list at least one reward source")
+    for i, spec in enumerate(rewards):
+        cls = source_class(spec.name, key=f"rewards.{i}.name")
+        try:
+            parse_params(cls, spec.params, key=f"rewards.{i}.params")
+        except (ValueError, TypeError) as err:
+            raise CorewardError(f"key rewards.{i}.params: reward {spec.name!r}: {err}") from None
+
+
+def validate_data(data: DataSettings) -> None:
+    for key in ("limit", "eval_limit"):
+        value = getattr(data, key)
+        if value is not None and value < 1:
+            raise CorewardError(f"key data.{key} must be >= 1 (or null: every problem), got {value}")
+    if data.max_prompt_tokens is not None and data.max_prompt_tokens < 1:
+        raise CorewardError(f"key data.max_prompt_tokens must be >= 1 (or null: no limit), got {data.max_prompt_tokens}")
+    if data.eval_every < 0:
+        raise CorewardError(f"key data.eval_every must be >= 0 (0: never), got {data.eval_every}")
+    if data.eval_n < 1:
+        raise CorewardError(f"key data.eval_n must be >= 1, got {data.eval_n}")
+    if not data.eval_temperature >= 0:
+        raise CorewardError(f"key data.eval_temperature must be >= 0, got {data.eval_temperature}")
+
+
+def validate_lora(lora: LoraSettings) -> None:
+    if lora.r < 1:
+        raise CorewardError(f"key lora.r must be >= 1, got {lora.r}")
+    if not lora.alpha > 0:
+        raise CorewardError(f"key lora.alpha must be > 0, got {lora.alpha}")
+    if not 0 <= lora.dropout < 1:
+        raise CorewardError(f"key lora.dropout must be in [0, 1), got {lora.dropout}")
+
+
+# grpo values TRL accepts but that cannot work: (key, lowest allowed, inclusive)
+_GRPO_BOUNDS = [
+    ("per_device_train_batch_size", 1, True), ("gradient_accumulation_steps", 1, True),
+    ("steps_per_generation", 1, True), ("generation_batch_size", 1, True), ("num_iterations", 1, True),
+    ("max_completion_length", 1, True), ("learning_rate", 0, True), ("beta", 0, True), ("temperature", 0, False),
+]
+
+
+def validate_grpo_values(grpo: dict[str, Any]) -> None:
+    for key, low, inclusive in _GRPO_BOUNDS:
+        value = grpo.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if value < low or (value == low and not inclusive) or value != value:
+                raise CorewardError(f"key grpo.{key} must be {'>=' if inclusive else '>'} {low}, got {value}")
+
+
+def validate_verifier(verifier: VerifierSettings) -> None:
+    from coreward.verify.equivalence import check_settings
+
+    try:
+        check_settings(verifier.timeout_s, verifier.num_workers, verifier.max_completion_chars)
+    except ValueError as err:  # its message starts with the setting's name
+        raise CorewardError(f"key verifier.{err}") from None
+
+
+_SCALARS = (int, float, bool, str)
+
+
+def validate_grpo_keys(grpo: dict[str, Any]) -> None:
+    """Check `grpo:` keys against trl.GRPOConfig's fields, and scalar values against their types."""
+    from trl import GRPOConfig
+
+    fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
+    hints = typing.get_type_hints(GRPOConfig)
+    for key, value in grpo.items():
+        if key not in fields:
+            raise CorewardError(f"key grpo.{key}: not a trl.GRPOConfig option")
+        if key in _MANAGED:
+            raise CorewardError(f"key grpo.{key}: set it with {_MANAGED[key]} instead")
+        expected = hints.get(key)
+        options = [a for a in typing.get_args(expected) if a is not type(None)] or [expected]
+        if all(o in _SCALARS for o in options) and value is not None:
+            grpo[key] = check_type(expected, value, f"grpo.{key}", "config")
+
+
+# GRPOConfig fields that coreward derives from its own keys
+_MANAGED = {
+    "output_dir": "output_dir (or --output-dir)",
+    "seed": "seed",
+    "reward_weights": "rewards.N.weight",
+}

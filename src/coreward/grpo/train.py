@@ -1,0 +1,296 @@
+"""`coreward train`: build the dataset, the policy and the reward sources from a config, then run GRPO.
+
+Order matters for bad input: the config and the data are checked before any model loads, so a typo
+costs a second, not a model download.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coreward.runtime.config import load_config, save_yaml
+from coreward.runtime.errors import CorewardError
+from coreward.grpo.config import DataSettings, TrainConfig
+from coreward.runtime.assets import resolve_model
+from coreward.runtime.devices import load_tokenizer
+from coreward.runtime.distributed import print_once
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    final_model: Path
+    global_step: int
+    trainer: Any
+
+
+def build_rows(records, data: DataSettings) -> list[dict[str, Any]]:
+    """Dataset rows for TRL: `prompt` (plain text or chat messages) plus every record field."""
+    from coreward.data.prompts import build_messages, plain_prompt
+
+    rows = []
+    for record in records:
+        row = record.to_dict()
+        if data.prompt_format == "chat":
+            row["prompt"] = build_messages(record.question, instruction=data.instruction, system=data.system_prompt)
+        else:
+            row["prompt"] = plain_prompt(record.question, instruction=data.instruction)
+        rows.append(row)
+    return rows
+
+
+def build_train_dataset(config: TrainConfig):
+    from datasets import Dataset
+
+    from coreward.data.benchmarks import load_named
+
+    records = load_named(config.data.train, config.data.split, config.data.limit, config.data.data_dir, key="data.train")
+    records = check_references(records, config)
+    if config.data.rephrasings:
+        return Dataset.from_list(build_paired_rows(records, config.data))
+    return Dataset.from_list(build_rows(records, config.data))
+
+
+def check_references(records, config: TrainConfig):
+    """The reference column exists, and, when a reward scores against it, every reference can be verified.
+
+    A bad reference in the user's file is an error naming file, row and id; in a registered benchmark
+    (which the user can't fix: MATH's train split has two empty answers) the problem is left out and counted.
+    """
+    from dataclasses import fields
+
+    from coreward.data.benchmarks import list_benchmarks
+    from coreward.data.records import Record
+    from coreward.rewards import source_class
+    from coreward.verify.equivalence import reference_problem
+
+    column = config.data.reference_column
+    columns = [f.name for f in fields(Record)]
+    if column not in columns:
+        raise CorewardError(
+            f"key data.reference_column: {column!r} is not a column of the training data (columns: {', '.join(columns)})"
+        )
+    users = [spec.name for spec in config.rewards if source_class(spec.name).needs_references]
+    if not users:
+        return records
+    source = config.data.train
+    registered = source in list_benchmarks()
+    kept, dropped = [], []
+    for row, record in enumerate(records, start=1):
+        reference = getattr(record, column)
+        why = reference_problem(reference)
+        if why is None:
+            kept.append(record)
+        elif registered:
+            dropped.append(record.id)
+        else:
+            raise CorewardError(
+                f"key data.train: {source}: row {row} (id {record.id}): the reference answer {str(reference)!r:.80} "
+                f"{why}; reward {users[0]!r} scores completions against it"
+            )
+    if dropped:
+        print_once(f"left out {len(dropped)} of {len(records)} problems of {source} whose reference answer can't be "
+              f"verified: {', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}")
+    if not kept:
+        raise CorewardError(f"key data.train: no problem of {source} has a usable reference answer")
+    return kept
+
+
+def check_batch_fits(rows: int, args, where: str) -> None:
+    """One optimizer step samples `generation_batch_size / num_generations` prompts: the data must hold them,
+    or TRL's sampler yields no batch at all and the run ends at step 0 without a word."""
+    prompts = args.generation_batch_size // args.num_generations
+    if rows < prompts:
+        raise CorewardError(
+            f"key data.train: {rows} prompts {where}, but one step samples {prompts} (grpo.per_device_train_batch_size "
+            f"× processes × steps_per_generation ÷ grpo.num_generations): use more data (data.limit) or a smaller batch"
+        )
+
+
+def build_paired_rows(records, data: DataSettings) -> list[dict[str, Any]]:
+    """Co-rewarding-I rows: each record's question (view 0) next to its rephrasing (view 1)."""
+    from dataclasses import replace
+
+    from coreward.data.rephrase import demo_pairs, load_rephrasings
+    from coreward.grpo.samplers import paired_rows
+
+    if data.rephrasings == "demo":
+        pairs = demo_pairs(records)
+    else:
+        try:
+            rephrased = load_rephrasings(data.rephrasings, records)
+        except CorewardError as err:
+            raise CorewardError(f"key data.rephrasings: {err}") from None
+        pairs = [(r, rephrased[r.id]) for r in records if r.id in rephrased]
+        if not pairs:
+            raise CorewardError(f"data.rephrasings {data.rephrasings}: no id matches the training data")
+        if len(pairs) < len(records):
+            print_once(f"{len(records) - len(pairs)} of {len(records)} questions have no rephrasing and are left out")
+    originals = build_rows([r for r, _ in pairs], data)
+    views = build_rows([replace(r, question=q2) for r, q2 in pairs], data)
+    rows = paired_rows([(row, q2) for row, (_, q2) in zip(originals, pairs)])
+    for i, view_row in enumerate(views):  # the rephrased view's prompt is rendered from its own question
+        rows[2 * i + 1]["prompt"] = view_row["prompt"]
+    return rows
+
+
+def drop_long_prompts(dataset, tokenizer, max_tokens: int, paired: bool = False):
+    """Drop rows whose rendered prompt is longer than `max_tokens` (TRL 1.16 has no prompt truncation).
+
+    With paired views a pair is dropped whole, so the two views stay side by side.
+    """
+
+    def length(prompt) -> int:
+        if isinstance(prompt, list):
+            prompt = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    fits = [length(prompt) <= max_tokens for prompt in dataset["prompt"]]
+    if paired:
+        fits = [fits[i] and fits[i ^ 1] for i in range(len(fits))]  # rows 2p and 2p+1 are one pair
+    kept = dataset.select([i for i, ok in enumerate(fits) if ok])
+    if len(kept) < len(dataset):
+        print_once(f"dropped {len(dataset) - len(kept)} of {len(dataset)} prompts longer than {max_tokens} tokens")
+    if len(kept) == 0:
+        raise CorewardError(f"every prompt is longer than data.max_prompt_tokens={max_tokens}")
+    return kept
+
+
+def build_sources(config: TrainConfig):
+    """One source per `rewards` entry; a parameter a source rejects is an error naming the entry."""
+    from coreward.rewards import build_source
+
+    return [build_source(spec.name, spec.params, key=f"rewards.{i}") for i, spec in enumerate(config.rewards)]
+
+
+def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
+    import torch
+    from trl import GRPOConfig
+
+    on_gpu = torch.cuda.is_available()
+    settings: dict[str, Any] = {
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": 50,
+        "report_to": ["tensorboard"],
+        "remove_unused_columns": False,
+        "activation_checkpointing": on_gpu,
+        "bf16": on_gpu and torch.cuda.is_bf16_supported(),
+        "use_cpu": not on_gpu,
+        "model_init_kwargs": {"dtype": config.model.dtype},
+    }
+    if config.model.attn_implementation:
+        settings["model_init_kwargs"]["attn_implementation"] = config.model.attn_implementation
+    settings.update(config.grpo)
+    if "gradient_checkpointing" in settings:  # transformers 5 renamed it; the old name would be ignored
+        settings["activation_checkpointing"] = settings.pop("gradient_checkpointing")
+    settings.update(
+        output_dir=str(run_dir),
+        seed=config.seed,
+        reward_weights=[spec.weight for spec in config.rewards],
+        save_total_limit=None,  # coreward rotates checkpoints itself, after they are complete
+    )
+    if max_steps is not None:
+        settings["max_steps"] = max_steps
+    try:
+        return GRPOConfig(**settings)
+    except (ValueError, TypeError) as err:
+        raise CorewardError(f"invalid grpo settings: {err}") from None
+
+
+def build_peft_config(config: TrainConfig):
+    if not config.lora.enabled:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=config.lora.r,
+        lora_alpha=config.lora.alpha,
+        lora_dropout=config.lora.dropout,
+        target_modules=config.lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
+def run_training(
+    config: TrainConfig,
+    output_dir: str | None = None,
+    max_steps: int | None = None,
+    resume: bool = False,
+    extra_callbacks: list | None = None,
+) -> TrainResult:
+    from coreward.grpo.checkpoints import checkpoint_step, last_complete_checkpoint
+    from coreward.runtime.faults import FAULT_ENV, parse_faults
+    from coreward.runtime.metrics import MetricsFileCallback, use_compact_progress, use_run_tensorboard
+    from coreward.grpo.trainer import CorewardGRPOTrainer
+    from coreward.verify import Verifier
+
+    run_dir = Path(output_dir or config.output_dir)
+    from coreward.grpo.periodic_eval import add_periodic_eval, load_eval_records
+
+    parse_faults(os.environ.get(FAULT_ENV))  # a malformed kill point fails now, not mid-run
+    dataset = build_train_dataset(config)  # bad data fails here, before any model loads
+    eval_records = load_eval_records(config.data)
+    sources = build_sources(config)
+    checkpoint = last_complete_checkpoint(run_dir) if resume else None
+    if resume and checkpoint is None:
+        print_once(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
+    elif resume:
+        print_once(f"--resume: continuing from {checkpoint}")
+    elif not resume and (run_dir / "metrics.jsonl").exists():
+        raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume or pick another --output-dir")
+    args = build_grpo_args(config, run_dir, max_steps)
+    check_batch_fits(len(dataset), args, f"in {config.data.train}")
+    model_path = resolve_model(config.model.name_or_path, "policy", key="key model.name_or_path")
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_yaml(config, run_dir / "config.yaml")
+
+    if config.torch_threads:
+        import torch
+
+        torch.set_num_threads(config.torch_threads)
+    tokenizer = load_tokenizer(model_path, config.model.trust_remote_code, key="key model.name_or_path")
+
+    if config.data.max_prompt_tokens:
+        dataset = drop_long_prompts(dataset, tokenizer, config.data.max_prompt_tokens, bool(config.data.rephrasings))
+        check_batch_fits(len(dataset), args, f"of at most data.max_prompt_tokens={config.data.max_prompt_tokens} tokens")
+    verifier = Verifier(timeout_s=config.verifier.timeout_s, num_workers=config.verifier.num_workers,
+                        max_completion_chars=config.verifier.max_completion_chars)
+    metrics_callback = MetricsFileCallback(run_dir)
+    trainer = CorewardGRPOTrainer(
+        model=model_path,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=build_peft_config(config),
+        reward_sources=sources,
+        verifier=verifier,
+        reference_column=config.data.reference_column,
+        paired_views=bool(config.data.rephrasings),
+        callbacks=[metrics_callback, *(extra_callbacks or [])],
+    )
+    use_compact_progress(trainer)
+    use_run_tensorboard(trainer, run_dir / "tensorboard", checkpoint_step(checkpoint) if checkpoint else None)
+    if eval_records is not None:
+        add_periodic_eval(trainer, config.data, seed=config.seed, records=eval_records)
+    try:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        final = run_dir / "final"
+        trainer.save_model(str(final))
+        if trainer.accelerator.is_main_process:
+            tokenizer.save_pretrained(str(final))
+            trainer.save_sources(final)
+    finally:
+        for source in sources:
+            source.close()
+        verifier.close()
+    return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step, trainer=trainer)
+
+
+def train_main(config_path: str | None, overrides: list[str], output_dir: str | None, max_steps: int | None, resume: bool):
+    config = load_config(TrainConfig, config_path, overrides)
+    return run_training(config, output_dir=output_dir, max_steps=max_steps, resume=resume)

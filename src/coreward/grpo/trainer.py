@@ -1,0 +1,367 @@
+"""`CorewardGRPOTrainer`: TRL's GRPOTrainer with reward sources computed on the global batch.
+
+What we change in TRL (trl==1.16.0), and why:
+
+* `_calculate_rewards` — TRL hands each reward function its own process's slice, which can split a
+  prompt's group of G completions across processes (trl #3896). We gather every column first, give each
+  `RewardSource` the whole batch, and return the global reward matrix TRL expects (TRL slices each
+  process's advantages out of it itself).
+* `_generate` / `_generate_and_score_completions` / `training_step` — wall time split into generation,
+  reward and update; per-step hooks of the sources (an EMA teacher updates before rollouts).
+* `_save_checkpoint` / `_load_optimizer_and_scheduler` — reward-source state (an RM and its optimizer,
+  a teacher) and our own counters travel with TRL's checkpoints; a checkpoint is marked complete only
+  once everything is on disk, so resume never picks a half-written one. TRL forgets its rollout buffer
+  position (`_step`) on resume: it is saved too, so a resumed run continues exactly.
+* `_get_train_sampler` / `_run_epoch` — the data order of epoch e depends on e, not on how many epochs
+  this process has run (see `paired.EpochReplay`): a run resumed after the first epoch sees the same
+  batches as an uninterrupted one.
+* `_get_grad_norm` — an optimizer step whose gradient is NaN or inf is skipped (weights and optimizer
+  moments unchanged) and counted in `faults/nonfinite_grad_steps`, never applied.
+
+Faults are counted in `faults/*` metrics (cumulative over the run, resumed runs included).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate.utils import gather_object
+from trl import GRPOTrainer
+
+from coreward.rewards.base import RewardSource, RolloutBatch
+from coreward.grpo.checkpoints import discard, mark_complete, rotate_checkpoints
+from coreward.grpo.policy import TrainerPolicy
+from coreward.runtime.distributed import load_location
+from coreward.runtime.faults import fault_point
+from coreward.grpo.token_stats import completion_token_stats
+from coreward.verify.extract import clip_completion
+
+logger = logging.getLogger(__name__)
+
+SOURCES_DIR = "reward_sources"
+TRAINER_STATE = "coreward_trainer_state_{rank}.pt"
+FAULT_COUNTERS = ("nonfinite_grad_steps", "nonfinite_reward_samples", "truncated_completions")
+
+
+def completion_text(completion: Any) -> str:
+    """TRL gives conversational completions as message lists; rewards work on their text."""
+    if isinstance(completion, str):
+        return completion
+    parts = []
+    for message in completion:
+        content = message.get("content", "")
+        if isinstance(content, list):
+            content = "".join(block.get("text", "") for block in content if isinstance(block, dict))
+        parts.append(content or "")
+    return "".join(parts)
+
+
+def _placeholder_reward(name: str):
+    """TRL wants `reward_funcs`; ours are only names and weights, since `_calculate_rewards` is ours."""
+
+    def reward(**_: Any) -> list[float]:
+        raise RuntimeError("coreward computes rewards in CorewardGRPOTrainer._calculate_rewards")
+
+    reward.__name__ = name
+    return reward
+
+
+class CorewardGRPOTrainer(GRPOTrainer):
+    def __init__(
+        self,
+        *args: Any,
+        reward_sources: list[RewardSource],
+        verifier: Any,
+        reference_column: str = "answer",
+        keep_checkpoints: int | None = 2,
+        paired_views: bool = False,
+        **kwargs: Any,
+    ):
+        self.reward_sources = reward_sources
+        self.verifier = verifier
+        self.reference_column = reference_column
+        self.keep_checkpoints = keep_checkpoints
+        self.paired_views = paired_views
+        self.needed_token_stats = sorted({s for src in reward_sources for s in src.needs_token_stats})
+        self._last_prompt_ids: list[list[int]] | None = None
+        self._generation_time = 0.0
+        self._scoring_time = 0.0
+        self._generation_step_seen = False
+        self.last_batch: RolloutBatch | None = None
+        self.fault_counts = dict.fromkeys(FAULT_COUNTERS, 0)  # cumulative, saved with checkpoints
+        self._train_sampler = None
+        self._policy: TrainerPolicy | None = None
+        names = [source.name for source in reward_sources]
+        if len(set(names)) != len(names):
+            names = [f"{n}_{i}" for i, n in enumerate(names)]
+        super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
+
+    @property
+    def policy(self) -> TrainerPolicy:
+        """What reward sources may ask of the policy (built on first use: the accelerator must be ready)."""
+        if self._policy is None:
+            self._policy = TrainerPolicy(self)
+        return self._policy
+
+    def _get_train_sampler(self, dataset=None):
+        from coreward.grpo.samplers import PairedRepeatSampler, ResumableRepeatSampler
+
+        dataset = dataset if dataset is not None else self.train_dataset
+        settings = dict(
+            mini_repeat_count=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            shuffle=self.shuffle_dataset,
+            seed=self.args.seed,
+        )
+        if self.paired_views:
+            self._train_sampler = PairedRepeatSampler(num_rows=len(dataset), **settings)
+        else:
+            self._train_sampler = ResumableRepeatSampler(data_source=dataset, **settings)
+        return self._train_sampler
+
+    def _run_epoch(self, *args, **kwargs):
+        """Each epoch's data order from the epoch number, not from how many epochs this process has run.
+
+        accelerate forwards `set_epoch` to the sampler only in some wrappings (not through the batch-skipping
+        one of a multi-process resume), so it is set here as well; `set_epoch` is idempotent.
+        """
+        sampler = getattr(self, "_train_sampler", None)
+        if sampler is not None and kwargs.get("epoch") is not None:
+            sampler.set_epoch(kwargs["epoch"])
+        return super()._run_epoch(*args, **kwargs)
+
+    # ----------------------------------------------------------------- generation and timing
+    def _generate(self, prompts: list):
+        start = time.perf_counter()
+        result = super()._generate(prompts)
+        self._last_prompt_ids = result[0]
+        self._generation_time += time.perf_counter() - start
+        if self.model.training:
+            fault_point("generation", self.state.global_step + 1)
+        return result
+
+    def _generate_and_score_completions(self, inputs):
+        mode = "train" if self.model.training else "eval"
+        if mode == "train":
+            for source in self.reward_sources:
+                source.on_step_begin(self.policy)
+        start = time.perf_counter()
+        self._generation_time = 0.0
+        output = super()._generate_and_score_completions(inputs)
+        total = time.perf_counter() - start
+        if mode == "train":
+            self._scoring_time = total
+            self._generation_step_seen = True
+            self._metrics[mode]["time/generation"].append(self._generation_time)
+        return output
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        start = time.perf_counter()
+        self._generation_step_seen = False
+        output = super().training_step(model, inputs, num_items_in_batch)
+        elapsed = time.perf_counter() - start
+        # `training_step` includes `_prepare_inputs`, hence generation and scoring when they happened
+        update = elapsed - (self._scoring_time if self._generation_step_seen else 0.0)
+        self._metrics["train"]["time/update"].append(update)
+        return output
+
+    # ----------------------------------------------------------------- rewards on the global batch
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        start = time.perf_counter()
+        mode = "train" if self.model.training else "eval"
+        G = self.num_generations if mode == "train" else self.num_generations_eval
+
+        local_columns = {
+            key: [example.get(key) for example in inputs]
+            for key in inputs[0]
+            if key not in ("prompt", "completion", "completion_ids")
+        }
+        local_stats = self._token_stats(completion_ids_list) if self.needed_token_stats else {}
+
+        # completions are untrusted: past `max_completion_chars` only the tail (where the answer is) is kept
+        max_chars = getattr(self.verifier, "max_completion_chars", None)
+        texts = [completion_text(c) for c in completions]
+        clipped = [clip_completion(t, max_chars) for t in texts]
+        batch = RolloutBatch(
+            prompts=gather_object(list(prompts)),
+            completions=gather_object(clipped),
+            completion_ids=gather_object([list(ids) for ids in completion_ids_list]),
+            group_ids=[],
+            num_generations=G,
+            columns={key: gather_object(values) for key, values in sorted(local_columns.items())},
+            step=self.state.global_step,
+            reference_column=self.reference_column,
+            prompt_ids=gather_object([list(ids) for ids in self._last_prompt_ids or []]),
+            token_stats={name: gather_object(values) for name, values in local_stats.items()},
+            context={"verifier": self.verifier, "mode": mode},
+            policy=self.policy,
+        )
+        batch.group_ids = [i // G for i in range(len(batch))]
+        check_groups(batch)
+        truncated = sum(gather_object([sum(a is not b for a, b in zip(texts, clipped))]))
+
+        rewards = torch.full((len(batch), len(self.reward_sources)), float("nan"))
+        faulty = torch.zeros(len(batch), dtype=torch.bool)
+        for j, source in enumerate(self.reward_sources):
+            values = source.compute(batch)
+            if len(values) != len(batch):
+                raise RuntimeError(
+                    f"reward source {source.name!r} returned {len(values)} rewards for {len(batch)} completions"
+                )
+            # None: the source does not apply to this completion (TRL's convention); anything else must be a number
+            column = torch.tensor([_as_float(v) for v in values], dtype=torch.float32)
+            nonfinite = ~torch.isfinite(column) & torch.tensor([v is not None for v in values])
+            faulty |= nonfinite
+            batch.log(f"rewards/{self.reward_func_names[j]}/nonfinite", float(nonfinite.sum()))
+            rewards[:, j] = column
+        # A NaN/inf reward is a fault, not a score: the whole completion is skipped (every source NaN, so TRL
+        # leaves it out of its group's baseline and gives it advantage 0), never propagated into the loss.
+        rewards[faulty] = float("nan")
+
+        if mode == "train":
+            self.fault_counts["nonfinite_reward_samples"] += int(faulty.sum())
+            self.fault_counts["truncated_completions"] += truncated
+        batch.verdicts()  # verified accuracy is logged for every method: its cost belongs to the reward time
+        self._log_batch_metrics(batch, mode, time.perf_counter() - start)
+        self.last_batch = batch
+        if mode == "train":
+            fault_point("reward", self.state.global_step + 1)
+        return rewards.to(self.accelerator.device)
+
+    def _token_stats(self, completion_ids_list) -> dict[str, list[float]]:
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        model.eval()
+        try:
+            stats = completion_token_stats(
+                model,
+                self._last_prompt_ids,
+                completion_ids_list,
+                pad_token_id=self._tokenizer.pad_token_id,
+                batch_size=max(1, self.args.per_device_train_batch_size),
+            )
+        finally:
+            model.train(was_training)
+        return {name: stats[name] for name in self.needed_token_stats}
+
+    def _log_batch_metrics(self, batch: RolloutBatch, mode: str, reward_time: float) -> None:
+        metrics = self._metrics[mode]
+        verdicts = batch.verdicts()
+        if verdicts is not None:
+            metrics["verified_accuracy"].append(sum(v.correct for v in verdicts) / len(verdicts))
+            metrics["verify/timeouts"].append(float(sum(v.timed_out for v in verdicts)))
+            metrics["verify/no_answer"].append(sum(v.extracted is None for v in verdicts) / len(verdicts))
+        for name, value in batch.metrics.items():
+            metrics[name].append(value)
+        if mode == "train":
+            metrics["time/reward"].append(reward_time)
+            for name in ("nonfinite_reward_samples", "truncated_completions"):
+                metrics[f"faults/{name}"].append(float(self.fault_counts[name]))
+
+    # ----------------------------------------------------------------- numerical faults in the update
+    def _get_grad_norm(self, model, grad_norm=None):
+        """The step's gradient norm; when it is NaN or inf, the optimizer step is skipped and counted.
+
+        Dropping every gradient (`grad = None`) makes the optimizer pass over each parameter: no weight,
+        moment or step count changes. The norm is the same number on every process (gradients are
+        all-reduced first), so all of them skip together. The learning-rate schedule still advances.
+        """
+        grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        fault_point("update", self.state.global_step + 1)
+        if grad_norm is not None and not math.isfinite(float(grad_norm)):
+            if self.is_deepspeed_enabled:  # its engine holds the gradients: we can't drop them from here
+                logger.warning("step %d: gradient norm is %s under DeepSpeed, which decides on the step itself",
+                               self.state.global_step + 1, float(grad_norm))
+                return grad_norm
+            for param in model.parameters():
+                param.grad = None
+            self.fault_counts["nonfinite_grad_steps"] += 1
+            logger.warning("step %d: gradient norm is %s, optimizer step skipped (%d so far)",
+                           self.state.global_step + 1, float(grad_norm), self.fault_counts["nonfinite_grad_steps"])
+        self._metrics["train"]["faults/nonfinite_grad_steps"].append(float(self.fault_counts["nonfinite_grad_steps"]))
+        return grad_norm
+
+    # ----------------------------------------------------------------- checkpoints
+    def _save_checkpoint(self, model, trial):
+        for callback in self.callback_handler.callbacks:
+            if hasattr(callback, "flush"):  # metrics up to this step are on disk before the checkpoint is
+                callback.flush()
+        checkpoint = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+        if self.args.should_save and checkpoint.exists():  # left by a killed attempt at this step: start clean
+            discard(checkpoint)
+        self.accelerator.wait_for_everyone()
+        super()._save_checkpoint(model, trial)
+        checkpoint.mkdir(parents=True, exist_ok=True)  # every process writes its own state file
+        torch.save(self._resume_state(), checkpoint / TRAINER_STATE.format(rank=self.accelerator.process_index))
+        fault_point("checkpoint-sources", self.state.global_step)
+        if self.args.should_save:
+            self.save_sources(checkpoint)
+        self.accelerator.wait_for_everyone()  # every process's files are written before the marker is
+        if self.args.should_save:
+            mark_complete(checkpoint)
+            fault_point("rotation", self.state.global_step)
+            rotate_checkpoints(checkpoint.parent, self.keep_checkpoints)
+        self.accelerator.wait_for_everyone()
+
+    def _save_optimizer_and_scheduler(self, output_dir):
+        fault_point("checkpoint", self.state.global_step)  # the model's weights are written, nothing else
+        super()._save_optimizer_and_scheduler(output_dir)
+
+    def _resume_state(self) -> dict[str, Any]:
+        """What TRL does not save: where this process is in a reused rollout buffer, and our fault counters."""
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        mid_buffer = self._step % generate_every != 0  # the next step reuses rollouts made before the checkpoint
+        return {
+            "step": self._step,
+            "buffered_inputs": self._buffered_inputs if mid_buffer else None,
+            "fault_counts": dict(self.fault_counts),
+        }
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        state_file = Path(checkpoint) / TRAINER_STATE.format(rank=self.accelerator.process_index)
+        if state_file.is_file():  # our own file, with tensors and lists: not a weights-only pickle
+            state = torch.load(state_file, map_location=load_location(self.accelerator.device), weights_only=False)
+            self._step = state["step"]
+            self._buffered_inputs = state["buffered_inputs"]
+            self.fault_counts.update(state["fault_counts"])
+        for source in self.reward_sources:
+            directory = Path(checkpoint) / SOURCES_DIR / source.name
+            if directory.is_dir():
+                source.load_state(directory)
+
+    def save_sources(self, directory: Path) -> None:
+        for source in self.reward_sources:
+            target = directory / SOURCES_DIR / source.name
+            target.mkdir(parents=True, exist_ok=True)
+            source.save_state(target)
+
+
+def check_groups(batch: RolloutBatch) -> None:
+    """Every group of G rows must share one prompt: the sampler's contract that rewards rely on."""
+    if len(batch) % batch.num_generations:
+        raise RuntimeError(f"global batch of {len(batch)} is not a multiple of num_generations={batch.num_generations}")
+    for rows in batch.groups():
+        first = json.dumps(batch.prompts[rows.start], sort_keys=True, default=str)
+        for i in rows[1:]:
+            if json.dumps(batch.prompts[i], sort_keys=True, default=str) != first:
+                raise RuntimeError(f"prompt group starting at row {rows.start} mixes prompts: sampler order broken")
+
+
+def _as_float(value: Any) -> float:
+    """A reward as a float; None (not applicable) and anything that is not a number become NaN."""
+    if value is None:
+        return float("nan")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")

@@ -1,0 +1,54 @@
+"""Atomic writes: a reader sees the old complete file or directory, or the new complete one, never half."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def atomic_directory(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield a staging directory beside `target` that replaces it only once the block has written everything.
+
+    A reader (a resumed run, Cooper loading the RM) then sees either the old complete directory or the new
+    complete one. If the block fails, the staging directory is removed and `target` is left as it was.
+    """
+    target = Path(target)
+    staging = staging_for(target, f"-{os.getpid()}")
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    commit_staging(staging, target)
+
+
+def staging_for(target: Path, suffix: str = "") -> Path:
+    """An empty staging path beside `target` (`.NAME.tmp<suffix>`; several processes writing one directory
+    together pass no suffix, so they agree on it)."""
+    staging = target.with_name(f".{target.name}.tmp{suffix}")
+    shutil.rmtree(staging, ignore_errors=True)
+    return staging
+
+
+def commit_staging(staging: Path, target: Path) -> None:
+    """Put the finished `staging` directory in place of `target` (the old one is removed first)."""
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(staging, target)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write `text` to a temporary file beside `path`, flush it to disk, then rename it over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return path

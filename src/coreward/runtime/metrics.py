@@ -1,0 +1,155 @@
+"""`metrics.jsonl`: one JSON object per optimizer step, with `step`, never duplicated or missing.
+
+HF's Trainer calls `on_log` several times around a step (training metrics, then evaluation metrics,
+then a run summary at the end). We merge everything logged for one step into one row and write the
+row when the step is over. On resume, rows after the checkpoint's step are dropped first, so a killed
+and resumed run has each step exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+from transformers.integrations import TensorBoardCallback
+from transformers.trainer_callback import ProgressCallback
+
+from coreward.runtime.files import atomic_write_text
+
+# keys of HF's end-of-run summary, kept out of the per-step rows (written to summary.json instead)
+SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos"}
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a metrics.jsonl file (a torn last line, from a kill mid-write, is ignored)."""
+    rows = []
+    path = Path(path)
+    if not path.exists():
+        return rows
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def truncate_after(path: Path, step: int) -> None:
+    """Keep rows with step <= `step` (and drop a torn line), rewriting the file atomically."""
+    rows = [row for row in read_metrics(path) if row.get("step", 0) <= step]
+    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
+
+
+class MetricsFileCallback(TrainerCallback):
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / "metrics.jsonl"
+        self.row: dict[str, Any] | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                truncate_after(self.path, state.global_step)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        if SUMMARY_KEYS & set(logs):  # the end-of-run summary: its own file, not a second row for the step
+            with open(self.run_dir / "summary.json", "w") as handle:
+                json.dump({k: _clean(v) for k, v in logs.items()}, handle, indent=2)
+            return
+        values = {k: _clean(v) for k, v in logs.items()}
+        if self.row is not None and self.row["step"] != state.global_step:
+            self.flush()
+        if self.row is None:
+            self.row = {"step": state.global_step}
+        self.row.update(values)
+
+    def log_extra(self, step: int, values: dict[str, Any]) -> None:
+        """Merge metrics computed outside HF's logging (e.g. held-out evaluation) into a step's row."""
+        if self.row is not None and self.row["step"] != step:
+            self.flush()
+        if self.row is None:
+            self.row = {"step": step}
+        self.row.update({k: _clean(v) for k, v in values.items()})
+
+    def flush(self) -> None:
+        if self.row is None:
+            return
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(self.row) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.row = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.flush()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.flush()
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# what the progress bar shows after each step; everything else is in metrics.jsonl and TensorBoard
+PROGRESS_KEYS = {"reward": "reward", "verified_accuracy": "verified", "completions/mean_length": "len"}
+EVAL_PREFIX = "eval/avg@"  # the held-out score is logged as eval/avg@N, N the samples per problem
+
+
+class CompactProgressCallback(ProgressCallback):
+    """HF's progress bar, with a few numbers as its postfix instead of a dict dumped per step. The latest
+    held-out score stays in the postfix until the next evaluation (it is logged apart from the step's metrics)."""
+
+    def __init__(self):
+        super().__init__()
+        self.postfix: dict[str, str] = {}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None and logs:
+            shown = {label: f"{logs[key]:.3g}" for key, label in PROGRESS_KEYS.items() if isinstance(logs.get(key), float)}
+            shown.update({"eval": f"{value:.3g}" for key, value in logs.items()
+                          if key.startswith(EVAL_PREFIX) and isinstance(value, float)})
+            if shown:
+                self.postfix.update(shown)
+                self.training_bar.set_postfix(self.postfix, refresh=False)
+
+
+def use_compact_progress(trainer) -> None:
+    if trainer.pop_callback(ProgressCallback) is not None:
+        trainer.add_callback(CompactProgressCallback())
+
+
+class RunTensorBoardCallback(TensorBoardCallback):
+    """HF's TensorBoard logging, pinned to one run's directory and safe to resume.
+
+    HF takes the directory from the process-wide `TENSORBOARD_LOGGING_DIR`, so several runs in one process
+    (the demo) would all write into the first run's. And a resumed run would log the steps after its
+    checkpoint a second time: `purge_step` (TensorBoard's own restart marker) hides the events at or past
+    the first step the resumed run logs, as metrics.jsonl drops its rows past the checkpoint.
+    """
+
+    def __init__(self, logging_dir: str | Path, purge_step: int | None = None):
+        super().__init__()
+        self.logging_dir = str(logging_dir)
+        self.purge_step = purge_step
+
+    def _init_summary_writer(self, args):
+        self.tb_writer = self._SummaryWriter(log_dir=self.logging_dir, purge_step=self.purge_step)
+
+
+def use_run_tensorboard(trainer, logging_dir: str | Path, resumed_step: int | None) -> None:
+    """Swap HF's TensorBoard callback (present when `report_to` names tensorboard) for `RunTensorBoardCallback`."""
+    if trainer.pop_callback(TensorBoardCallback) is not None:
+        purge_step = resumed_step + 1 if resumed_step is not None else None
+        trainer.add_callback(RunTensorBoardCallback(logging_dir, purge_step))

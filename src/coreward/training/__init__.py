@@ -1,1 +1,0 @@
-"""Policy training: the GRPO trainer and its samplers, SFT warm start, the demo model and tokenizer."""

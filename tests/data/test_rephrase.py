@@ -1,0 +1,68 @@
+"""Rephrasing for Co-rewarding-I: parsing between markers, drop counting, demo pairs, verl rewrite files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from coreward.data.records import Record
+from coreward.data.rephrase import BEGIN, END, load_rephrasings, parse_rephrasing, rephrase_records, write_pairs
+from coreward.runtime.errors import CorewardError
+from tests.helpers.llm_test_server import LLMTestServer
+
+Q = "Ann has 12 apples, buys 5, sells 3. How many?"
+
+
+def record(i: int, question: str = Q, answer: str = "14") -> Record:
+    return Record(id=f"r{i}", question=question, answer=answer, source="test", split="train")
+
+
+def test_parse_keeps_text_between_markers_with_every_number():
+    good = f"Sure.\n{BEGIN}A shop holds 12 pens, gets 5 more, gives away 3. How many remain?{END}"
+    assert parse_rephrasing(good, Q) == "A shop holds 12 pens, gets 5 more, gives away 3. How many remain?"
+    assert parse_rephrasing("no markers at all", Q) is None
+    assert parse_rephrasing(f"{BEGIN}   {END}", Q) is None  # empty
+    assert parse_rephrasing(f"{BEGIN}{Q}{END}", Q) is None  # unchanged
+    assert parse_rephrasing(f"{BEGIN}A shop holds 12 pens, gets 5. How many?{END}", Q) is None  # lost the 3
+    assert parse_rephrasing(None, Q) is None
+
+
+def test_endpoint_failures_and_unparseable_outputs_are_dropped_and_counted():
+    from coreward.llm import OpenAIEndpointGenerator
+
+    records = [record(0), record(1, "Bob had 40 cards, lost 7. How many left?", "33")]
+    with LLMTestServer() as server:
+        generator = OpenAIEndpointGenerator(server.url, "test-model", backoff_s=0.01, timeout_s=2.0,
+                                            max_retries=1, deadline_s=10.0)
+        from coreward.data.rephrase import build_request_text
+
+        server.script(build_request_text(records[1].question), then="500")  # this one always fails
+        pairs, report = rephrase_records(records, generator)
+        generator.close()
+    # the healthy item echoes the prompt back: the markers enclose " and ", which lost every number
+    assert pairs == []
+    assert (report.total, report.kept, report.failed_generation, report.failed_parse) == (2, 0, 1, 1)
+
+
+def test_cli_demo_rephrasings_write_side_by_side_pairs(tmp_path):
+    out = tmp_path / "pairs.parquet"
+    done = subprocess.run([sys.executable, "-m", "coreward.cli", "rephrase", "--input", "demo", "--split", "train",
+                           "--limit", "5", "--model", "demo", "--output", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    frame = pd.read_parquet(out)
+    assert list(frame.columns) == ["id", "question", "rephrased", "answer", "source"]
+    assert len(frame) == 5 and (frame["question"] != frame["rephrased"]).all()
+    assert load_rephrasings(out, [])[frame["id"][0]] == frame["rephrased"][0]
+
+
+def test_verl_rewrite_file_aligns_row_by_row(tmp_path):
+    originals = [record(0), record(1, "Bob had 40 cards, lost 7. How many left?", "33")]
+    rewrites = [(originals[0], "Sue owns 12 eggs, wins 5, uses 3. How many in the end?"),
+                (originals[1], "Tom starts with 40 pens, gives 7. How many now?")]
+    path = write_pairs(rewrites, tmp_path / "train_rewrite.parquet", fmt="verl")
+    assert load_rephrasings(path, originals) == {"r0": rewrites[0][1], "r1": rewrites[1][1]}
+    with pytest.raises(CorewardError, match="align row by row"):
+        load_rephrasings(path, originals[:1])

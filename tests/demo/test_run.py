@@ -1,0 +1,37 @@
+"""`coreward demo` end to end on the shipped demo policy and RM, with a budget of a few steps."""
+
+import json
+
+import pytest
+
+from coreward.runtime.errors import CorewardError
+from coreward.demo.run import Budget, Stress, parse_methods, run_demo
+
+
+def test_demo_runs_methods_and_stress_and_writes_table_results_and_reports(tmp_path):
+    budget = Budget(steps=2, eval_problems=8, eval_n=2, curve_every=0, curve_problems=0,
+                    stress=Stress(learning_rate=5e-4, steps=2, methods=("model", "cooper")))
+    summary = run_demo(["rule", "model"], quick=False, output_dir=tmp_path, budget=budget)
+
+    assert [row["method"] for row in summary["rows"]] == ["baseline", "rule", "model"]
+    assert [row["method"] for row in summary["stress_rows"]] == ["model"]  # cooper was not asked for
+    stress = summary["stress_rows"][0]
+    assert all(0 <= stress[k] <= 1 for k in ("heldout_avg", "start_train_verified_accuracy", "train_verified_accuracy"))
+    for row in summary["rows"][1:]:
+        assert 0 <= row["train_verified_accuracy"] <= 1 and row["train_reward"] is not None
+
+    table = (tmp_path / "table.md").read_text()
+    assert "| Baseline (no RL) |" in table and "| Rule-based (GT-GRPO) |" in table
+    assert "Stress: learning rate 0.0005, 2 steps" in table and table.count("| Static reward model |") == 2
+    assert json.loads((tmp_path / "results.json").read_text())["table"] == table.strip()
+    assert (tmp_path / "report" / "training_reward_accuracy.png").is_file()
+    assert (tmp_path / "stress" / "report" / "training_reward_accuracy.png").is_file()
+    # the stress run trained at the stress learning rate, for the stress budget
+    stress_metrics = [json.loads(line) for line in (tmp_path / "stress" / "model" / "metrics.jsonl").open()]
+    assert max(r["step"] for r in stress_metrics) == 2
+    assert "learning_rate: 0.0005" in (tmp_path / "stress" / "model" / "config.yaml").read_text()
+
+
+def test_unknown_demo_method_is_an_error_that_lists_the_known_ones():
+    with pytest.raises(CorewardError, match="unknown method nope.*known: rule"):
+        parse_methods("rule,nope")

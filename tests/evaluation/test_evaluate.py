@@ -1,0 +1,345 @@
+"""Evaluation: the metrics on hand-built samples, the pipeline on a tiny random policy, the CLI, and the
+evaluation-during-training callback inside a real (HF) Trainer."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from coreward.data.records import Record
+from coreward.runtime.errors import CorewardError
+from coreward.evaluation import evaluate, majority_correct, pass_at_k, render_table
+from coreward.evaluation.backends import Generation
+from coreward.grpo.periodic_eval import PeriodicEvalCallback, shard
+from coreward.evaluation.evaluate import Problem, Sample, sample, score, summarize
+
+ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    """A small random demo-architecture policy: the pipeline's mechanics need no skill."""
+    from tests.helpers.tiny_models import build_random_policy
+
+    return build_random_policy(tmp_path_factory.mktemp("tiny_model"), hidden=32, layers=1)
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def test_pass_at_k_matches_the_combinatorial_definition():
+    for n in range(1, 9):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                direct = 1 - math.comb(n - c, k) / math.comb(n, k)
+                assert pass_at_k(n, c, k) == pytest.approx(direct, abs=1e-12), (n, c, k)
+    assert pass_at_k(8, 3, 1) == pytest.approx(3 / 8)  # pass@1 is the fraction correct
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+def test_majority_vote_ties_go_to_the_first_seen_answer():
+    assert majority_correct([0, 1], [False, True]) is False
+    assert majority_correct([1, 0], [True, False]) is True
+    assert majority_correct([0, 1, 1], [False, True, True]) is True
+    assert majority_correct([None, None, 0], [False, False, True]) is True  # no answer, no vote
+    assert majority_correct([None, None], [False, False]) is False
+
+
+def test_majority_vote_groups_equivalent_forms(verifier):
+    answers = ["3", "\\frac{1}{2}", "0.5", "1/2", "3"]
+    classes = verifier.equivalence_classes(answers)
+    assert classes[1] == classes[2] == classes[3] != classes[0] == classes[4]
+    # gold 1/2: three equivalent forms outvote two raw-equal "3"s
+    assert majority_correct(classes, [False, True, True, True, False]) is True
+
+
+def hand_samples(benchmark: str, completions: list[list[str]], golds: list[str]) -> list[Sample]:
+    return [
+        Sample(benchmark, i, f"{benchmark}-{i}", j, "q", text, gold, 3, False)
+        for i, (group, gold) in enumerate(zip(completions, golds))
+        for j, text in enumerate(group)
+    ]
+
+
+def test_summarize_hand_built_samples(verifier):
+    samples = hand_samples(
+        "toy",
+        [
+            ["\\boxed{0.5}", "\\boxed{\\frac{1}{2}}", "\\boxed{3}", "#### 7"],  # 2/4 right; majority 1/2 (2 votes)
+            ["\\boxed{4}", "\\boxed{5}", "no answer", "\\boxed{5}"],  # 1/4 right; majority 5, wrong
+            ["#### 9", "#### 9", "#### 9", "#### 9"],  # 4/4 right
+        ],
+        ["\\frac{1}{2}", "4", "9"],
+    )
+    score(samples, verifier)
+    (result,) = summarize(samples, verifier).values()
+    assert [s.correct for s in samples[:4]] == [True, True, False, False]
+    assert samples[6].extracted is None
+    assert result.num_problems == 3 and result.n == 4
+    assert result.avg == pytest.approx((2 / 4 + 1 / 4 + 1) / 3)
+    assert result.pass_at[1] == pytest.approx(result.avg)
+    assert result.pass_at[4] == pytest.approx(1.0)
+    assert result.maj == pytest.approx(2 / 3)
+    assert result.metrics() == {"avg@4": result.avg, "pass@1": result.pass_at[1], "pass@4": 1.0, "maj@4": result.maj}
+
+
+class ScriptedBackend:
+    """Answers each prompt with scripted completions: the pipeline without a model."""
+
+    def __init__(self, script: dict[str, list[str]]):
+        self.script = script
+
+    def generate(self, prompts, n, temperature, top_p, max_new_tokens, seed):
+        return [[Generation(text, 2, False) for text in self.script[p][:n]] for p in prompts]
+
+
+def test_sample_score_summarize_on_two_benchmarks(verifier):
+    records = {
+        "gsm8k": [Record("g0", "two plus two", "4", "gsm8k", "test")],
+        "demo": [Record("d0", "ten minus one", "9", "demo", "test"), Record("d1", "one", "1", "demo", "test")],
+    }
+    problems = [Problem(b, i, r, r.question) for b, rs in records.items() for i, r in enumerate(rs)]
+    backend = ScriptedBackend(
+        {"two plus two": ["#### 4", "#### 5"], "ten minus one": ["\\boxed{9}", "\\boxed{9}"], "one": ["x", "#### 2"]}
+    )
+    samples = sample(backend, problems, 2, 0.7, 0.95, 8, 0)
+    score(samples, verifier)
+    results = summarize(samples, verifier)
+    assert list(results) == ["gsm8k", "demo"]
+    assert results["gsm8k"].avg == 0.5 and results["gsm8k"].pass_at[2] == 1.0
+    assert results["demo"].avg == 0.5 and results["demo"].maj == 0.5
+
+
+def test_table_follows_the_paper_layout():
+    table = render_table([("m", "avg@8", {"demo": 0.1, "mathodyssey": 0.2, "gsm8k": 0.3})])
+    header, _, row = table.splitlines()
+    assert header == "| Model | Metric | GSM8K | Odyssey | Demo | Average |"
+    assert row == "| m | avg@8 | 30.00 | 20.00 | 10.00 | 20.00 |"
+
+
+# --------------------------------------------------------------------------- the pipeline on a model
+
+
+def test_eval_writes_consistent_results_and_is_repeatable(tiny_model, tmp_path, verifier):
+    kwargs = {"benchmarks": ["demo", "gsm8k"], "n": 2, "limit": 2, "max_new_tokens": 6, "seed": 3, "verifier": verifier}
+    first = evaluate(str(tiny_model), output_dir=tmp_path / "a", **kwargs)
+    again = evaluate(str(tiny_model), output_dir=tmp_path / "b", **kwargs)
+    other = evaluate(str(tiny_model), **{**kwargs, "seed": 4})
+
+    saved = json.loads((tmp_path / "a" / "results.json").read_text())
+    frame = pd.read_parquet(tmp_path / "a" / "samples.parquet")
+    assert saved["settings"]["prompt_format"] == "plain" and saved["settings"]["instruction"] is None  # demo tokenizer
+    assert set(saved["benchmarks"]) == {"demo", "gsm8k"} and saved["completions_per_s"] > 0
+    assert len(frame) == 2 * 2 * 2
+    for name, rows in frame.groupby("benchmark"):
+        per_problem = rows.groupby("problem_index")["correct"].mean()
+        assert saved["benchmarks"][name]["avg@2"] == pytest.approx(per_problem.mean())
+        assert saved["benchmarks"][name]["num_problems"] == 2
+    assert saved["average"]["avg@2"] == pytest.approx(first.average()["avg@2"])
+    assert frame.loc[frame.benchmark == "gsm8k", "gold"].tolist()[:1] == ["18"]  # GSM8K test problem 1
+
+    completions = lambda results: [s.completion for s in results.samples]
+    assert completions(first) == completions(again)
+    assert completions(first) != completions(other)
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["benchmarks"] == saved["benchmarks"]
+
+
+class GoldBackend:
+    """Stands in for HFBackend: on demo problem i, samples j < i % (n + 1) give the right answer."""
+
+    def __init__(self, model, tokenizer, **_):
+        pass
+
+    def generate(self, prompts, n, temperature, top_p, max_new_tokens, seed):
+        from coreward.data.synthetic import parse_demo
+
+        answers = [parse_demo(p).answer for p in prompts]
+        return [
+            [Generation(f"#### {a if j < i % (n + 1) else a + 1}", 3, False) for j in range(n)]
+            for i, a in enumerate(answers)
+        ]
+
+
+def test_eval_numbers_match_the_parquet(tiny_model, tmp_path, verifier, monkeypatch):
+    module = importlib.import_module("coreward.evaluation.evaluate")  # the package exports a function of that name
+    monkeypatch.setattr(module, "HFBackend", GoldBackend)
+    results = evaluate(str(tiny_model), benchmarks=["demo"], n=4, limit=10, verifier=verifier, output_dir=tmp_path)
+    saved = json.loads((tmp_path / "results.json").read_text())["benchmarks"]["demo"]
+    frame = pd.read_parquet(tmp_path / "samples.parquet")
+    correct = frame.groupby("problem_index")["correct"].sum()
+    assert correct.tolist() == [i % 5 for i in range(10)]
+    assert saved["avg@4"] == pytest.approx((correct / 4).mean()) == pytest.approx(0.5)
+    assert saved["pass@4"] == pytest.approx((correct > 0).mean())
+    assert saved["maj@4"] == pytest.approx((correct >= 2).mean())  # 2 of 4 right: a tie, the right one seen first
+    assert results["demo"].avg == saved["avg@4"]
+
+
+def test_eval_of_a_loaded_model_with_chat_prompts(tiny_model, verifier):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    records = {"demo": [Record("q", "Ann has 3 pens, buys 2. How many?", "5", "demo", "test")]}
+    results = evaluate(model, tokenizer, records, n=3, max_new_tokens=4, prompt_format="chat", verifier=verifier)
+    assert results["demo"].num_problems == 1 and len(results.samples) == 3
+    assert results.samples[0].prompt == "Ann has 3 pens, buys 2. How many?"  # the demo chat template is plain text
+    assert "| Demo |" in results.table("tiny").splitlines()[0]
+
+
+def test_eval_rejects_bad_input(tiny_model):
+    with pytest.raises(CorewardError, match="unknown benchmark 'nope'"):
+        evaluate(str(tiny_model), benchmarks=["nope"], n=1)
+    with pytest.raises(CorewardError, match="--model: no such directory"):
+        evaluate("/nonexistent/model", benchmarks=["demo"], n=1)
+    with pytest.raises(CorewardError, match="vllm"):
+        evaluate(str(tiny_model), benchmarks=["demo"], n=1, limit=1, backend="vllm")
+
+
+def test_vllm_backend_against_a_stand_in_vllm(monkeypatch):
+    """vLLM can't run here; a stand-in module checks what the backend asks of it and reads back."""
+    import types
+
+    from coreward.evaluation.backends import VLLMBackend
+
+    calls = {}
+
+    class LLM:
+        def __init__(self, **kwargs):
+            calls["llm"] = kwargs
+
+        def generate(self, prompts, params):
+            calls["params"] = params
+            return [
+                types.SimpleNamespace(
+                    outputs=[
+                        types.SimpleNamespace(
+                            text=f"{p}-{j}", token_ids=[1] * (j + 1), finish_reason="stop" if j else "length"
+                        )
+                        for j in range(param.n)
+                    ]
+                )
+                for p, param in zip(prompts, params)
+            ]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=types.SimpleNamespace))
+    backend = VLLMBackend("some/model", dtype="bfloat16", seed=7)
+    out = backend.generate(["a", "b"], n=2, temperature=0.7, top_p=0.95, max_new_tokens=16, seed=7)
+    assert calls["llm"] == {"model": "some/model", "dtype": "bfloat16", "seed": 7}
+    first = calls["params"][0]
+    assert (first.n, first.temperature, first.top_p, first.max_tokens) == (2, 0.7, 0.95, 16)
+    assert calls["params"][0].seed != calls["params"][1].seed  # one seed per prompt
+    assert out == [
+        [Generation("a-0", 1, True), Generation("a-1", 2, False)],
+        [Generation("b-0", 1, True), Generation("b-1", 2, False)],
+    ]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, **ENV}
+    return subprocess.run(
+        [sys.executable, "-m", "coreward.cli", *args], check=False, capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+def test_cli_eval(tiny_model, tmp_path):
+    out = tmp_path / "eval"
+    done = run_cli(
+        "eval",
+        "--model",
+        str(tiny_model),
+        "--benchmarks",
+        "demo",
+        "--n",
+        "2",
+        "--limit",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--output",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| Model | Metric | Demo | Average |" in done.stdout
+    assert (out / "results.json").is_file() and (out / "samples.parquet").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "MODEL", "--benchmarks", "demo,nope"], "unknown benchmark 'nope'"),
+        (["--model", "/nonexistent/model", "--benchmarks", "demo"], "--model: no such directory: /nonexistent/model"),
+    ],
+)
+def test_cli_eval_bad_input_exits_2(tiny_model, tmp_path, args, message):
+    args = [str(tiny_model) if a == "MODEL" else a for a in args]
+    done = run_cli("eval", *args, "--output", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"error: {message}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# --------------------------------------------------------------------------- evaluation during training
+
+
+def test_shards_are_padded_to_equal_size():
+    problems = list(range(5))
+    shards = [shard(problems, rank, 2) for rank in range(2)]
+    assert shards == [([0, 1, 2], 3), ([3, 4, 4], 2)]
+    assert shard(problems[:1], 1, 2) == ([0], 0)
+
+
+def test_periodic_eval_logs_into_metrics_and_keeps_the_rng(tiny_model, tmp_path, verifier):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+
+    from coreward.data.synthetic import load_demo
+    from coreward.runtime.metrics import MetricsFileCallback, read_metrics
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    ids = [tokenizer(r.question + r.solution)["input_ids"][:12] for r in load_demo("train", 16)]
+    train = Dataset.from_dict({"input_ids": ids, "labels": ids})
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=3,
+        per_device_train_batch_size=4,
+        use_cpu=True,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train,
+        processing_class=tokenizer,
+        callbacks=[MetricsFileCallback(tmp_path)],
+    )
+    callback = PeriodicEvalCallback(
+        trainer, load_demo("test", 3), every=2, n=2, max_new_tokens=4, prompt_format="plain", verifier=verifier
+    )
+    trainer.add_callback(callback)
+    trainer.train()
+
+    rows = {row["step"]: row for row in read_metrics(tmp_path / "metrics.jsonl")}
+    assert [s for s, row in sorted(rows.items()) if "eval/avg@2" in row] == [0, 2, 3]  # start, every 2, last
+    assert {"eval/pass@2", "eval/maj@2", "time/eval", "loss"} <= set(rows[2])
+    assert any("eval/avg@2" in entry for entry in trainer.state.log_history)
+
+    model.train()
+    state = torch.random.get_rng_state()
+    callback.evaluate(args, trainer.state)
+    assert torch.equal(state, torch.random.get_rng_state())  # training's random stream is untouched
+    assert model.training  # back in train mode

@@ -1,0 +1,133 @@
+"""`coreward report`: plots and report.md from hand-written metrics.jsonl files of two fake runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coreward.runtime.errors import CorewardError
+from coreward.evaluation.plots import ema, load_run
+from coreward.evaluation.report import make_report, run_labels
+
+FIGURES = {"training_reward_accuracy.png", "validation_accuracy.png", "completion_length.png", "reward_model.png"}
+
+
+def write_run(path: Path, rows: list[dict], summary: dict | None = None) -> Path:
+    path.mkdir(parents=True)
+    lines = [json.dumps(row) for row in rows]
+    (path / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 9')  # a torn last line is ignored
+    if summary:
+        (path / "summary.json").write_text(json.dumps(summary))
+    return path
+
+
+@pytest.fixture
+def two_runs(tmp_path) -> list[Path]:
+    """A rule-reward run that learns, and a static-RM run that gets hacked (reward up, accuracy down)."""
+    rule, hacked = [], []
+    for step in range(1, 41):
+        rule.append(
+            {
+                "step": step,
+                "reward": 0.4 + 0.01 * step,
+                "verified_accuracy": 0.4 + 0.01 * step,
+                "completions/mean_length": 30 - 0.1 * step,
+                "kl": 0.01,
+            }
+        )
+        hacked.append(
+            {
+                "step": step,
+                "reward": 0.5 + 0.012 * step,
+                "verified_accuracy": 0.45 - 0.008 * step,
+                "completions/mean_length": 30 + 0.5 * step,
+                "rm/loss": 0.7 / math.sqrt(step),
+                "rm/accuracy": min(1.0, 0.5 + 0.02 * step),
+            }
+        )
+        if step % 10 == 0:
+            rule[-1].update({"eval/avg@4": 0.4 + 0.008 * step, "eval/maj@4": 0.5})
+            hacked[-1].update({"eval/avg@4": 0.45 - 0.006 * step})
+    rule.insert(0, {"step": 0, "eval/avg@4": 0.38})
+    return [
+        write_run(tmp_path / "runs" / "rule", rule, {"train_runtime": 125.4}),
+        write_run(tmp_path / "runs" / "model", hacked),
+    ]
+
+
+def test_report_plots_and_summary(two_runs, tmp_path):
+    out = tmp_path / "report"
+    written = make_report(two_runs, out)
+    assert {p.name for p in written} == FIGURES | {"report.md"}
+    for name in FIGURES:
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = (out / "report.md").read_text()
+    for name in FIGURES:
+        assert f"]({name})" in report
+    rows = {line.split(" | ")[0].strip("| "): line for line in report.splitlines() if line.startswith("| ")}
+    assert rows["rule"] == "| rule | 40 | 2m05s | 0.800 | 80.0% | 72.0% | 72.0% (40) |"
+    assert rows["model"] == "| model | 40 | – | 0.980 | 13.0% | 21.0% | 39.0% (10) |"
+
+
+def test_missing_metrics_are_skipped(tmp_path):
+    run = write_run(tmp_path / "only_reward", [{"step": s, "reward": 0.1 * s} for s in range(1, 5)])
+    written = make_report([run], tmp_path / "out", smooth=0)
+    assert [p.name for p in written] == ["training_reward_accuracy.png", "report.md"]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "Not plotted (no run logged them): held-out accuracy, completion length, reward model." in report
+    assert "| only_reward | 4 | – | 0.400 | – | – | – |" in report
+
+
+def test_bad_run_directories_are_clear_errors(tmp_path):
+    with pytest.raises(CorewardError, match="run directory not found: .*nowhere"):
+        make_report([tmp_path / "nowhere"], tmp_path / "out")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorewardError, match="empty has no metrics.jsonl"):
+        make_report([tmp_path / "empty"], tmp_path / "out")
+
+
+def test_cli_report(two_runs, tmp_path):
+    from coreward.cli import app
+
+    runner = CliRunner()
+    done = runner.invoke(app, ["report", *map(str, two_runs), "--output", str(tmp_path / "r"), "--smooth", "0.3"])
+    assert done.exit_code == 0, done.output
+    assert "report.md" in done.output
+
+
+def test_cli_report_on_a_missing_run_dir_exits_2(tmp_path):
+    missing = tmp_path / "nowhere"
+    done = subprocess.run(
+        [sys.executable, "-m", "coreward.cli", "report", str(missing), "--output", str(tmp_path / "r")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert f"error: run directory not found: {missing}" in done.stderr
+
+
+def test_labels_and_smoothing(tmp_path):
+    a, b = tmp_path / "a" / "final", tmp_path / "b" / "final"
+    assert run_labels([a, b]) == ["a/final", "b/final"]
+    assert run_labels([a, tmp_path / "c"]) == ["final", "c"]
+    assert ema([2.0, 2.0, 2.0], 0.9) == pytest.approx([2.0, 2.0, 2.0])  # debiased: no pull towards 0
+    assert ema([1.0, 3.0], 0.0) == [1.0, 3.0]
+    run = load_run(write_run(tmp_path / "r", [{"step": 1, "reward": float("nan")}, {"step": 2, "reward": 1}]))
+    assert run.series("reward") == ([2], [1.0])
+
+
+def test_reward_panel_switches_to_symlog_only_when_run_scales_differ():
+    """Self-certainty's reward (~12) next to [0, 1] rewards would flatten them: symlog then, linear otherwise."""
+    from coreward.evaluation.plots import scales_differ
+
+    assert scales_differ([[0.3, 0.6], [11.8, 12.0]])
+    assert not scales_differ([[0.3, 0.6], [0.1, 0.9], []])
+    assert not scales_differ([[12.0]])

@@ -1,0 +1,133 @@
+"""`coreward train` end to end on a tiny policy: run directory, metrics, checkpoints, resume, bad config."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coreward.runtime.config import load_config
+from coreward.runtime.errors import CorewardError
+from coreward.grpo.config import TrainConfig
+from coreward.runtime.metrics import read_metrics
+from coreward.grpo.checkpoints import COMPLETE_MARKER, complete_checkpoints
+
+REPO = Path(__file__).resolve().parents[2]
+RULE_CONFIG = REPO / "configs" / "demo" / "rule.yaml"
+
+
+def coreward(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coreward.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def tiny_train_args(policy: Path, run_dir: Path, *extra: str) -> list[str]:
+    return [
+        "train", "--config", str(RULE_CONFIG), "--output-dir", str(run_dir),
+        "--set", f"model.name_or_path={policy}",
+        "--set", "grpo.per_device_train_batch_size=16",
+        "--set", "grpo.max_completion_length=12",
+        "--set", "grpo.save_steps=1",
+        "--set", "data.eval_every=0",
+        *extra,
+    ]
+
+
+def test_train_then_resume_has_each_step_once(tiny_policy, tmp_path):
+    run_dir = tmp_path / "run"
+    first = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == [1, 2]
+    assert [p.name for p in complete_checkpoints(run_dir)] == ["checkpoint-1", "checkpoint-2"]
+    # the reward source state directory travels with each checkpoint
+    assert (run_dir / "checkpoint-2" / "reward_sources" / "rule").is_dir()
+
+    # a half-written checkpoint (no completeness marker) must never be picked
+    broken = run_dir / "checkpoint-9"
+    broken.mkdir()
+    (broken / "trainer_state.json").write_text("{not json")
+    resumed = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "3", "--resume"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [1, 2, 3]
+    for row in rows:
+        for key in ("reward", "verified_accuracy", "completions/mean_length", "frac_reward_zero_std",
+                    "time/generation", "time/reward", "time/update"):
+            assert key in row, (key, row)
+    assert (run_dir / "final" / "config.json").is_file()
+    assert (run_dir / "checkpoint-3" / COMPLETE_MARKER).is_file()
+    assert json.loads((run_dir / "summary.json").read_text())["train_runtime"] > 0
+    assert (run_dir / "config.yaml").is_file()
+
+
+def test_existing_run_needs_resume(tiny_policy, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
+    done = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "1"))
+    assert done.returncode == 2
+    assert "--resume" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("grpo.learning_rat=1e-6", "grpo.learning_rat"),
+        ("grpo.learning_rate=fast", "grpo.learning_rate"),
+        ("grpo.num_generations=1", "num_generations"),
+        ("grpo.per_device_train_batch_size=12", "multiple of grpo.num_generations"),
+        ("rewards.0.name=rulez", "rewards.0.name"),
+        ("model.dtype=float64", "model.dtype"),
+        ("data.limt=3", "data.limt"),
+        ("rewards.0.params.nonsense=1", "rewards.0.params.nonsense"),
+    ],
+)
+def test_bad_config_names_the_key(override, message):
+    with pytest.raises(CorewardError, match=message.replace(".", r"\.")):
+        load_config(TrainConfig, RULE_CONFIG, [override])
+
+
+def test_bad_config_on_the_command_line_exits_2_before_loading_a_model(tmp_path):
+    done = coreward("train", "--config", str(RULE_CONFIG), "--set", "grpo.num_generations=1",
+                    "--output-dir", str(tmp_path / "r"), timeout=120)
+    assert done.returncode == 2
+    assert "grpo.num_generations" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_missing_dataset_file_is_named(tmp_path):
+    done = coreward("train", "--config", str(RULE_CONFIG), "--set", f"data.train={tmp_path / 'nope.jsonl'}",
+                    "--output-dir", str(tmp_path / "r"), timeout=120)
+    assert done.returncode == 2
+    assert "nope.jsonl" in done.stderr
+
+
+def test_every_shipped_config_loads():
+    from coreward.grpo.config import TrainConfig
+
+    configs = sorted((REPO / "configs").glob("*/*.yaml"))
+    train_configs = [p for p in configs if p.parent.name in ("demo", "paper") and p.name != "sft.yaml"]
+    assert RULE_CONFIG in train_configs
+    for path in train_configs:
+        load_config(TrainConfig, path)
+
+
+def test_progress_bar_keeps_the_latest_held_out_score():
+    import io
+    from types import SimpleNamespace
+
+    from tqdm.auto import tqdm
+
+    from coreward.runtime.metrics import CompactProgressCallback
+
+    progress = CompactProgressCallback()
+    progress.training_bar = tqdm(total=4, file=io.StringIO())
+    state = SimpleNamespace(is_world_process_zero=True)
+    progress.on_log(None, state, None, logs={"eval/avg@4": 0.375, "eval/maj@4": 0.5})  # evaluation, logged alone
+    progress.on_log(None, state, None, logs={"reward": 0.5, "verified_accuracy": 0.25, "loss": 0.1})
+    assert progress.postfix == {"eval": "0.375", "reward": "0.5", "verified": "0.25"}
+    assert "eval=0.375" in progress.training_bar.postfix
+    progress.training_bar.close()

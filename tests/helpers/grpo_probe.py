@@ -1,0 +1,26 @@
+"""Run `grpo_probe_worker.py` (a tiny GRPO run that records what each process's reward functions saw) in one
+process or under torchrun, and read back each rank's record."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+WORKER = Path(__file__).parent / "grpo_probe_worker.py"
+G = 4
+
+
+def run_worker(model: Path, out: Path, nproc: int, per_device: int, steps: int = 2,
+               reward: str = "length_rank_probe") -> list[dict]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if nproc == 1:
+        cmd = [sys.executable, str(WORKER), str(model), str(out), str(steps), str(per_device), reward]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+               "--master_port", "29517", str(WORKER), str(model), str(out), str(steps), str(per_device), reward]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)]

@@ -1,0 +1,68 @@
+"""Tiny models built in seconds, without a download: what tests, fault-injection runs and benchmarks train.
+
+* `build_random_policy`: a random-initialised demo-architecture policy, for mechanics that need no skill.
+* `build_memorized_policy`: a 2-layer demo-architecture policy that knows the first few demo train problems by
+  heart. At temperature 1 it is often right, so rule rewards vary within a group (GRPO has a signal) and
+  Cooper finds verified positives.
+* `build_random_rm`: a randomly initialised tiny VerifyRM with the template's tags as tokens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+
+def build_random_policy(directory: str | Path, hidden: int = 64, layers: int = 2) -> Path:
+    """A random demo-architecture policy (2 heads, 1 KV head, MLP twice `hidden`) saved with its tokenizer."""
+    from coreward.demo.model import build_demo_model, build_demo_tokenizer
+
+    tokenizer = build_demo_tokenizer()
+    model = build_demo_model(tokenizer, seed=0, hidden=hidden, layers=layers, heads=2, kv_heads=1, intermediate=2 * hidden)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return Path(directory)
+
+
+def build_memorized_policy(directory: str | Path, problems: int = 4, steps: int = 60) -> Path:
+    """Train the policy on `problems` demo questions+solutions for `steps` full-batch steps (one thread)."""
+    from coreward.data.synthetic import load_demo
+    from coreward.demo.model import build_demo_model, build_demo_tokenizer
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a model this small trains fastest (and identically) on one thread
+    try:
+        torch.manual_seed(0)
+        tokenizer = build_demo_tokenizer()
+        model = build_demo_model(tokenizer, seed=0, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128)
+        texts = [r.question + r.solution + tokenizer.eos_token for r in load_demo("train", problems)]
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        for _ in range(steps):
+            encoded = tokenizer(texts, return_tensors="pt", padding=True)
+            labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
+            model(**encoded, labels=labels).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    finally:
+        torch.set_num_threads(threads)
+    directory = Path(directory)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def build_random_rm(directory: str | Path) -> Path:
+    """A random tiny VerifyRM (hidden 32, 2 layers) saved to `directory` (its backbone beside it)."""
+    from coreward.rm.model import VerifyRM
+    from coreward.demo.model import build_demo_model, build_demo_tokenizer
+
+    directory = Path(directory)
+    tokenizer = build_demo_tokenizer()
+    model = build_demo_model(tokenizer, seed=0, hidden=32, layers=2, heads=2, kv_heads=1, intermediate=64)
+    backbone = directory.with_name(directory.name + "_backbone")
+    model.save_pretrained(backbone)
+    tokenizer.save_pretrained(backbone)
+    torch.manual_seed(0)
+    VerifyRM.from_backbone(backbone, device="cpu", add_template_tokens=True, max_length=128).save_pretrained(directory)
+    return directory

@@ -1,0 +1,273 @@
+"""Co-rewarding-II: the EMA and its schedule against direct computations, pseudo labels on hand-built teacher
+rollouts, LoRA adapters, and real runs (resume continues with the same teacher; the teacher as KL reference)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from coreward.runtime.errors import CorewardError
+from coreward.rewards.co_rewarding_2 import CoRewarding2Reward
+from coreward.rewards.ema_teacher import (
+    STATE_FILE,
+    WEIGHTS_FILE,
+    EmaTeacher,
+    adapter_pairs,
+    add_teacher_adapter,
+    cosine_alpha,
+    full_pairs,
+)
+from coreward.verify import Verifier
+from tests.helpers.batches import batch_of  # the same hand-built groups
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "configs" / "demo" / "co_rewarding_2.yaml"
+
+
+# ---------------------------------------------------------------------------------- EMA and schedule
+def test_cosine_schedule_matches_the_formula():
+    T, start, end = 10, 0.01, 1e-4
+    for t in range(T + 1):
+        direct = end + 0.5 * (start - end) * (1 + math.cos(math.pi * t / T))
+        assert cosine_alpha(t, T, start, end) == pytest.approx(direct, rel=1e-12)
+    assert cosine_alpha(0, T, start, end) == pytest.approx(start)
+    assert cosine_alpha(T // 2, T, start, end) == pytest.approx((start + end) / 2)
+    assert cosine_alpha(T, T, start, end) == pytest.approx(end)
+    assert cosine_alpha(3 * T, T, start, end) == pytest.approx(end)  # past T it stays at α_end
+
+
+def test_ema_update_every_k_steps_matches_a_direct_loop():
+    torch.manual_seed(0)
+    policy = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    teacher_module = copy.deepcopy(policy).requires_grad_(False)
+    teacher = EmaTeacher(alpha_start=0.3, alpha_end=0.01, update_every=2)
+    teacher.bind(teacher_module, full_pairs(teacher_module, policy))
+    T = 7
+    expected = {n: p.detach().clone().double() for n, p in policy.named_parameters()}
+    for t in range(T):
+        with torch.no_grad():  # "training" moves the policy between updates
+            for p in policy.parameters():
+                p.add_(torch.randn_like(p))
+        teacher.maybe_update(t, T)
+        if t % 2 == 0:  # K = 2: updates before steps 0, 2, 4, 6
+            alpha = 0.01 + 0.5 * (0.3 - 0.01) * (1 + math.cos(math.pi * t / T))
+            for n, p in policy.named_parameters():
+                expected[n] = alpha * p.detach().double() + (1 - alpha) * expected[n]
+            assert teacher.last_alpha == pytest.approx(alpha)
+        for n, p in teacher_module.named_parameters():
+            assert torch.allclose(p.double(), expected[n], atol=1e-6), (t, n)
+    assert teacher.last_update_step == 6
+
+
+def test_bfloat16_teacher_keeps_a_float32_average():
+    """With α = 1e-4, a bfloat16 weight can't hold one EMA step; the float32 master does, and the teacher follows it."""
+    policy = torch.nn.Linear(8, 8, bias=False).to(torch.bfloat16)
+    teacher_module = copy.deepcopy(policy).requires_grad_(False)
+    with torch.no_grad():
+        policy.weight.add_(1.0)
+    teacher = EmaTeacher(alpha_start=1e-4, alpha_end=1e-4)
+    teacher.bind(teacher_module, full_pairs(teacher_module, policy))
+    start = teacher_module.weight.detach().double().clone()
+    direct = start.clone()
+    for t in range(200):
+        teacher.maybe_update(t, 200)
+        direct = 1e-4 * policy.weight.double() + (1 - 1e-4) * direct
+    assert torch.allclose(teacher.masters[0].double(), direct, atol=1e-5)
+    assert torch.allclose(teacher_module.weight.double(), direct.to(torch.bfloat16).double())
+    assert not torch.equal(teacher_module.weight.double(), start)  # it moved (~0.02), which bf16 EMA alone can't
+
+
+def test_lora_ema_touches_only_the_teacher_adapter():
+    from peft import LoraConfig, get_peft_model
+
+    from coreward.demo.model import build_demo_model, build_demo_tokenizer
+
+    model = build_demo_model(build_demo_tokenizer(), hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)
+    model = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    add_teacher_adapter(model, "teacher")
+    pairs = adapter_pairs(model, "teacher")
+    assert pairs and all(".teacher." in name for name, _, _ in pairs)
+    assert all(torch.equal(t, p) and not t.requires_grad for _, t, p in pairs)  # a frozen copy of the adapter
+    with torch.no_grad():  # the trained adapter moves
+        for name, p in model.named_parameters():
+            if ".default." in name:
+                p.add_(torch.randn_like(p))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    teacher = EmaTeacher(alpha_start=0.25, alpha_end=0.25)
+    teacher.bind(model, pairs, adapter="teacher")
+    teacher.maybe_update(0, 10)
+    for name, p in model.named_parameters():
+        if ".teacher." in name:
+            policy_value = before[name.replace(".teacher.", ".default.")]
+            assert torch.allclose(p, 0.25 * policy_value + 0.75 * before[name]), name
+        else:  # the base weights and the trained adapter are untouched
+            assert torch.equal(p, before[name]), name
+    assert model.active_adapter == "default"
+
+
+# ---------------------------------------------------------------------------------- pseudo labels
+def test_pseudo_labels_from_hand_built_teacher_rollouts(verifier):
+    teacher = [
+        ["\\boxed{1/2}", "#### 0.5", "\\boxed{3}", "no answer"],  # 1/2 ≡ 0.5: label 1/2 (2 votes to 1)
+        ["nothing", "", "still nothing", "?"],  # the teacher never answers: no label
+        ["\\boxed{6}", "\\boxed{5}", "\\boxed{5}", "\\boxed{6}"],  # tie: first seen (6)
+    ]
+    policy = [
+        ["The answer is \\frac{1}{2}.", "\\boxed{0.5}", "\\boxed{3}", ""],
+        ["\\boxed{4}", "\\boxed{4}", "\\boxed{4}", "\\boxed{4}"],
+        ["\\boxed{5}", "#### 6", "\\boxed{6}", "\\boxed{7}"],
+    ]
+    batch = batch_of(policy, verifier, answers=["0.5", "4", "5"])
+    rewards = CoRewarding2Reward().score(batch, teacher)
+    assert rewards == [1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0]
+    m = batch.metrics
+    assert m["co_rewarding_2/teacher_policy_agreement"] == pytest.approx(4 / 12)
+    assert m["co_rewarding_2/no_label_rate"] == pytest.approx(1 / 3)
+    assert m["co_rewarding_2/label_accuracy"] == pytest.approx(1 / 3)  # 1/2 right, none, 6 wrong (gold 5)
+    assert m["co_rewarding_2/teacher_accuracy"] == pytest.approx(4 / 12)  # 1/2, 0.5, and the two 5s
+
+    # the authors' exact strings: "1/2" and "0.5" are different answers, so the tie goes to "1/2"
+    exact = batch_of(policy, verifier)
+    assert CoRewarding2Reward(match="exact").score(exact, teacher)[:4] == [0, 0, 0, 0]
+    assert "co_rewarding_2/label_accuracy" not in exact.metrics  # no references, no accuracy
+
+
+# ---------------------------------------------------------------------------------- real runs
+def train(policy: Path, run_dir: Path, max_steps: int, *overrides: str, resume: bool = False):
+    from coreward.runtime.config import load_config
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.train import run_training
+
+    config = load_config(TrainConfig, CONFIG, [
+        f"model.name_or_path={policy}", "grpo.per_device_train_batch_size=16", "grpo.max_completion_length=12",
+        "grpo.save_steps=1", "grpo.learning_rate=1e-3", "data.eval_every=0", *overrides,
+    ])
+    return run_training(config, output_dir=str(run_dir), max_steps=max_steps, resume=resume)
+
+
+def saved(run_dir: Path, step: int) -> tuple[dict, dict, dict]:
+    """(teacher tensors, teacher state, policy tensors) of checkpoint-`step`."""
+    checkpoint = run_dir / f"checkpoint-{step}"
+    source = checkpoint / "reward_sources" / "co_rewarding_2"
+    return (load_file(source / WEIGHTS_FILE), json.loads((source / STATE_FILE).read_text()),
+            load_file(checkpoint / "model.safetensors"))
+
+
+def alpha(t: int, T: int) -> float:
+    return cosine_alpha(t, T, 0.05, 0.005)  # the demo config's schedule
+
+
+def test_resumed_run_continues_with_the_same_teacher(tiny_policy, tmp_path):
+    run_dir = tmp_path / "run"
+    train(tiny_policy, run_dir, 2)
+    teacher1, state1, policy1 = saved(run_dir, 1)
+    teacher2, state2, policy2 = saved(run_dir, 2)
+    initial = load_file(tiny_policy / "model.safetensors")
+    assert state1["last_update_step"] == 0 and state2["last_update_step"] == 1
+    for name, t in teacher1.items():  # before step 1 the teacher is the initial policy
+        assert torch.allclose(t, initial[name], atol=1e-6), name
+    for name, t in teacher2.items():  # before step 2: one EMA step towards the policy after step 1
+        assert torch.allclose(t, alpha(1, 2) * policy1[name] + (1 - alpha(1, 2)) * teacher1[name], atol=1e-6), name
+    assert any(not torch.allclose(teacher2[n], policy2[n], atol=1e-4) for n in teacher2)  # teacher ≠ policy
+
+    result = train(tiny_policy, run_dir, 3, resume=True)
+    assert result.global_step == 3
+    teacher3, state3, _ = saved(run_dir, 3)
+    assert state3["last_update_step"] == 2
+    # the resumed run started from checkpoint-2's teacher (not a fresh copy of the policy) and took step t=2
+    for name, t in teacher3.items():
+        assert torch.allclose(t, alpha(2, 3) * policy2[name] + (1 - alpha(2, 3)) * teacher2[name], atol=1e-6), name
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2, 3]
+    for key in ("co_rewarding_2/alpha", "co_rewarding_2/teacher_policy_agreement", "co_rewarding_2/label_accuracy",
+                "co_rewarding_2/teacher_accuracy", "time/teacher_generation"):
+        assert key in rows[-1], key
+    assert rows[-1]["co_rewarding_2/alpha"] == pytest.approx(alpha(2, 3))
+
+
+def test_teacher_as_kl_reference_is_trls_reference_model(tiny_policy, tmp_path):
+    run_dir = tmp_path / "run"
+    result = train(tiny_policy, run_dir, 2, "rewards.0.params.as_reference=true", "grpo.beta=0.01")
+    reference = result.trainer.accelerator.unwrap_model(result.trainer.ref_model)
+    assert result.trainer.reward_sources[0].teacher.module is reference  # no second copy
+    # TRL's reference moved: one EMA step from the initial policy towards the policy after step 1
+    initial = load_file(tiny_policy / "model.safetensors")
+    _, _, policy1 = saved(run_dir, 1)
+    for name, param in reference.named_parameters():
+        expected = alpha(1, 2) * policy1[name] + (1 - alpha(1, 2)) * initial[name]
+        assert torch.allclose(param, expected, atol=1e-6), name
+    with pytest.raises(CorewardError, match="grpo.beta is 0"):
+        train(tiny_policy, tmp_path / "no_beta", 1, "rewards.0.params.as_reference=true", "grpo.beta=0.0")
+
+
+def test_lora_teacher_as_reference_is_the_ref_adapter(tiny_policy, tmp_path):
+    result = train(tiny_policy, tmp_path / "run", 1, "lora.enabled=true", "lora.r=4",
+                   "rewards.0.params.as_reference=true", "grpo.beta=0.01")
+    model = result.trainer.accelerator.unwrap_model(result.trainer.model)
+    assert "ref" in model.peft_config and model.active_adapter == "default"  # TRL's reference pass uses "ref"
+    teacher = load_file(tmp_path / "run" / "checkpoint-1" / "reward_sources" / "co_rewarding_2" / WEIGHTS_FILE)
+    assert teacher and all(".ref." in name and "lora_" in name for name in teacher)  # adapter weights only
+
+
+def two_process_worker(model_dir: str, out: str) -> None:
+    """Run by `test_two_processes_split_teacher_rollouts` under torchrun: 2 steps, 3 groups of 4 over 2 processes."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig
+
+    from coreward.data.synthetic import load_demo
+    from coreward.grpo.trainer import CorewardGRPOTrainer
+
+    records = load_demo("train", limit=16)
+    dataset = Dataset.from_list([{"prompt": r.question, "answer": r.answer, "id": r.id} for r in records])
+    source, calls, shares = CoRewarding2Reward(alpha_start=0.5, alpha_end=0.1), [], []
+    score, generate = source.score, source.teacher.generate
+
+    def recorded_score(batch, teacher_completions):  # every group's teacher rollouts and the rewards
+        rewards = score(batch, teacher_completions)
+        calls.append([teacher_completions, rewards])
+        return rewards
+
+    def recorded_generate(trainer, prompt_ids, G):  # how many groups this process rolled out
+        shares.append(len(prompt_ids))
+        return generate(trainer, prompt_ids, G)
+
+    source.score, source.teacher.generate = recorded_score, recorded_generate
+    args = GRPOConfig(output_dir=f"{out}/run", num_generations=4, per_device_train_batch_size=6, max_completion_length=12,
+                      max_steps=2, learning_rate=1e-3, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                      seed=7, remove_unused_columns=False, disable_tqdm=True)
+    with Verifier(num_workers=1) as verifier:
+        trainer = CorewardGRPOTrainer(model=model_dir, args=args, train_dataset=dataset,
+                                      processing_class=AutoTokenizer.from_pretrained(model_dir),
+                                      reward_sources=[source], verifier=verifier)
+        trainer.train()
+    teacher = {name: t.tolist() for name, t, _ in source.teacher.pairs}
+    result = {"calls": calls, "shares": shares, "teacher": teacher}
+    Path(out, f"rank{trainer.accelerator.process_index}.json").write_text(json.dumps(result))
+
+
+def test_two_processes_split_teacher_rollouts(tiny_policy, tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531",
+           "-m", "tests.test_co_rewarding_2", str(tiny_policy), str(tmp_path)]
+    done = subprocess.run(cmd, check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rank0, rank1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert rank0["shares"] == [2, 2] and rank1["shares"] == [1, 1]  # each process rolled out its share of groups
+    assert rank0["calls"] == rank1["calls"]  # ... and both got every group's teacher rollouts and the same rewards
+    assert [len(teacher) for teacher, _ in rank0["calls"]] == [3, 3]
+    assert all(len(group) == 4 for teacher, _ in rank0["calls"] for group in teacher)
+    assert rank0["teacher"] == rank1["teacher"]  # the EMA keeps the teachers identical
+
+
+if __name__ == "__main__":
+    two_process_worker(sys.argv[1], sys.argv[2])
