@@ -4,7 +4,7 @@ processes (torchrun), and save / load / resume.
 
 Models are tiny and built here: a 2-layer policy taught four demo problems by heart (so its rollouts are
 often verified, and pairs exist), and RMs on tiny Qwen3 backbones. The file doubles as the torchrun worker:
-    torchrun --nproc_per_node 2 tests/test_cooper.py worker POLICY RM OUT STEPS
+    torchrun --nproc_per_node 2 tests/rewards/test_cooper.py worker POLICY RM OUT STEPS
 """
 
 from __future__ import annotations

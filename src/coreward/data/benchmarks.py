@@ -171,6 +171,9 @@ class Benchmark:
     files: dict[str, str] = field(default_factory=dict)  # split -> path under the data directory
     to_record: Callable[[dict, str, int], Record] | None = None
     hub: HubSource | None = None
+    # whether its questions are asked with the \boxed{} instruction; the demo task's character-level policy has
+    # no words for it and reads bare questions
+    instructed: bool = True
 
 
 BENCHMARKS: dict[str, Benchmark] = {
@@ -234,13 +237,21 @@ BENCHMARKS: dict[str, Benchmark] = {
             HubSource("math-ai/amc23", None, {"test": "test"}),
         ),
         # generated in code by coreward.data.synthetic: no files, no hub
-        Benchmark("demo", ("train", "test")),
+        Benchmark("demo", ("train", "test"), instructed=False),
     ]
 }
 
 
 def list_benchmarks() -> list[str]:
     return list(BENCHMARKS)
+
+
+def default_instruction(source: str) -> str | None:
+    """The instruction prompts of `source` get by default: none for a benchmark asked bare, else the papers'."""
+    from coreward.data.prompts import INSTRUCTION
+
+    bench = BENCHMARKS.get(source)
+    return None if bench is not None and not bench.instructed else INSTRUCTION
 
 
 def get_benchmark(name: str) -> Benchmark:

@@ -52,15 +52,14 @@ def register(app: typer.Typer) -> None:
         data_dir: Optional[str] = typer.Option(None, "--data-dir"),
     ) -> None:
         """Sample a policy's completions and label them by rule verifier (+ LLM judge) agreement."""
-        from coreward.data.prompts import INSTRUCTION
         from coreward.llm import build_generator
         from coreward.rm.annotate import annotate as run_annotation, write_rows
-        from coreward.data.benchmarks import load_named
+        from coreward.data.benchmarks import default_instruction, load_named
         from coreward.verify import get_verifier
 
         records = load_named(data, split, limit, data_dir, key="--data")
         if instruction == AUTO:
-            instruction = None if data == "demo" else INSTRUCTION
+            instruction = default_instruction(data)
         with _policy_generator(policy, batch_size) as generator:
             judge_model = build_generator(judge) if judge else None
             try:
