@@ -61,7 +61,9 @@ def select_positives(correct: list[bool], scores: list[float], G: int, rule: str
     return positives
 
 
-# --------------------------------------------------------------------------- 3. negatives
+# --------------------------------------------------------------------------- 3. negatives: `write_negatives`
+# (rm/assistant.py) asks the assistant for all of a step's negatives at once and asks again for those whose
+# answer still verifies equal to the positive's. 4. the update: `RMLearner.update` (rm/learner.py).
 
 
 # --------------------------------------------------------------------------- the reward source
