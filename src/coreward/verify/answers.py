@@ -61,6 +61,7 @@ def checks_of(formula: Formula) -> list[Check]:
 
 def plan(gold: str, pred: str, decimal_comma: bool = False, ordered_lists: bool = False) -> Formula:
     """The comparisons that decide whether `pred` equals `gold`, and how their verdicts combine."""
+    gold, pred = _plain_number(gold), _plain_number(pred)
     if decimal_comma:
         gold, pred = _decimal_point(gold), _decimal_point(pred)
     gold_letter = _choice(gold, gold_side=True)
@@ -246,6 +247,8 @@ def split_unit(answer: str) -> tuple[str, str | None]:
     if match.group("percent"):
         return match.group("value"), "%"
     unit = (match.group("wrapped") or match.group("word")).lower().replace(" ", "").rstrip(".")
+    if unit in ("percent", "percentage", "pct"):
+        return match.group("value"), "%"
     if len(unit) > 2 and unit.endswith("s"):
         unit = unit[:-1]  # hours -> hour
     return match.group("value"), unit + (match.group("power") or "")
@@ -265,6 +268,15 @@ def _choice(answer: str, gold_side: bool) -> str | None:
     if match is None:
         return None
     return next(group for group in match.groups() if group)
+
+
+_LATEX_THOUSANDS = re.compile(r"\{,\}|,\\!\s*")
+
+
+def _plain_number(answer: str) -> str:
+    """`32{,}349` and `32,\\! 349` (LaTeX thousands separators) -> `32349`; anything else unchanged."""
+    text = _LATEX_THOUSANDS.sub(",", answer.strip())
+    return text.replace(",", "") if THOUSANDS.fullmatch(text) else answer
 
 
 _DECIMAL_COMMA = re.compile(r"-?\d+,\d+")

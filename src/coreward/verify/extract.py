@@ -15,6 +15,7 @@ Rules, in order (docs/verification.md has an example of each):
   * GSM8K's `#### x`;
   * an answer sentence: "the answer is x", "Final Answer: The largest $n$ is 34.", "Answer $$ 9 $$";
   * a completion that is itself a short one-line answer ("0.5", "$x^2+1$"), as `coreward verify` has always read it;
+  * the one formula of the last sentence ("Therefore $x \\geq 5$ is the solution."; two formulas: none);
   * only with `last_number_fallback`: the last number (`-1,234.5`, `3/4`).
 """
 
@@ -82,7 +83,8 @@ def _extract(tail: str, last_number_fallback: bool) -> str | None:
         if phrase is not None and phrase.start() >= found[-1].end and (stated := _phrase_answer(tail, phrase)):
             return stated
         return _from_boxes(tail, found)
-    for answer in (_after_hashes(tail), phrase and _phrase_answer(tail, phrase), _bare_answer(tail)):
+    for answer in (_after_hashes(tail), phrase and _phrase_answer(tail, phrase), _bare_answer(tail),
+                   _math_of_last_sentence(tail)):
         if (answer := clean_answer(answer)) is not None:
             return answer
     if last_number_fallback:
@@ -229,6 +231,16 @@ def _bare_answer(text: str) -> str | None:
     if "\n" in line or len(line) > BARE_ANSWER_CHARS or _is_prose(line.replace("$", " ")):
         return None
     return line
+
+
+def _math_of_last_sentence(text: str) -> str | None:
+    """The math of the last sentence when it holds exactly one formula ("Therefore $x \\geq 5$ is the
+    solution."); two formulas there ("either $3$ or $5$") are no answer."""
+    body = text.rstrip().rstrip(".").rstrip()
+    start = max(body.rfind("\n"), max((m.end() for m in _SENTENCE_END.finditer(body)), default=-1) - 1)
+    sentence = body[start + 1 :]
+    math = [next(g for g in m.groups() if g is not None) for m in _INLINE_MATH.finditer(sentence)]
+    return math[0] if len(math) == 1 else None
 
 
 def _last_number(text: str) -> str | None:
