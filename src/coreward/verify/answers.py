@@ -153,11 +153,13 @@ def _split_top_level(text: str, separator: str) -> list[str]:
 
 
 def _balanced(part: str) -> str:
-    """A list member without the unmatched bracket a connective left behind (`3 \\text{ (or } 5)`)."""
+    """A list member without the unmatched bracket a connective left behind (`3 \\text{ (or } 5)`);
+    a half-open interval `[0, 1)` is matched (one opener, one closer) and stays."""
     part = part.strip()
-    while part and part[-1] in ")]" and part.count(part[-1]) > part.count("(" if part[-1] == ")" else "["):
+    balance = lambda text: sum(text.count(c) for c in "([") - sum(text.count(c) for c in ")]")  # noqa: E731
+    while part and part[-1] in ")]" and balance(part) < 0:
         part = part[:-1].strip()
-    while part and part[0] in "([" and part.count(part[0]) > part.count(")" if part[0] == "(" else "]"):
+    while part and part[0] in "([" and balance(part) > 0:
         part = part[1:].strip()
     return part
 

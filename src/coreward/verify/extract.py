@@ -42,8 +42,8 @@ _ANSWER_PHRASE = re.compile(
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|;")
 _DISPLAY_MATH = re.compile(r"\s*(?:\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$)", re.DOTALL)
 _INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
-# "18 dollars" -> "18" (only after an answer phrase, where prose follows the number).
-_NUMBER_THEN_WORDS = re.compile(r"(-?\d[\d,]*(?:\.\d+)?)\s+[A-Za-z][A-Za-z ]*")
+# "18 dollars per week" -> "18 dollars": the number and its unit (a differing unit makes it wrong).
+_NUMBER_THEN_WORDS = re.compile(r"(-?\d[\d,]*(?:\.\d+)?\s+[A-Za-z]+)(?:\s+[A-Za-z ]*)?")
 # A sign only where it can't be a binary minus ("10-3" ends in 3, not -3).
 _NUMBER = re.compile(r"(?:(?<![\w)\]}])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|(?<!\d)\.\d+")
 _WORD = re.compile(r"[A-Za-z]{2,}")
@@ -77,7 +77,7 @@ def extract_answer(text: str, last_number_fallback: bool = False) -> str | None:
 def _extract(tail: str, last_number_fallback: bool) -> str | None:
     if _JUDGE.search(tail[-JUDGE_WINDOW:]):
         return None
-    found = boxes(tail)
+    found = [box for box in boxes(tail) if box.content is not None]  # an unclosed box was cut off, not given
     phrase = _last_match(_ANSWER_PHRASE, tail)
     if found:
         if phrase is not None and phrase.start() >= found[-1].end and (stated := _phrase_answer(tail, phrase)):
@@ -94,7 +94,7 @@ def _extract(tail: str, last_number_fallback: bool) -> str | None:
 
 def _from_boxes(tail: str, found) -> str | None:
     """The distinct contents of the boxes that count, joined as a list; None when the last box is empty
-    or unclosed, or every box is disowned."""
+    or every box is disowned."""
     if clean_answer(found[-1].content) is None:
         return None
     answers: list[str] = []
@@ -204,7 +204,7 @@ def _first_sentence_end(text: str) -> int | None:
 
 
 def _value_of_prose(answer: str) -> str:
-    """`18 dollars` -> `18`; `The largest $n$ is 34` -> `34`; `Jane started 3 hours ago` -> `3`;
+    """`18 dollars in all` -> `18 dollars`; `The largest $n$ is 34` -> `34`; `Jane started 3 hours ago` -> `3`;
     a plain answer unchanged."""
     if number := _NUMBER_THEN_WORDS.fullmatch(answer):
         return number.group(1)
