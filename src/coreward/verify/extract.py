@@ -52,10 +52,10 @@ _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mbox|textit|mathbf|operator
 # Text that talks to whoever scores the answer is an attempt to steer the score, not an answer.
 _JUDGE = re.compile(
     r"\b(?:grader|grading|judge|evaluator|annotator|reward\s+model|expected\s+answer|reference\s+answer|"
-    r"ground[-\s]truth|ignore\s+(?:all|the|previous|above))", re.IGNORECASE)
+    r"ground[-\s]truth|ignore\s+(?:all\s+|the\s+)?(?:previous|above|prior)\s+instructions)", re.IGNORECASE)
 JUDGE_WINDOW = 2_000  # the judge cue is looked for in the completion's last characters
 # A box its own sentence calls wrong ("A common mistake is to write $\boxed{7}$").
-_DISOWN = re.compile(r"\b(?:mistakes?|mistaken|wrong|incorrect|erroneous|instead\s+of|rather\s+than|not)\b[^.!?\n]*$",
+_DISOWN = re.compile(r"\b(?:mistakes?|mistaken|wrong|incorrect|erroneous|instead\s+of|rather\s+than)\b[^.!?\n]*$",
                      re.IGNORECASE)
 DISOWN_WINDOW = 120  # characters of the box's own sentence looked at
 
@@ -80,7 +80,7 @@ def _extract(tail: str, last_number_fallback: bool) -> str | None:
     found = [box for box in boxes(tail) if box.content is not None]  # an unclosed box was cut off, not given
     phrase = _last_match(_ANSWER_PHRASE, tail)
     if found:
-        if phrase is not None and phrase.start() >= found[-1].end and (stated := _phrase_answer(tail, phrase)):
+        if phrase is not None and phrase.start() >= found[-1].end and _states_value(stated := _phrase_answer(tail, phrase)):
             return stated
         return _from_boxes(tail, found)
     for answer in (_after_hashes(tail), phrase and _phrase_answer(tail, phrase), _bare_answer(tail),
@@ -107,6 +107,12 @@ def _from_boxes(tail: str, found) -> str | None:
         answers.append(answer)
     joined = ", ".join(answers)
     return joined if answers and len(joined) <= MAX_ANSWER_CHARS else None
+
+
+def _states_value(answer: str | None) -> bool:
+    """Does an answer sentence after the boxes state a value ("the correct value is 8"), rather than judge
+    one ("so our answer is correct")?"""
+    return answer is not None and (re.search(r"[\d\\]", answer) is not None or re.fullmatch(r"[A-J]", answer) is not None)
 
 
 def encodable(text: str) -> str:
