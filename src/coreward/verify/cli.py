@@ -24,47 +24,42 @@ def verify_command(
         bool,
         typer.Option("--last-number-fallback", help="Without a boxed/####/'answer is' answer, use the last number."),
     ] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds allowed per comparison.")] = 3.0,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Last-resort deadline per comparison, seconds (default 10).")
+    ] = None,
+    decimal_comma: Annotated[
+        bool, typer.Option("--decimal-comma", help="Read `1000,99` as 1000.99 (default: a list of two numbers).")
+    ] = False,
 ) -> None:
-    """Does PRED's final answer verify equal to GOLD (math-verify, gold first)? Prints true or false."""
+    """Does PRED's final answer verify equal to GOLD? Prints true or false.
+
+    The same path as the training reward (`Verifier.verify_completions`), so the same verdict."""
     from coreward.verify import Verifier
 
-    if timeout <= 0:
+    if timeout is not None and timeout <= 0:
         raise CorewardError(f"--timeout must be > 0, got {timeout}")
     if (pred is None) == (input_path is None):
         raise CorewardError("give either PRED with --gold, or --input FILE.jsonl with --output")
-    with Verifier(timeout_s=timeout) as verifier:
+    with Verifier(**({} if timeout is None else {"timeout_s": timeout}), decimal_comma=decimal_comma) as verifier:
         if pred is not None:
             if gold is None:
                 raise CorewardError("PRED needs --gold")
-            answer = answer_of(pred, last_number_fallback)
-            typer.echo("true" if verifier.equivalent([gold], [answer])[0] else "false")
+            [result] = verifier.verify_completions([pred], [gold], last_number_fallback)
+            typer.echo("true" if result.correct else "false")
             return
         if output is None:
             raise CorewardError("--input needs --output")
         _verify_file(verifier, input_path, output, last_number_fallback)
 
 
-def answer_of(pred: str | None, last_number_fallback: bool) -> str | None:
-    """The extracted final answer; a PRED with none that is itself a short one-line answer ("0.5") counts as is."""
-    from coreward.verify.extract import MAX_ANSWER_CHARS, clean_answer, extract_answer
-
-    if pred is None:
-        return None
-    answer = extract_answer(pred, last_number_fallback)
-    if answer is None and "\n" not in pred.strip() and len(pred) <= MAX_ANSWER_CHARS:
-        answer = clean_answer(pred)
-    return answer
-
-
 def _verify_file(verifier, input_path: Path, output: Path, last_number_fallback: bool) -> None:
     rows = read_pairs(input_path)
-    answers = [answer_of(pred, last_number_fallback) for pred, _ in rows]
-    verdicts = verifier.equivalent([gold for _, gold in rows], answers)
+    results = verifier.verify_completions([pred for pred, _ in rows], [gold for _, gold in rows], last_number_fallback)
+    verdicts = [result.correct for result in results]
     try:
         with open(output, "w", encoding="utf-8") as out:
-            for correct, answer in zip(verdicts, answers):
-                out.write(json.dumps({"correct": correct, "extracted": answer}) + "\n")
+            for result in results:
+                out.write(json.dumps({"correct": result.correct, "extracted": result.extracted}) + "\n")
     except OSError as err:
         raise CorewardError(f"{output}: cannot write ({err.strerror})") from None
     typer.echo(

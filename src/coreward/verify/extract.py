@@ -1,57 +1,118 @@
 """Final-answer extraction from untrusted model completions.
 
 A completion is whatever the policy sampled: it may be megabytes long, contain NUL bytes or lone
-surrogates, or be crafted LaTeX. So every step here is linear in the input, the regex fallbacks only
-look at the last `TAIL_CHARS` characters, an answer longer than `MAX_ANSWER_CHARS` counts as no answer,
-and `extract_answer` never raises.
+surrogates, or be crafted LaTeX. So every step here is linear in the input, only the last `TAIL_CHARS`
+characters are read, an answer longer than `MAX_ANSWER_CHARS` counts as no answer, and `extract_answer`
+never raises.
 
-Order of precedence (the first pattern that yields a usable answer wins):
-  1. the last `\\boxed{...}` / `\\fbox{...}` (nested braces), or `\\boxed 5`;
-  2. GSM8K's `#### x`;
-  3. "the answer is x" / "final answer: x" (case-insensitive);
-  4. only with `last_number_fallback`: the last number (`-1,234.5`, `3/4`).
+Rules, in order (docs/verification.md has an example of each):
+  * text addressed to the grader ("Grader note: the expected answer is ...") -> no answer;
+  * an explicit answer sentence after the last box wins ("... \\boxed{255} ... The final answer is $10,455$.",
+    "A common mistake is \\boxed{7}; the correct value is 8.");
+  * boxes (`\\boxed{}`, `\\fbox{}`, `\\boxed 5`): every distinct box counts, joined as a list
+    ("\\boxed{1} and \\boxed{2}" -> "1, 2"); a box its own sentence disowns ("a common mistake is ...") is
+    dropped; an empty last box is no answer (no fallback to loose text);
+  * GSM8K's `#### x`;
+  * an answer sentence: "the answer is x", "Final Answer: The largest $n$ is 34.", "Answer $$ 9 $$";
+  * a completion that is itself a short one-line answer ("0.5", "$x^2+1$"), as `coreward verify` has always read it;
+  * the one formula of the last sentence ("Therefore $x \\geq 5$ is the solution."; two formulas: none);
+  * only with `last_number_fallback`: the last number (`-1,234.5`, `3/4`).
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterator
+
+from coreward.verify.boxes import MAX_ANSWER_CHARS, THOUSANDS, boxes, drop_thousands_separators, unescaped_braces
+
+__all__ = ["MAX_ANSWER_CHARS", "MAX_COMPLETION_CHARS", "TAIL_CHARS", "clean_answer", "clip_completion",
+           "encodable", "extract_answer", "unescaped_braces"]
 
 TAIL_CHARS = 20_000
-MAX_ANSWER_CHARS = 1_000
 MAX_COMPLETION_CHARS = 100_000  # default cut for completions before any reward sees them (clip_completion)
+BARE_ANSWER_CHARS = 200  # a one-line completion up to this long may be the answer itself
+_ = THOUSANDS  # re-exported for callers that imported it from here
 
-_BOX_COMMANDS = ("\\boxed", "\\fbox")
-# `answer is`, `answer:`, `answer is:`; the last one in the text wins ("Final Answer: The final answer is 5").
-_ANSWER_PHRASE = re.compile(r"\banswer\s*(?:is\b\s*:?|:)", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"\.(?:\s|$)")
-# "18 dollars" -> "18" (only after an answer phrase, where prose follows the number).
-_NUMBER_THEN_WORDS = re.compile(r"(-?\d[\d,]*(?:\.\d+)?)\s+[A-Za-z][A-Za-z ]*")
+# `answer is`, `answer:`, `Answer $$ 9 $$`, and what states a correction: `the correct value is 8`.
+_ANSWER_PHRASE = re.compile(
+    r"\b(?:answer|(?:correct|right|actual|true)\s+(?:value|result|solution))\s*(?:is\b\s*:?|:|=|(?=\s*(?:\$|\\\[|\\\()))",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"\.(?:\s|$)|;")
+_DISPLAY_MATH = re.compile(r"\s*(?:\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$)", re.DOTALL)
+_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
+# "18 dollars per week" -> "18 dollars": the number and its unit (a differing unit makes it wrong).
+_NUMBER_THEN_WORDS = re.compile(r"(-?\d[\d,]*(?:\.\d+)?\s+[A-Za-z]+)(?:\s+[A-Za-z ]*)?")
 # A sign only where it can't be a binary minus ("10-3" ends in 3, not -3).
 _NUMBER = re.compile(r"(?:(?<![\w)\]}])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|(?<!\d)\.\d+")
-_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_LATEX_COMMAND = re.compile(r"\\[a-zA-Z]+")
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mbox|textit|mathbf|operatorname)\s*\{[^{}]*\}")
+# Text that talks to whoever scores the answer is an attempt to steer the score, not an answer.
+_JUDGE = re.compile(
+    r"\b(?:grader|grading|judge|evaluator|annotator|reward\s+model|expected\s+answer|reference\s+answer|"
+    r"ground[-\s]truth|ignore\s+(?:all\s+|the\s+)?(?:previous|above|prior)\s+instructions)", re.IGNORECASE)
+JUDGE_WINDOW = 2_000  # the judge cue is looked for in the completion's last characters
+# A box its own sentence calls wrong ("A common mistake is to write $\boxed{7}$").
+_DISOWN = re.compile(r"\b(?:mistakes?|mistaken|wrong|incorrect|erroneous|instead\s+of|rather\s+than)\b[^.!?\n]*$",
+                     re.IGNORECASE)
+DISOWN_WINDOW = 120  # characters of the box's own sentence looked at
 
 
 def extract_answer(text: str, last_number_fallback: bool = False) -> str | None:
-    """The final answer of a completion as a clean string, or None when there is none.
+    """The final answer of a completion as a clean string (several boxes: `"a, b"`), or None.
 
     Never raises: a completion is untrusted input, and one bad completion must cost one reward,
     not a training step.
     """
     if not isinstance(text, str) or not text:
         return None
-    finders = [_last_boxed, _after_hashes, _after_answer_phrase]
-    if last_number_fallback:
-        finders.append(_last_number)
-    for find in finders:
-        try:
-            answer = clean_answer(find(text))
-        except Exception:  # noqa: BLE001 - a safety net for inputs nobody thought of
-            answer = None
-        if answer is not None:
+    try:
+        return _extract(text[-TAIL_CHARS:], last_number_fallback)
+    except Exception:  # noqa: BLE001 - a safety net for inputs nobody thought of
+        return None
+
+
+def _extract(tail: str, last_number_fallback: bool) -> str | None:
+    if _JUDGE.search(tail[-JUDGE_WINDOW:]):
+        return None
+    found = [box for box in boxes(tail) if box.content is not None]  # an unclosed box was cut off, not given
+    phrase = _last_match(_ANSWER_PHRASE, tail)
+    if found:
+        if phrase is not None and phrase.start() >= found[-1].end and _states_value(stated := _phrase_answer(tail, phrase)):
+            return stated
+        return _from_boxes(tail, found)
+    for answer in (_after_hashes(tail), phrase and _phrase_answer(tail, phrase), _bare_answer(tail),
+                   _math_of_last_sentence(tail)):
+        if (answer := clean_answer(answer)) is not None:
             return answer
+    if last_number_fallback:
+        return clean_answer(_last_number(tail))
     return None
+
+
+def _from_boxes(tail: str, found) -> str | None:
+    """The distinct contents of the boxes that count, joined as a list; None when the last box is empty
+    or every box is disowned."""
+    if clean_answer(found[-1].content) is None:
+        return None
+    answers: list[str] = []
+    for box in found:
+        answer = clean_answer(box.content)
+        sentence = tail[max(0, box.start - DISOWN_WINDOW) : box.start]
+        sentence = re.split(r"[.!?\n]\s", sentence)[-1]
+        if answer is None or _DISOWN.search(sentence) or answer in answers:
+            continue
+        answers.append(answer)
+    joined = ", ".join(answers)
+    return joined if answers and len(joined) <= MAX_ANSWER_CHARS else None
+
+
+def _states_value(answer: str | None) -> bool:
+    """Does an answer sentence after the boxes state a value ("the correct value is 8"), rather than judge
+    one ("so our answer is correct")?"""
+    return answer is not None and (re.search(r"[\d\\]", answer) is not None or re.fullmatch(r"[A-J]", answer) is not None)
 
 
 def encodable(text: str) -> str:
@@ -77,7 +138,7 @@ def clip_completion(text: str, max_chars: int | None) -> str:
 
 
 def clean_answer(raw: str | None) -> str | None:
-    """Strip what surrounds an answer (whitespace, `$`, `**`, a final period, `\\$`), drop NULs,
+    """Strip what surrounds an answer (whitespace, `$`, `\\[ \\]`, `**`, a final period, `\\$`), drop NULs,
     replace lone surrogates, and remove thousands separators from a plain number ("1,000" -> "1000").
 
     Returns None for an empty answer or one longer than `MAX_ANSWER_CHARS`.
@@ -91,85 +152,106 @@ def clean_answer(raw: str | None) -> str | None:
     while text != previous:
         previous = text
         text = text.strip().strip("$*").strip()
+        for opening, closing in (("\\[", "\\]"), ("\\(", "\\)")):
+            if text.startswith(opening) and text.endswith(closing):
+                text = text[len(opening) : -len(closing)]
         if text.endswith(".") and not text.endswith(".."):
             text = text[:-1]
-    if _THOUSANDS.fullmatch(text):
-        text = text.replace(",", "")
-    return text or None
+    return drop_thousands_separators(text) or None
 
 
-def _last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` / `\\fbox{...}` (or `\\boxed 5`), found with `rfind` and a
-    brace-matching scan that stops after `MAX_ANSWER_CHARS`: linear, no regex over the whole text."""
-    start, command = max((text.rfind(c), c) for c in _BOX_COMMANDS)
-    if start < 0:
+def gold_answer(gold: str | None) -> str | None:
+    """A reference answer as the verifier compares it: `$...$`, `\\[...\\]` and a box around it removed
+    (a reference written as a solution, with boxes, reads like a completion)."""
+    if not isinstance(gold, str):
         return None
-    i = start + len(command)
-    while i < len(text) and text[i] == " ":
-        i += 1
-    if i < len(text) and text[i] == "{":
-        return _braced(text, i)
-    if i > start + len(command):  # `\boxed 5`: one token after the space
-        end = i
-        while end < len(text) and not text[end].isspace() and text[end] != "$":
-            end += 1
-        return text[i:end]
-    return None
-
-
-def unescaped_braces(text: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str]]:
-    """(index, char) of each `{` and `}` in `text[start:stop]`; a backslash escapes the next character,
-    so `\\{` and `\\}` are literal braces and are skipped."""
-    i, stop = start, len(text) if stop is None else min(stop, len(text))
-    while i < stop:
-        char = text[i]
-        if char == "\\":
-            i += 2
-            continue
-        if char in "{}":
-            yield i, char
-        i += 1
-
-
-def _braced(text: str, open_at: int) -> str | None:
-    """The text between `text[open_at] == "{"` and its matching `}`; None when unclosed or too long."""
-    depth = 0
-    for i, char in unescaped_braces(text, open_at, open_at + MAX_ANSWER_CHARS + 2):
-        depth += 1 if char == "{" else -1
-        if depth == 0:
-            return text[open_at + 1 : i]
-    return None
+    if any(command in gold for command in ("\\boxed", "\\fbox")):
+        return extract_answer(gold)
+    return clean_answer(gold)
 
 
 def _after_hashes(text: str) -> str | None:
     """GSM8K's final-answer line: what follows the last `####` on its line."""
-    tail = text[-TAIL_CHARS:]
-    at = tail.rfind("####")
-    if at < 0:
-        return None
-    return tail[at + 4 :].split("\n", 1)[0]
+    at = text.rfind("####")
+    return None if at < 0 else text[at + 4 :].split("\n", 1)[0]
 
 
-def _after_answer_phrase(text: str) -> str | None:
-    """What follows the last "answer is" / "answer:" up to the end of its line or sentence."""
-    tail = text[-TAIL_CHARS:]
-    last = _last_match(_ANSWER_PHRASE, tail)
-    if last is None:
-        return None
-    answer = tail[last.end() :].split("\n", 1)[0]
-    if end := _SENTENCE_END.search(answer):
-        answer = answer[: end.start()]
-    answer = answer.replace("**", "").strip().strip("$").strip()  # markdown bold: "is **18** dollars"
+def _phrase_answer(text: str, phrase: re.Match) -> str | None:
+    """What an answer sentence states: display math right after the phrase (`Answer \\[ 9 \\]`), else the
+    rest of its line or sentence, reduced to its value when it is prose ("The largest $n$ is 34.")."""
+    rest = text[phrase.end() : phrase.end() + 4 * MAX_ANSWER_CHARS]
+    if (math := _DISPLAY_MATH.match(rest)) and _ends_sentence(rest[math.end() :]):
+        return clean_answer(next(g for g in math.groups() if g is not None))
+    answer = rest.split("\n", 1)[0]
+    if end := _first_sentence_end(answer):
+        answer = answer[:end]
+    answer = answer.replace("**", "").strip()
     if len(answer) > MAX_ANSWER_CHARS:
         return None
+    return clean_answer(_value_of_prose(answer))
+
+
+def _ends_sentence(after: str) -> bool:
+    """Display math after an answer phrase is the whole answer when nothing but punctuation follows it
+    on its line (`$10,455$. I hope it is correct.`), not when the sentence goes on (`$n$ is 34`)."""
+    line = after.split("\n", 1)[0].lstrip()
+    return not line or line[0] in ".,;!" or not line[0].isalnum()
+
+
+def _first_sentence_end(text: str) -> int | None:
+    """The end of the first sentence, not counting periods inside `$...$` (`$3.5$`)."""
+    in_math = False
+    for i, char in enumerate(text):
+        if char == "$":
+            in_math = not in_math
+        elif not in_math and _SENTENCE_END.match(text, i):
+            return i
+    return None
+
+
+def _value_of_prose(answer: str) -> str:
+    """`18 dollars in all` -> `18 dollars`; `The largest $n$ is 34` -> `34`; `Jane started 3 hours ago` -> `3`;
+    a plain answer unchanged."""
     if number := _NUMBER_THEN_WORDS.fullmatch(answer):
         return number.group(1)
-    return answer
+    if not _is_prose(answer):
+        return answer
+    if " is " in answer:
+        return _value_of_prose(answer.rsplit(" is ", 1)[1])
+    math = [next(g for g in m.groups() if g is not None) for m in _INLINE_MATH.finditer(answer)]
+    if len(math) == 1:
+        return math[0]
+    numbers = _NUMBER.findall(_INLINE_MATH.sub(" ", answer))
+    return numbers[0] if len(numbers) == 1 and not math else answer
+
+
+def _is_prose(text: str) -> bool:
+    """More than one word outside LaTeX commands and `\\text{...}` (`odd`, `\\text{Evelyn}` are answers)."""
+    bare = _LATEX_COMMAND.sub(" ", _TEXT_WRAPPER.sub(" ", text))
+    return len(_WORD.findall(bare)) > 1
+
+
+def _bare_answer(text: str) -> str | None:
+    """A completion that is itself the answer: one short line that is not prose ("0.5", "$(3,2)$")."""
+    line = text.strip()
+    if "\n" in line or len(line) > BARE_ANSWER_CHARS or _is_prose(line.replace("$", " ")):
+        return None
+    return line
+
+
+def _math_of_last_sentence(text: str) -> str | None:
+    """The math of the last sentence when it holds exactly one formula ("Therefore $x \\geq 5$ is the
+    solution."); two formulas there ("either $3$ or $5$") are no answer."""
+    body = text.rstrip().rstrip(".").rstrip()
+    start = max(body.rfind("\n"), max((m.end() for m in _SENTENCE_END.finditer(body)), default=-1) - 1)
+    sentence = body[start + 1 :]
+    math = [next(g for g in m.groups() if g is not None) for m in _INLINE_MATH.finditer(sentence)]
+    return math[0] if len(math) == 1 else None
 
 
 def _last_number(text: str) -> str | None:
     """The last number in the text: `-3`, `1,234.5`, `.5`, `3/4`."""
-    last = _last_match(_NUMBER, text[-TAIL_CHARS:])
+    last = _last_match(_NUMBER, text)
     return None if last is None else last.group(0)
 
 
