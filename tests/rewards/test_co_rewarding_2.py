@@ -118,7 +118,7 @@ def test_lora_ema_touches_only_the_teacher_adapter():
 def test_pseudo_labels_from_hand_built_teacher_rollouts(verifier):
     teacher = [
         ["\\boxed{1/2}", "#### 0.5", "\\boxed{3}", "no answer"],  # 1/2 ≡ 0.5: label 1/2 (2 votes to 1)
-        ["nothing", "", "still nothing", "?"],  # the teacher never answers: no label
+        ["no idea", "", "still nothing", "?"],  # the teacher never answers: no label
         ["\\boxed{6}", "\\boxed{5}", "\\boxed{5}", "\\boxed{6}"],  # tie: first seen (6)
     ]
     policy = [

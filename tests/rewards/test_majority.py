@@ -20,7 +20,7 @@ def test_majority_verified_groups_equivalent_forms(verifier):
     groups = [
         ["\\boxed{1/2}", "#### 0.5", "\\boxed{3}", "The answer is \\frac{1}{2}."],  # 1/2 ≡ 0.5 ≡ \frac12: 3 votes
         ["\\boxed{7}", "no answer here", "", "\\boxed{7}"],  # empty answers don't vote and get 0
-        ["nothing", "still nothing", "", "?"],  # nobody answered: no label, all 0
+        ["no idea", "still nothing", "", "?"],  # nobody answered (prose and punctuation are no answers): no label, all 0
     ]
     batch = batch_of(groups, verifier, answers=["0.5", "8", "1"])
     rewards = MajorityVoteReward().compute(batch)

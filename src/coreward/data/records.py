@@ -11,6 +11,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from coreward.verify import drop_thousands_separators
+
 
 
 @dataclass
@@ -47,9 +49,6 @@ class BadField(Exception):
         self.why = why
 
 
-_THOUSANDS = re.compile(r"-?\d{1,3}(,\d{3})+(\.\d+)?")
-
-
 _TRAILING_ZEROS = re.compile(r"(-?\d+)\.0+")
 
 
@@ -69,8 +68,7 @@ def clean_number(value: Any) -> str:
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(value)
     text = str(value).strip()
-    if _THOUSANDS.fullmatch(text):
-        text = text.replace(",", "")
+    text = drop_thousands_separators(text)
     if match := _TRAILING_ZEROS.fullmatch(text):
         text = match.group(1)
     if match := _LEADING_ZEROS.fullmatch(text):
@@ -141,22 +139,6 @@ def gsm8k_answer(solution: str) -> str:
 def strip_calc(solution: str) -> str:
     """Drop GSM8K's `<<48/2=24>>` calculator annotations, which are not part of the written solution."""
     return _CALC.sub("", solution)
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` (nested braces allowed): MATH's hub rows keep the answer there."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, begin = 0, start + len("\\boxed{")
-    for pos in range(begin, len(text)):
-        if text[pos] == "{":
-            depth += 1
-        elif text[pos] == "}":
-            if depth == 0:
-                return text[begin:pos].strip()
-            depth -= 1
-    return None
 
 
 def field_of(row: dict, *names: str) -> Any:

@@ -73,7 +73,7 @@ class RewardSpec:
 
 @dataclass
 class VerifierSettings:
-    timeout_s: float = 3.0
+    timeout_s: float = 10.0
     num_workers: int | None = None
     # completions are untrusted: longer ones are cut to their last N characters before any reward sees
     # them (counted in faults/truncated_completions); 100,000 leaves every real completion whole

@@ -231,11 +231,18 @@ def _is_prose(text: str) -> bool:
     return len(_WORD.findall(bare)) > 1
 
 
+_WORD_THEN_VALUE = re.compile(r"[A-Za-z]{2,}\s+[^\s]")
+
+
 def _bare_answer(text: str) -> str | None:
     """A completion that is itself the answer: one short line that is not prose ("0.5", "$(3,2)$")."""
     line = text.strip()
     if "\n" in line or len(line) > BARE_ANSWER_CHARS or _is_prose(line.replace("$", " ")):
         return None
+    # work, not an answer: steps separated by ";" or a chain of "=" ("12+5=17;17-3=14;ans 14"), or a word in
+    # front of the value ("ans 14", "about 5"): a format the rule does not read stays unread on every path
+    if ";" in line or line.count("=") > 1 or _WORD_THEN_VALUE.match(line) or not re.search(r"\w", line):
+        return None  # ... and punctuation alone ("?", "...") is no answer
     return line
 
 
