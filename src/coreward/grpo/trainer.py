@@ -246,6 +246,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
                 completion_ids_list,
                 pad_token_id=self._tokenizer.pad_token_id,
                 batch_size=max(1, self.args.per_device_train_batch_size),
+                temperature=self.args.temperature,  # for self_certainty_scaled (Intuitor's logits / T)
             )
         finally:
             model.train(was_training)
