@@ -24,8 +24,7 @@ from typing import Any
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ema_teacher import EmaTeacher
-from coreward.rewards.voting import Match, label_accuracy, majority_votes, matches_label
-from coreward.verify import extract_answer
+from coreward.rewards.voting import Extract, Match, extract, label_accuracy, majority_votes, matches_label
 
 
 @register("co_rewarding_2")
@@ -38,6 +37,7 @@ class CoRewarding2Reward(RewardSource):
         as_reference: bool = False  # the teacher is also the KL reference (the authors'); needs grpo.beta > 0
         temperature: float = 1.0  # the teacher's sampling temperature
         match: Match = "verified"  # "verified": math-verify equivalence; "exact": equal strings (the authors')
+        extract: Extract = "default"  # "default": extract_answer (boxed, ####, "the answer is", cleaned); "boxed_raw": the authors' raw last \boxed{} (co_rewarding_II.py)
 
         def validate(self) -> None:
             EmaTeacher(self.alpha_start, self.alpha_end, self.update_every)  # its constructor checks the schedule
@@ -74,9 +74,9 @@ class CoRewarding2Reward(RewardSource):
     def score(self, batch: RolloutBatch, teacher_completions: list[list[str]]) -> list[float]:
         """Rewards of the policy's rollouts given the teacher's rollouts of each group (one list per group)."""
         verifier = batch.verifier
-        teacher_answers = [[extract_answer(c) for c in group] for group in teacher_completions]
+        teacher_answers = [[extract(c, self.params.extract) for c in group] for group in teacher_completions]
         labels = [vote[0] for vote in majority_votes(teacher_answers, self.match, verifier)]
-        answers = batch.extracted_answers()
+        answers = batch.extracted_answers(self.params.extract)
         rewards = []
         for label, rows in zip(labels, batch.groups()):
             rewards += [1.0 if ok else 0.0 for ok in matches_label(label, [answers[i] for i in rows], self.match, verifier)]
