@@ -409,3 +409,19 @@ def test_loading_a_multi_label_classifier_is_refused(tmp_path):
     build_demo_tokenizer().save_pretrained(tmp_path / "two")
     with pytest.raises(CorewardError, match="2 labels"):
         VerifyRM.from_pretrained(tmp_path / "two", device="cpu")
+
+
+def test_cooper_cut_leaves_the_question_whole_and_cuts_tokens_on_the_right(backbone):
+    """rm_cut="cooper" (the authors'): the question is never cut; past max_length the end is dropped."""
+    text = format_input("q" * 2000, "r" * 1600, "m" * 10 + "e" * 1600, cut="cooper")
+    assert "<question>" + "q" * 2000 + "</question>" in text
+    assert "<reference_answer>" + "r" * 1500 + "</reference_answer>" in text
+    assert "<completion>" + "m" * 10 + "e" * 1490 + "</completion>" in text
+    rm = VerifyRM.from_backbone(backbone, device="cpu", max_length=16)
+    ours = rm.tokenize(["a long question " * 20], ["7"], ["so the answer is 7"])["input_ids"][0]
+    rm.use_cut("cooper")
+    theirs = rm.tokenize(["a long question " * 20], ["7"], ["so the answer is 7"])["input_ids"][0]
+    full = rm.tokenizer(format_input("a long question " * 20, "7", "so the answer is 7", cut="cooper"))["input_ids"]
+    assert theirs.tolist() == full[:16] and ours.tolist() == full[-16:]
+    with pytest.raises(ValueError, match="cut must be one of"):
+        rm.use_cut("middle")
