@@ -9,7 +9,10 @@ Cutting, two ways (`cut`):
   * "cooper" (the authors', recipe/cooper/fsdp_workers.py `cooper_format_prompt` and `_switch_chat_template`):
     only ref and c are cut to 500 + 1,000 characters, the question never, and tokens past `max_length` (their
     1,024 = prompt + response length) are dropped from the *right*, so a long question can push the
-    completion's answer out of what the RM sees. Any Hugging Face backbone works: a decoder (Qwen2.5-Math-1.5B-Instruct in the paper; the
+    completion's answer out of what the RM sees;
+  * "none" (the authors' VerifyRM training, train_VerifyRM/train.py): no field is cut, tokens past
+    `max_length` (their 8,192) dropped from the right; they drop rows over 8,000 characters beforehand
+    (`rm train`'s `data.max_chars`). Any Hugging Face backbone works: a decoder (Qwen2.5-Math-1.5B-Instruct in the paper; the
 score is read at the last non-pad token, so the config needs a pad_token_id) or an encoder (BERT/MiniLM).
 """
 
@@ -42,17 +45,18 @@ def truncate(text: str) -> str:
     return text if len(text) <= MAX_CHARS else text[:HEAD_CHARS] + text[-TAIL_CHARS:]
 
 
-CUTS = ("coreward", "cooper")
+CUTS = ("coreward", "cooper", "none")
 
 
 def format_input(question: str, reference: str, completion: str, cut: str = "coreward") -> str:
     """The RM's input text for one (question, reference answer, completion) triple (untrusted text is cut
     first, then made encodable, so the cost is bounded whatever its length; "cooper" leaves the question,
     which comes from the data, whole)."""
+    keep = (lambda text: text) if cut == "none" else truncate
     return TEMPLATE.format(
         question=encodable(truncate(str(question)) if cut == "coreward" else str(question)),
-        reference=encodable(truncate(str(reference))),
-        completion=encodable(truncate(str(completion))),
+        reference=encodable(keep(str(reference))),
+        completion=encodable(keep(str(completion))),
     )
 
 
