@@ -87,3 +87,50 @@ def test_every_stateless_reward_source_trains_on_two_processes(memorized_policy,
     for source in sources:
         assert all(f"rewards/{source}/mean" in row for row in rows), (source, sorted(rows[0]))
     assert "eval/avg@4" in rows[1]
+
+
+# ---------------------------------------------------------------------------------- per-view loss (Co-rewarding-I)
+def test_per_view_weights_turn_the_bnpo_mean_into_a_sum_of_view_means():
+    from coreward.grpo.trainer import per_view_token_weights
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        rows, width = 6, 9
+        loss = torch.randn(rows, width, generator=generator)
+        mask = (torch.rand(rows, width, generator=generator) > 0.3).long()
+        mask[:, 0] = 1
+        views = torch.randint(0, 2, (rows,), generator=generator)
+        weights, present = per_view_token_weights(views, mask)
+        m = mask * weights  # what TRL's bnpo branch sees as its mask
+        bnpo_times_views = (loss * m).sum() / m.sum().clamp(min=1.0) * present
+        authors = sum((loss[views == v] * mask[views == v]).sum() / mask[views == v].sum() for v in views.unique())
+        assert torch.allclose(bnpo_times_views, authors, atol=1e-5)
+        assert present == len(views.unique())
+
+
+def test_per_view_loss_runs_with_both_views_in_each_micro_batch(tmp_path, monkeypatch):
+    from coreward.grpo import trainer as trainer_module
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.train import run_training
+    from coreward.runtime.config import load_config
+    from coreward.runtime.errors import CorewardError
+
+    config_path = Path(__file__).resolve().parents[2] / "configs" / "demo" / "co_rewarding_1.yaml"
+    seen = []
+    original = trainer_module.per_view_token_weights
+
+    def recording(views, mask):
+        weights, present = original(views, mask)
+        seen.append((sorted(views.unique().tolist()), [float((mask * weights)[views == v].sum()) for v in views.unique()]))
+        return weights, present
+
+    monkeypatch.setattr(trainer_module, "per_view_token_weights", recording)
+    config = load_config(TrainConfig, config_path, ["data.view_loss=per_view", "grpo.loss_type=bnpo", "data.eval_every=0",
+                                                    "grpo.save_steps=100", "torch_threads=1"])
+    run_training(config, output_dir=str(tmp_path / "run"), max_steps=1)
+    assert seen and all(views == [0, 1] for views, _ in seen)  # the sampler keeps a question next to its rephrasing
+    assert all(s == pytest.approx(1.0) for _, sums in seen for s in sums)  # each view's weights: a token mean
+    with pytest.raises(CorewardError, match="grpo.loss_type: bnpo"):
+        load_config(TrainConfig, config_path, ["data.view_loss=per_view"])
+    with pytest.raises(CorewardError, match="needs paired views"):
+        load_config(TrainConfig, config_path, ["data.view_loss=per_view", "grpo.loss_type=bnpo", "data.rephrasings=null"])

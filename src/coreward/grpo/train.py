@@ -271,6 +271,7 @@ def run_training(
         verifier=verifier,
         reference_column=config.data.reference_column,
         paired_views=bool(config.data.rephrasings),
+        per_view_loss=config.data.view_loss == "per_view",
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     use_compact_progress(trainer)

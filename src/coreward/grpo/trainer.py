@@ -15,6 +15,11 @@ What we change in TRL (trl==1.16.0), and why:
 * `_get_train_sampler` / `_run_epoch` — the data order of epoch e depends on e, not on how many epochs
   this process has run (see `paired.EpochReplay`): a run resumed after the first epoch sees the same
   batches as an uninterrupted one.
+* `_compute_loss` (with `per_view_loss`, Co-rewarding-I) — each view's loss is a token mean over its own
+  tokens and the two are summed, L = Σ_v Σ_{t∈v} ℓ_t / N_v (the authors' dp_actor.py), instead of one token
+  mean over both views: TRL's bnpo mean over the micro-batch, with each token weighted 1/N_v(t) through
+  the `tool_mask` slot (a loss-only mask: attention still uses `completion_mask`), is the weighted average
+  Σ_v (Σ_{t∈v} ℓ_t / N_v) / V over the V views present; times V it is the sum.
 * `_get_grad_norm` — an optimizer step whose gradient is NaN or inf is skipped (weights and optimizer
   moments unchanged) and counted in `faults/nonfinite_grad_steps`, never applied.
 
@@ -72,6 +77,20 @@ def _placeholder_reward(name: str):
     return reward
 
 
+def per_view_token_weights(views: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Per-token weights 1/N_v (N_v: the completion tokens of view v in this micro-batch) and the number of
+    views present: Σ(ℓ·m·w)/Σ(m·w) · V = Σ_v Σ_{t∈v} ℓ_t / N_v (see the module docstring)."""
+    weights = torch.zeros_like(mask, dtype=torch.float32)
+    present = 0
+    for view in views.unique().tolist():
+        rows = views == view
+        tokens = mask[rows].sum()
+        if tokens > 0:
+            weights[rows] = 1.0 / tokens.float()
+            present += 1
+    return weights, max(1, present)
+
+
 class CorewardGRPOTrainer(GRPOTrainer):
     def __init__(
         self,
@@ -81,8 +100,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
         reference_column: str = "answer",
         keep_checkpoints: int | None = 2,
         paired_views: bool = False,
+        per_view_loss: bool = False,
         **kwargs: Any,
     ):
+        self.per_view_loss = per_view_loss
         self.reward_sources = reward_sources
         self.verifier = verifier
         self.reference_column = reference_column
@@ -155,12 +176,22 @@ class CorewardGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         self._generation_time = 0.0
         output = super()._generate_and_score_completions(inputs)
+        if self.per_view_loss and mode == "train":  # rows stay aligned through TRL's shuffle and split
+            output["view"] = torch.tensor([int(row["view"]) for row in inputs], device=output["completion_mask"].device)
         total = time.perf_counter() - start
         if mode == "train":
             self._scoring_time = total
             self._generation_step_seen = True
             self._metrics[mode]["time/generation"].append(self._generation_time)
         return output
+
+    def _compute_loss(self, model, inputs):
+        if not (self.per_view_loss and "view" in inputs):
+            return super()._compute_loss(model, inputs)
+        weights, present = per_view_token_weights(inputs["view"], inputs["completion_mask"])
+        if "tool_mask" in inputs:  # tool-result tokens stay out of the loss
+            weights = weights * inputs["tool_mask"]
+        return super()._compute_loss(model, {**inputs, "tool_mask": weights}) * present
 
     def training_step(self, model, inputs, num_items_in_batch):
         start = time.perf_counter()
