@@ -17,7 +17,7 @@ DOC = REPO / "docs" / "fidelity.md"
 
 
 def table_rows() -> list[dict[str, str]]:
-    """Every row of every table in the document, as {header: cell} (backticks stripped from configs/key/value)."""
+    """Every row of every settings table in the document (those with a `key` column), as {header: cell}."""
     rows, header = [], None
     for line in DOC.read_text().splitlines():
         if not line.startswith("|"):
@@ -26,7 +26,7 @@ def table_rows() -> list[dict[str, str]]:
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
         if header is None:
             header = cells
-        elif not set("".join(cells)) <= set("-: "):
+        elif "key" in header and not set("".join(cells)) <= set("-: "):  # the settings tables, not the figures
             rows.append(dict(zip(header, cells)))
     return rows
 
