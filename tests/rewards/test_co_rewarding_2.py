@@ -271,3 +271,47 @@ def test_two_processes_split_teacher_rollouts(tiny_policy, tmp_path):
 
 if __name__ == "__main__":
     two_process_worker(sys.argv[1], sys.argv[2])
+
+
+def test_teacher_rolls_out_the_rephrased_question(tmp_path, monkeypatch):
+    """teacher_prompt: rephrased with data.teacher_rephrasings (the authors' use_aug): the policy's prompts are
+    the originals, the teacher's the rephrasings of the same questions, group by group."""
+    from pathlib import Path
+
+    from coreward.data.benchmarks import load_benchmark
+    from coreward.data.rephrase import demo_pairs
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.train import run_training
+    from coreward.rewards.ema_teacher import EmaTeacher
+    from coreward.runtime.config import load_config
+    from coreward.runtime.errors import CorewardError
+
+    config_path = Path(__file__).resolve().parents[2] / "configs" / "demo" / "co_rewarding_2.yaml"
+    rephrased = {r.question: q2 for r, q2 in demo_pairs(load_benchmark("demo", "train"))}
+    seen = []
+    original = EmaTeacher.generate
+
+    def recording(self, policy, prompt_ids, num_generations):
+        seen.append([policy.tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in prompt_ids])
+        return original(self, policy, prompt_ids, num_generations)
+
+    monkeypatch.setattr(EmaTeacher, "generate", recording)
+    overrides = ["data.teacher_rephrasings=demo", "rewards.0.params.teacher_prompt=rephrased", "data.eval_every=0",
+                 "grpo.save_steps=100", "torch_threads=1"]
+    captured = {}
+    from coreward.grpo import trainer as trainer_module
+
+    real = trainer_module.CorewardGRPOTrainer._calculate_rewards
+
+    def capture(self, inputs, prompts, completions, completion_ids_list):
+        captured.setdefault("prompts", [p for p in prompts])
+        return real(self, inputs, prompts, completions, completion_ids_list)
+
+    monkeypatch.setattr(trainer_module.CorewardGRPOTrainer, "_calculate_rewards", capture)
+    run_training(load_config(TrainConfig, config_path, overrides), output_dir=str(tmp_path / "run"), max_steps=1)
+    G = 8
+    policy_questions = [p.strip() for p in captured["prompts"][::G]]
+    assert seen and seen[0] == [rephrased[q] for q in policy_questions]
+    assert all(rephrased[q] != q for q in policy_questions)
+    with pytest.raises(CorewardError, match="needs data.teacher_rephrasings"):
+        load_config(TrainConfig, config_path, ["rewards.0.params.teacher_prompt=rephrased"])

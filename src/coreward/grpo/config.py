@@ -58,6 +58,9 @@ class DataSettings:
     # how the two views' losses combine: "joint" (one token mean over both, TRL's), or "per_view" (each view's
     # loss averaged over its own tokens, the two summed: the authors' dp_actor.py; needs grpo.loss_type bnpo)
     view_loss: Literal["joint", "per_view"] = "joint"
+    # Co-rewarding-II with the authors' data.use_aug: each question's rephrasing (a file as for `rephrasings`,
+    # or "demo"), rendered like the prompt into a `teacher_prompt` column the teacher rolls out on
+    teacher_rephrasings: str | None = None
     # held-out set evaluated every `eval_every` steps (0 = never)
     eval: str | None = None
     eval_split: str = "test"
@@ -123,6 +126,11 @@ class TrainConfig:
                 f"the generation batch ({total} completions: grpo.per_device_train_batch_size × {processes} "
                 f"process(es) × steps_per_generation) must be a multiple of grpo.num_generations ({G})"
             )
+        rephrased_teacher = [i for i, r in enumerate(self.rewards)
+                             if r.name == "co_rewarding_2" and (r.params or {}).get("teacher_prompt") == "rephrased"]
+        if rephrased_teacher and not self.data.teacher_rephrasings:
+            raise CorewardError(f"key rewards.{rephrased_teacher[0]}.params.teacher_prompt: rephrased needs "
+                                "data.teacher_rephrasings (the rephrasing of each training question)")
         if self.data.view_loss == "per_view" and not self.data.rephrasings:
             raise CorewardError("key data.view_loss: per_view needs paired views (set data.rephrasings)")
         if self.data.view_loss == "per_view" and self.grpo.get("loss_type") != "bnpo":

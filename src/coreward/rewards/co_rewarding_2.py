@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ema_teacher import EmaTeacher
@@ -37,6 +37,7 @@ class CoRewarding2Reward(RewardSource):
         as_reference: bool = False  # the teacher is also the KL reference (the authors'); needs grpo.beta > 0
         temperature: float = 1.0  # the teacher's sampling temperature
         match: Match = "verified"  # "verified": math-verify equivalence; "exact": equal strings (the authors')
+        teacher_prompt: Literal["same", "rephrased"] = "same"  # the teacher rolls out the policy's prompt, or its rephrasing (the authors' data.use_aug; needs data.teacher_rephrasings)
         extract: Extract = "default"  # "default": extract_answer (boxed, ####, "the answer is", cleaned); "boxed_raw": the authors' raw last \boxed{} (co_rewarding_II.py)
 
         def validate(self) -> None:
@@ -64,6 +65,9 @@ class CoRewarding2Reward(RewardSource):
         policy = batch.policy
         G = batch.num_generations
         group_prompts = [batch.prompt_ids[rows.start] for rows in batch.groups()]
+        if self.params.teacher_prompt == "rephrased":  # use_aug: the same question in other words
+            (teacher_prompts,) = batch.require_columns(self.name, "teacher_prompt")
+            group_prompts = [prompt_ids(policy.tokenizer, teacher_prompts[rows.start]) for rows in batch.groups()]
         start = time.perf_counter()
         teacher_completions = policy.map_shards(lambda share: self.teacher.generate(policy, share, G), group_prompts)
         batch.log("time/teacher_generation", time.perf_counter() - start)
@@ -94,6 +98,15 @@ class CoRewarding2Reward(RewardSource):
 
     def load_state(self, directory: Path) -> None:
         self.teacher.load(directory)
+
+
+def prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
+    """Token ids of a dataset prompt as TRL 1.16's `_tokenize_prompts` makes them: chat messages through the
+    chat template with the generation prompt, plain text through the tokenizer."""
+    if isinstance(prompt, str):
+        return list(tokenizer(text=prompt)["input_ids"])
+    encoded = tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=True, return_dict=True)
+    return list(encoded["input_ids"])
 
 
 def teacher_accuracy(teacher_completions: list[list[str]], group_refs: list[str | None], verifier: Any) -> float | None:
