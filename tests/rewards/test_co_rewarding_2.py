@@ -315,3 +315,19 @@ def test_teacher_rolls_out_the_rephrased_question(tmp_path, monkeypatch):
     assert all(rephrased[q] != q for q in policy_questions)
     with pytest.raises(CorewardError, match="needs data.teacher_rephrasings"):
         load_config(TrainConfig, config_path, ["rewards.0.params.teacher_prompt=rephrased"])
+
+
+def test_teacher_rollouts_are_dumped_per_step_with_the_authors_reading(verifier, tmp_path):
+    """dump_dir: one JSON line per group (prompt, teacher rollouts and answers, label, reference); with
+    extract=boxed_raw, `#### 0.5` is no answer and the raw `\\boxed{1/2}` string is the label."""
+    import json
+
+    teacher = [["\\boxed{1/2}", "#### 0.5", "\\boxed{1/2}", "x"], ["\\boxed{6}", "\\boxed{5}", "\\boxed{5}", "y"]]
+    policy = [["\\boxed{1/2}", "#### 1/2", "", ""], ["\\boxed{5}", "#### 5", "", ""]]
+    batch = batch_of(policy, verifier, answers=["0.5", "5"])
+    source = CoRewarding2Reward(match="exact", extract="boxed_raw", dump_dir=str(tmp_path / "dump"))
+    assert source.score(batch, teacher) == [1, 0, 0, 0, 1, 0, 0, 0]
+    lines = [json.loads(l) for l in (tmp_path / "dump" / f"step_{batch.step}.jsonl").read_text().splitlines()]
+    assert [l["label"] for l in lines] == ["1/2", "5"] and [l["reference"] for l in lines] == ["0.5", "5"]
+    assert lines[0]["teacher_answers"] == ["1/2", None, "1/2", None] and lines[1]["teacher_completions"] == teacher[1]
+    assert lines[0]["prompt"] == batch.prompts[0]

@@ -17,6 +17,7 @@ are logged, so one can watch the pseudo labels against the truth.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any, Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ema_teacher import EmaTeacher
+from coreward.runtime.files import atomic_write_text
 from coreward.rewards.voting import Extract, Match, extract, label_accuracy, majority_votes, matches_label
 
 
@@ -38,6 +40,7 @@ class CoRewarding2Reward(RewardSource):
         temperature: float = 1.0  # the teacher's sampling temperature
         match: Match = "verified"  # "verified": math-verify equivalence; "exact": equal strings (the authors')
         teacher_prompt: Literal["same", "rephrased"] = "same"  # the teacher rolls out the policy's prompt, or its rephrasing (the authors' data.use_aug; needs data.teacher_rephrasings)
+        dump_dir: str | None = None  # write the teacher's rollouts, answers and label of every step to DIR/step_N.jsonl (the authors' rollout_data_dir/ref)
         extract: Extract = "default"  # "default": extract_answer (boxed, ####, "the answer is", cleaned); "boxed_raw": the authors' raw last \boxed{} (co_rewarding_II.py)
 
         def validate(self) -> None:
@@ -80,6 +83,8 @@ class CoRewarding2Reward(RewardSource):
         verifier = batch.verifier
         teacher_answers = [[extract(c, self.params.extract) for c in group] for group in teacher_completions]
         labels = [vote[0] for vote in majority_votes(teacher_answers, self.match, verifier)]
+        if self.params.dump_dir and batch.mode == "train" and (batch.policy is None or batch.policy.rank == 0):
+            self._dump(batch, teacher_completions, teacher_answers, labels)
         answers = batch.extracted_answers(self.params.extract)
         rewards = []
         for label, rows in zip(labels, batch.groups()):
@@ -93,11 +98,31 @@ class CoRewarding2Reward(RewardSource):
             batch.log("co_rewarding_2/teacher_accuracy", teacher_accuracy(teacher_completions, group_refs, verifier))
         return rewards
 
+    def _dump(self, batch: RolloutBatch, completions: list[list[str]], answers, labels) -> None:
+        """One JSON line per group: the policy's prompt, the teacher's rollouts and answers, the label (and the
+        reference, when the data has one). Written whole per step, so a killed run leaves no torn file."""
+        refs = batch.references
+        lines = []
+        for g, rows in enumerate(batch.groups()):
+            lines.append(json.dumps({
+                "step": batch.step, "prompt": completion_safe(batch.prompts[rows.start]),
+                "teacher_completions": completions[g], "teacher_answers": answers[g], "label": labels[g],
+                "reference": refs[rows.start] if refs else None,
+            }, ensure_ascii=False))
+        directory = Path(self.params.dump_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(directory / f"step_{batch.step}.jsonl", "\n".join(lines) + "\n")
+
     def save_state(self, directory: Path) -> None:
         self.teacher.save(directory)
 
     def load_state(self, directory: Path) -> None:
         self.teacher.load(directory)
+
+
+def completion_safe(prompt: Any) -> Any:
+    """A prompt as JSON can hold it: text, or chat messages as plain dicts."""
+    return prompt if isinstance(prompt, str) else [dict(m) for m in prompt]
 
 
 def prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
