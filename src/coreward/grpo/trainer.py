@@ -17,9 +17,10 @@ What we change in TRL (trl==1.16.0), and why:
   batches as an uninterrupted one.
 * `_compute_loss` (with `per_view_loss`, Co-rewarding-I) — each view's loss is a token mean over its own
   tokens and the two are summed, L = Σ_v Σ_{t∈v} ℓ_t / N_v (the authors' dp_actor.py), instead of one token
-  mean over both views: TRL's bnpo mean over the micro-batch, with each token weighted 1/N_v(t) through
-  the `tool_mask` slot (a loss-only mask: attention still uses `completion_mask`), is the weighted average
-  Σ_v (Σ_{t∈v} ℓ_t / N_v) / V over the V views present; times V it is the sum.
+  mean over both views: TRL's loss (bnpo: a token mean over the rows it is given) runs once per view on
+  that view's rows of the micro-batch, and the losses add up. Every metric TRL logs inside it (entropy,
+  KL, clip ratios) is also logged per view as `<name>/view0|1`, with `loss/view0|1`, as the authors log
+  pg_loss, ppo_kl and clip fractions per view.
 * `_get_grad_norm` — an optimizer step whose gradient is NaN or inf is skipped (weights and optimizer
   moments unchanged) and counted in `faults/nonfinite_grad_steps`, never applied.
 
@@ -77,18 +78,17 @@ def _placeholder_reward(name: str):
     return reward
 
 
-def per_view_token_weights(views: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Per-token weights 1/N_v (N_v: the completion tokens of view v in this micro-batch) and the number of
-    views present: Σ(ℓ·m·w)/Σ(m·w) · V = Σ_v Σ_{t∈v} ℓ_t / N_v (see the module docstring)."""
-    weights = torch.zeros_like(mask, dtype=torch.float32)
-    present = 0
-    for view in views.unique().tolist():
-        rows = views == view
-        tokens = mask[rows].sum()
-        if tokens > 0:
-            weights[rows] = 1.0 / tokens.float()
-            present += 1
-    return weights, max(1, present)
+def split_views(inputs: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """(view, that view's rows of every per-row tensor) for each view present in a micro-batch; scalars and
+    other entries are shared."""
+    views = inputs["view"]
+    rows_of = [(int(v), views == v) for v in views.unique()]
+    size = views.shape[0]
+    return [
+        (view, {key: value[rows] if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == size
+                else value for key, value in inputs.items()})
+        for view, rows in rows_of
+    ]
 
 
 class CorewardGRPOTrainer(GRPOTrainer):
@@ -188,10 +188,18 @@ class CorewardGRPOTrainer(GRPOTrainer):
     def _compute_loss(self, model, inputs):
         if not (self.per_view_loss and "view" in inputs):
             return super()._compute_loss(model, inputs)
-        weights, present = per_view_token_weights(inputs["view"], inputs["completion_mask"])
-        if "tool_mask" in inputs:  # tool-result tokens stay out of the loss
-            weights = weights * inputs["tool_mask"]
-        return super()._compute_loss(model, {**inputs, "tool_mask": weights}) * present
+        mode = "train" if self.model.training else "eval"
+        metrics = self._metrics[mode]
+        total = None
+        for view, part in split_views(inputs):
+            before = {key: len(values) for key, values in metrics.items()}
+            loss = super()._compute_loss(model, part)
+            for key in [k for k in metrics if "/view" not in k]:  # what TRL logged for this view alone
+                metrics[f"{key}/view{view}"].extend(metrics[key][before.get(key, 0):])
+            scale = self.current_gradient_accumulation_steps if mode == "train" else 1
+            metrics[f"loss/view{view}"].append(loss.detach().item() * scale)
+            total = loss if total is None else total + loss
+        return total
 
     def training_step(self, model, inputs, num_items_in_batch):
         start = time.perf_counter()
