@@ -1,7 +1,7 @@
 """Co-rewarding-II: agree with a slowly updated EMA teacher.
 
 The teacher θ_T starts as the policy θ and follows it by an exponential moving average (see
-`ema_teacher.py`): before step t, θ_T ← α(t)·θ + (1 − α(t))·θ_T, α(t) cosine from 0.01 to 1e-4.
+`ema_teacher.py`): before step t, θ_T ← α(t)·θ + (1 − α(t))·θ_T, α(t) cosine from 0.01 to 1e-5 (the authors' run_corewarding-II.sh).
 For each prompt group g the teacher samples its own G rollouts (temperature 1.0), and
 
     ŷ_g = majority answer of the teacher's G rollouts     (empty answers don't vote; ties: first seen)
@@ -34,7 +34,7 @@ class CoRewarding2Reward(RewardSource):
     @dataclass
     class Params:
         alpha_start: float = 0.01  # EMA weight of the policy at step 0 (cosine schedule down to alpha_end)
-        alpha_end: float = 1e-4  # EMA weight of the policy at the last step
+        alpha_end: float = 1e-5  # EMA weight of the policy at the last step (the authors' script)
         update_every: int = 1  # update the teacher every K steps
         as_reference: bool = False  # the teacher is also the KL reference (the authors'); needs grpo.beta > 0
         temperature: float = 1.0  # the teacher's sampling temperature
