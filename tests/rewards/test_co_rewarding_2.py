@@ -258,7 +258,7 @@ def two_process_worker(model_dir: str, out: str) -> None:
 def test_two_processes_split_teacher_rollouts(tiny_policy, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531",
-           "-m", "tests.test_co_rewarding_2", str(tiny_policy), str(tmp_path)]
+           "-m", "tests.rewards.test_co_rewarding_2", str(tiny_policy), str(tmp_path)]
     done = subprocess.run(cmd, check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rank0, rank1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
