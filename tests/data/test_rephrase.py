@@ -66,3 +66,28 @@ def test_verl_rewrite_file_aligns_row_by_row(tmp_path):
     assert load_rephrasings(path, originals) == {"r0": rewrites[0][1], "r1": rewrites[1][1]}
     with pytest.raises(CorewardError, match="align row by row"):
         load_rephrasings(path, originals[:1])
+
+
+def test_authors_prompt_sampling_and_thinking_switch_reach_the_endpoint():
+    """prompt="authors": their instruction + "\\n" + question, their markers and parsing (no number check), top-p
+    and max tokens as passed, and Qwen3's enable_thinking in chat_template_kwargs."""
+    from coreward.data.rephrase import AUTHORS_PROMPT, AUTHORS_SAMPLING, parse_authors_rephrasing
+    from coreward.llm import OpenAIEndpointGenerator
+
+    assert parse_authors_rephrasing("x ### RESULT_START\nORIGINAL:\nq\nREWRITE:\n new q \n### RESULT_END") == "new q"
+    assert parse_authors_rephrasing("### RESULT_START\nORIGINAL: q\n### RESULT_END") is None  # no REWRITE:
+    assert parse_authors_rephrasing("### RESULT_END ### RESULT_START") is None
+    with LLMTestServer() as server:
+        generator = OpenAIEndpointGenerator(server.url, "test-model", backoff_s=0.01, timeout_s=2.0,
+                                            max_retries=1, deadline_s=10.0)
+        pairs, report = rephrase_records([record(0)], generator, prompt="authors", enable_thinking=False,
+                                         **AUTHORS_SAMPLING)
+        generator.close()
+        body = server.bodies[0]
+    assert body["messages"] == [{"role": "user", "content": AUTHORS_PROMPT + "\n" + Q}]
+    assert (body["top_p"], body["max_tokens"], body["temperature"]) == (0.8, 20480, 0.7)
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    # the echo carries the template's own placeholder between the markers: the authors' parser keeps it
+    assert [q for _, q in pairs] == ["<rewritten question>"] and report.kept == 1
+    with pytest.raises(CorewardError, match="rephrasing prompt must be"):
+        rephrase_records([record(0)], generator, prompt="mine")

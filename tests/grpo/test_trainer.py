@@ -87,3 +87,57 @@ def test_every_stateless_reward_source_trains_on_two_processes(memorized_policy,
     for source in sources:
         assert all(f"rewards/{source}/mean" in row for row in rows), (source, sorted(rows[0]))
     assert "eval/avg@4" in rows[1]
+
+
+# ---------------------------------------------------------------------------------- per-view loss (Co-rewarding-I)
+def test_split_views_gives_each_view_its_own_rows_and_shares_the_rest():
+    from coreward.grpo.trainer import split_views
+
+    views = torch.tensor([0, 1, 1, 0, 1])
+    inputs = {"view": views, "completion_mask": torch.arange(10).reshape(5, 2), "advantages": torch.arange(5.0),
+              "num_items_in_batch": torch.tensor(7), "images": None}
+    parts = dict(split_views(inputs))
+    assert sorted(parts) == [0, 1]
+    assert parts[0]["advantages"].tolist() == [0.0, 3.0] and parts[1]["advantages"].tolist() == [1.0, 2.0, 4.0]
+    assert parts[1]["completion_mask"].tolist() == [[2, 3], [4, 5], [8, 9]]
+    assert parts[0]["num_items_in_batch"] is inputs["num_items_in_batch"] and parts[1]["images"] is None
+    # bnpo on a view's rows is that view's token mean; the sum over views is the authors' Σ_v Σ_{t∈v} ℓ_t / N_v
+    loss, mask = torch.randn(5, 2), torch.tensor([[1, 1], [1, 0], [1, 1], [0, 1], [1, 1]])
+    per_view = sum((loss[views == v] * mask[views == v]).sum() / mask[views == v].sum() for v in (0, 1))
+    joint = (loss * mask).sum() / mask.sum()
+    assert not torch.isclose(per_view, joint)  # the two aggregations differ
+
+
+def test_per_view_loss_runs_with_both_views_in_each_micro_batch(tmp_path, monkeypatch):
+    from coreward.grpo import trainer as trainer_module
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.train import run_training
+    from coreward.runtime.config import load_config
+    from coreward.runtime.errors import CorewardError
+
+    from coreward.runtime.metrics import read_metrics
+
+    config_path = Path(__file__).resolve().parents[2] / "configs" / "demo" / "co_rewarding_1.yaml"
+    seen = []
+    original = trainer_module.split_views
+
+    def recording(inputs):
+        parts = original(inputs)
+        seen.append([(view, part["view"].unique().tolist(), len(part["view"])) for view, part in parts])
+        return parts
+
+    monkeypatch.setattr(trainer_module, "split_views", recording)
+    config = load_config(TrainConfig, config_path, ["data.view_loss=per_view", "grpo.loss_type=bnpo", "data.eval_every=0",
+                                                    "grpo.save_steps=100", "torch_threads=1"])
+    run_training(config, output_dir=str(tmp_path / "run"), max_steps=2)
+    assert seen and all([v for v, _, _ in parts] == [0, 1] for parts in seen)  # both views in each micro-batch
+    assert all(values == [view] for parts in seen for view, values, _ in parts)  # each part holds one view's rows
+    assert all(sum(n for _, _, n in parts) == config.grpo["per_device_train_batch_size"] for parts in seen)
+    logged = [row for row in read_metrics(tmp_path / "run" / "metrics.jsonl") if "loss/view0" in row]
+    assert len(logged) == 2  # the view-split metrics, every step
+    for name in ("loss", "entropy", "clip_ratio/region_mean"):
+        assert all(f"{name}/view0" in row and f"{name}/view1" in row for row in logged), name
+    with pytest.raises(CorewardError, match="grpo.loss_type: bnpo"):
+        load_config(TrainConfig, config_path, ["data.view_loss=per_view"])
+    with pytest.raises(CorewardError, match="needs paired views"):
+        load_config(TrainConfig, config_path, ["data.view_loss=per_view", "grpo.loss_type=bnpo", "data.rephrasings=null"])

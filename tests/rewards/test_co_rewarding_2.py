@@ -271,3 +271,63 @@ def test_two_processes_split_teacher_rollouts(tiny_policy, tmp_path):
 
 if __name__ == "__main__":
     two_process_worker(sys.argv[1], sys.argv[2])
+
+
+def test_teacher_rolls_out_the_rephrased_question(tmp_path, monkeypatch):
+    """teacher_prompt: rephrased with data.teacher_rephrasings (the authors' use_aug): the policy's prompts are
+    the originals, the teacher's the rephrasings of the same questions, group by group."""
+    from pathlib import Path
+
+    from coreward.data.benchmarks import load_benchmark
+    from coreward.data.rephrase import demo_pairs
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.train import run_training
+    from coreward.rewards.ema_teacher import EmaTeacher
+    from coreward.runtime.config import load_config
+    from coreward.runtime.errors import CorewardError
+
+    config_path = Path(__file__).resolve().parents[2] / "configs" / "demo" / "co_rewarding_2.yaml"
+    rephrased = {r.question: q2 for r, q2 in demo_pairs(load_benchmark("demo", "train"))}
+    seen = []
+    original = EmaTeacher.generate
+
+    def recording(self, policy, prompt_ids, num_generations):
+        seen.append([policy.tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in prompt_ids])
+        return original(self, policy, prompt_ids, num_generations)
+
+    monkeypatch.setattr(EmaTeacher, "generate", recording)
+    overrides = ["data.teacher_rephrasings=demo", "rewards.0.params.teacher_prompt=rephrased", "data.eval_every=0",
+                 "grpo.save_steps=100", "torch_threads=1"]
+    captured = {}
+    from coreward.grpo import trainer as trainer_module
+
+    real = trainer_module.CorewardGRPOTrainer._calculate_rewards
+
+    def capture(self, inputs, prompts, completions, completion_ids_list):
+        captured.setdefault("prompts", [p for p in prompts])
+        return real(self, inputs, prompts, completions, completion_ids_list)
+
+    monkeypatch.setattr(trainer_module.CorewardGRPOTrainer, "_calculate_rewards", capture)
+    run_training(load_config(TrainConfig, config_path, overrides), output_dir=str(tmp_path / "run"), max_steps=1)
+    G = 8
+    policy_questions = [p.strip() for p in captured["prompts"][::G]]
+    assert seen and seen[0] == [rephrased[q] for q in policy_questions]
+    assert all(rephrased[q] != q for q in policy_questions)
+    with pytest.raises(CorewardError, match="needs data.teacher_rephrasings"):
+        load_config(TrainConfig, config_path, ["rewards.0.params.teacher_prompt=rephrased"])
+
+
+def test_teacher_rollouts_are_dumped_per_step_with_the_authors_reading(verifier, tmp_path):
+    """dump_dir: one JSON line per group (prompt, teacher rollouts and answers, label, reference); with
+    extract=boxed_raw, `#### 0.5` is no answer and the raw `\\boxed{1/2}` string is the label."""
+    import json
+
+    teacher = [["\\boxed{1/2}", "#### 0.5", "\\boxed{1/2}", "x"], ["\\boxed{6}", "\\boxed{5}", "\\boxed{5}", "y"]]
+    policy = [["\\boxed{1/2}", "#### 1/2", "", ""], ["\\boxed{5}", "#### 5", "", ""]]
+    batch = batch_of(policy, verifier, answers=["0.5", "5"])
+    source = CoRewarding2Reward(match="exact", extract="boxed_raw", dump_dir=str(tmp_path / "dump"))
+    assert source.score(batch, teacher) == [1, 0, 0, 0, 1, 0, 0, 0]
+    lines = [json.loads(l) for l in (tmp_path / "dump" / f"step_{batch.step}.jsonl").read_text().splitlines()]
+    assert [l["label"] for l in lines] == ["1/2", "5"] and [l["reference"] for l in lines] == ["0.5", "5"]
+    assert lines[0]["teacher_answers"] == ["1/2", None, "1/2", None] and lines[1]["teacher_completions"] == teacher[1]
+    assert lines[0]["prompt"] == batch.prompts[0]

@@ -10,6 +10,7 @@ often verified, and pairs exist), and RMs on tiny Qwen3 backbones. The file doub
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
@@ -456,3 +457,40 @@ def worker(policy: str, rm: str, out: str, steps: str) -> None:
 
 if __name__ == "__main__" and sys.argv[1] == "worker":
     worker(*sys.argv[2:6])
+
+
+# ---------------------------------------------------------------------------------- fidelity options
+def test_authors_retry_count_and_answerless_rule(verifier):
+    """max_retries=2 is the authors' 3 attempts in all; accept_answerless keeps a text with no answer."""
+    script = {"no answer": ["#### 14", "I give up", "unused"], "right": ["#### 14", "\\boxed{14}", "#### 14", "x"]}
+    requests = [NegativeRequest(q, POSITIVE, "14", seed=i) for i, q in enumerate(script)]
+    assistant = Scripted(script)
+    outcome = write_negatives(assistant, verifier, requests, max_retries=2, accept_answerless=True)
+    assert outcome.texts == ["I give up", None]
+    assert [len(call) for call in assistant.calls] == [2, 2, 1]  # 3 attempts in all for "right"
+    rejecting = write_negatives(Scripted(script), verifier, requests[:1], max_retries=2)
+    assert rejecting.texts == [None]  # ours: an answerless text is asked again; "unused" has no answer either
+
+
+def test_binary_reward_thresholds_sigma_and_keeps_nan(tiny_rm):
+    source = CooperReward(rm=str(tiny_rm), binary=True, device="cpu")
+    assert source._reward([0.2, 0.5, 0.51, float("nan")])[:3] == [0.0, 0.0, 1.0]
+    assert math.isnan(source._reward([float("nan")])[0])
+    assert CooperReward(rm=str(tiny_rm), device="cpu")._reward([0.2, 0.7]) == [0.2, 0.7]
+
+
+def test_authors_prompt_and_cut_reach_the_endpoint_and_the_rm(tiny_rm, verifier, monkeypatch):
+    from coreward.rm.assistant import AUTHORS_SYSTEM_PROMPT, AUTHORS_USER_TEMPLATE
+    from tests.helpers.llm_test_server import LLMTestServer
+
+    monkeypatch.delenv("COREWARD_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with LLMTestServer() as server:
+        source = CooperReward(rm=str(tiny_rm), device="cpu", assistant_prompt="authors", rm_cut="cooper",
+                              assistant={"backend": "openai", "base_url": server.url, "model": "m", **FAST})
+        source.compute(batch_of([(f"{QUESTION} Not \\boxed{{7}}.", ["nothing", POSITIVE])], "14", verifier))
+        messages = server.bodies[0]["messages"]
+    assert messages[0]["content"] == AUTHORS_SYSTEM_PROMPT
+    assert messages[1]["content"] == AUTHORS_USER_TEMPLATE.format(question=f"{QUESTION} Not \\boxed{{7}}.", positive=POSITIVE)
+    assert source.learner.rm.cut == "cooper" and source.learner.rm.tokenizer.truncation_side == "right"
+    source.close()

@@ -103,3 +103,13 @@ def test_two_processes_give_single_process_rewards(tiny_policy, tmp_path, verifi
             batch.token_stats = completion_token_stats(model, call["prompt_ids"], call["completion_ids"], pad_token_id=0)
             expected = (SelfCertaintyReward() if name == "self_certainty" else EntropyReward()).compute(batch)
         assert call["rewards"] == pytest.approx(expected, rel=1e-4, abs=1e-5)
+
+
+def test_majority_boxed_raw_votes_on_the_authors_strings(verifier):
+    """extract="boxed_raw" with match="exact" (the Co-rewarding baseline): `####` answers don't vote, and
+    `\\boxed{0.5}` and `\\boxed{1/2}` are different answers; the default reads and merges them all."""
+    groups = [["\\boxed{1/2}", "#### 0.5", "#### 0.5", "\\boxed{0.5}", "\\boxed{1/2}", "#### 0.5"]]
+    raw = MajorityVoteReward(match="exact", extract="boxed_raw").compute(batch_of(groups, verifier))
+    assert raw == [1, 0, 0, 0, 1, 0]
+    default = MajorityVoteReward().compute(batch_of(groups, verifier))
+    assert default == [1, 1, 1, 1, 1, 1]

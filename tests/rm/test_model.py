@@ -409,3 +409,45 @@ def test_loading_a_multi_label_classifier_is_refused(tmp_path):
     build_demo_tokenizer().save_pretrained(tmp_path / "two")
     with pytest.raises(CorewardError, match="2 labels"):
         VerifyRM.from_pretrained(tmp_path / "two", device="cpu")
+
+
+def test_cooper_cut_leaves_the_question_whole_and_cuts_tokens_on_the_right(backbone):
+    """rm_cut="cooper" (the authors'): the question is never cut; past max_length the end is dropped."""
+    text = format_input("q" * 2000, "r" * 1600, "m" * 10 + "e" * 1600, cut="cooper")
+    assert "<question>" + "q" * 2000 + "</question>" in text
+    assert "<reference_answer>" + "r" * 1500 + "</reference_answer>" in text
+    assert "<completion>" + "m" * 10 + "e" * 1490 + "</completion>" in text
+    rm = VerifyRM.from_backbone(backbone, device="cpu", max_length=16)
+    ours = rm.tokenize(["a long question " * 20], ["7"], ["so the answer is 7"])["input_ids"][0]
+    rm.use_cut("cooper")
+    theirs = rm.tokenize(["a long question " * 20], ["7"], ["so the answer is 7"])["input_ids"][0]
+    full = rm.tokenizer(format_input("a long question " * 20, "7", "so the answer is 7", cut="cooper"))["input_ids"]
+    assert theirs.tolist() == full[:16] and ours.tolist() == full[-16:]
+    with pytest.raises(ValueError, match="cut must be one of"):
+        rm.use_cut("middle")
+
+
+def test_authors_training_settings_drop_long_rows_and_hold_nothing_out(backbone, tmp_path, capsys):
+    """data.max_chars drops rows whose template text is longer (train_VerifyRM/train.py: 8,000); eval_fraction 0
+    trains on everything with no evaluation; model.cut none cuts no field."""
+    rows = rows_for(6)
+    rows[0] = {**rows[0], "completion": "x" * 400}
+    config = RMTrainConfig()
+    config.model.backbone, config.model.add_template_tokens, config.model.cut = str(backbone), True, "none"
+    config.data.train = write_jsonl(tmp_path / "train.jsonl", rows)
+    config.data.eval_fraction, config.data.max_chars = 0, 300
+    config.training = {"num_train_epochs": 1, "per_device_train_batch_size": 8, "logging_steps": 1}
+    config.output_dir = str(tmp_path / "run")
+    config.validate()
+    result = train_rm(config)
+    assert f"1 of {len(rows)} rows over 300 characters dropped" in capsys.readouterr().out
+    assert result.metrics == {} and result.final_model.is_dir()
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert not any("eval_accuracy" in m for m in metrics)
+    for bad, message in ((("model", "cut", "middle"), "model.cut must be one of"),
+                         (("data", "max_chars", 0), "data.max_chars must be >= 1")):
+        broken = RMTrainConfig()
+        broken.data.train = "x.jsonl"
+        setattr(getattr(broken, bad[0]), bad[1], bad[2])
+        with pytest.raises(CorewardError, match=message):
+            broken.validate()

@@ -118,10 +118,24 @@ def export_command(
     typer.echo(f"wrote {len(records)} records to {output}")
 
 
+def preprocess_command(
+    name: Annotated[str, typer.Argument(help="dapo, openrs or amc (the Co-rewarding authors' preprocessors)")],
+    input: Annotated[Path, typer.Option("--input", "-i", help="A local copy of the dataset: .parquet, .jsonl or .json.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="verl parquet to write.")],
+    data_source: Annotated[str, typer.Option("--data-source", help="data_source of amc rows (amc.py's argument)")] = "AMC-TTT",
+) -> None:
+    """Turn a downloaded DAPO / Open-RS / AMC file into verl parquet laid out as the authors' scripts write it."""
+    from coreward.data.preprocess import preprocess_file
+
+    count = preprocess_file(name, input, output, data_source)
+    typer.echo(f"wrote {count} rows to {output}")
+
+
 def register(app: typer.Typer) -> None:
     """Attach the `data` command group to the main app."""
     data_app = typer.Typer(help="Benchmarks and training files: list, show, export.", no_args_is_help=True)
     data_app.command("list")(list_command)
     data_app.command("show")(show_command)
     data_app.command("export")(export_command)
+    data_app.command("preprocess")(preprocess_command)
     app.add_typer(data_app, name="data")

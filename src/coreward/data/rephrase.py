@@ -2,7 +2,9 @@
 
 An LLM (a local Hugging Face model or an OpenAI-compatible endpoint, see `coreward.llm`) rewrites each
 question once, before training. Its output must sit between fixed markers; a row whose output can't be
-parsed (no markers, empty, or a number of the original missing) is dropped and counted.
+parsed (no markers, empty, or a number of the original missing) is dropped and counted. `--prompt authors`
+uses the Co-rewarding authors' prompt, markers and parsing instead (and `--top-p 0.8 --max-tokens 20480`
+are their sampling).
 
 Output: a parquet file with the original and the rephrased question side by side (`id`, `question`,
 `rephrased`, `answer`, `source`), or, with `--format verl`, a verl parquet of the rephrased questions
@@ -31,11 +33,49 @@ Rules:
 Problem:
 {question}"""
 
+# The authors' instruction, verbatim (tmlr-group/Co-rewarding, Co-rewarding-I/rewrite_questions.py,
+# `build_prompt_from_message`): the question follows after a newline; the answer sits between their markers.
+AUTHORS_PROMPT = """You are given a math problem. Please rewrite it using different wording and a different real-world scenario, while keeping the underlying mathematical meaning and answer exactly the same.
+
+Guidelines:
+1. Do not change the math logic or the final answer.
+2. Use different words and a new context to make it look like a different problem.
+3. Avoid copying phrases or sentence structures from the original.
+4. Make sure the rewritten question is natural, clear, and solvable.
+5. Output ONLY between the following markers, and strictly in this format (no extra explanation):
+
+### RESULT_START
+ORIGINAL:
+<original question>
+REWRITE:
+<rewritten question>
+### RESULT_END
+"""
+AUTHORS_BEGIN, AUTHORS_END = "### RESULT_START", "### RESULT_END"
+# the authors' sampling (rewrite_questions.py: SamplingParams(temperature=0.7, top_p=0.8, max_tokens=20480))
+AUTHORS_SAMPLING = {"temperature": 0.7, "top_p": 0.8, "max_tokens": 20480}
+
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
-def build_request_text(question: str) -> str:
+def build_request_text(question: str, prompt: str = "coreward") -> str:
+    if prompt == "authors":
+        return AUTHORS_PROMPT + "\n" + question.strip()
     return REPHRASE_PROMPT.format(question=question, begin=BEGIN, end=END)
+
+
+def parse_authors_rephrasing(output: str | None) -> str | None:
+    """The authors' `extract_between_markers`: the text after `REWRITE:` between the first RESULT_START and
+    the first RESULT_END; None where they raised (and dropped the row). No check of numbers or sameness."""
+    if not output:
+        return None
+    start, end = output.find(AUTHORS_BEGIN), output.find(AUTHORS_END)
+    if start == -1 or end == -1 or end <= start:
+        return None
+    parts = output[start + len(AUTHORS_BEGIN) : end].strip().split("REWRITE:", 1)
+    if len(parts) != 2:
+        return None
+    return parts[1].strip()
 
 
 def parse_rephrasing(output: str | None, original: str) -> str | None:
@@ -66,11 +106,21 @@ class RephraseReport:
         return self.total - self.kept
 
 
-def rephrase_records(records: list[Record], generator, temperature: float = 0.7, max_tokens: int = 1024):
-    """Rephrase every record; returns (kept pairs as (record, rephrased), report)."""
+def rephrase_records(records: list[Record], generator, temperature: float = 0.7, max_tokens: int = 1024,
+                     prompt: str = "coreward", top_p: float = 1.0, enable_thinking: bool | None = None):
+    """Rephrase every record; returns (kept pairs as (record, rephrased), report).
+
+    `prompt="coreward"`: our prompt and markers, and a rewrite that loses a number of the original (or is
+    the original) is dropped; `"authors"`: theirs, kept whenever the markers parse. `enable_thinking` is
+    Qwen3's chat-template switch (the authors' default: off); None passes nothing.
+    """
     from coreward.llm import GenerationRequest
 
-    requests = [GenerationRequest.user(build_request_text(r.question), temperature=temperature, max_tokens=max_tokens)
+    if prompt not in ("coreward", "authors"):
+        raise CorewardError(f"rephrasing prompt must be 'coreward' or 'authors', got {prompt!r}")
+    template_kwargs = None if enable_thinking is None else {"enable_thinking": enable_thinking}
+    requests = [GenerationRequest.user(build_request_text(r.question, prompt), temperature=temperature,
+                                       max_tokens=max_tokens, top_p=top_p, chat_template_kwargs=template_kwargs)
                 for r in records]
     results = generator.generate(requests)
     pairs, failed_generation, failed_parse = [], 0, 0
@@ -78,7 +128,8 @@ def rephrase_records(records: list[Record], generator, temperature: float = 0.7,
         if result.text is None:
             failed_generation += 1
             continue
-        rephrased = parse_rephrasing(result.text, record.question)
+        rephrased = (parse_authors_rephrasing(result.text) if prompt == "authors"
+                     else parse_rephrasing(result.text, record.question))
         if rephrased is None:
             failed_parse += 1
             continue

@@ -19,6 +19,9 @@ def register(app: typer.Typer) -> None:
         temperature: float = typer.Option(0.7, "--temperature"),
         max_tokens: int = typer.Option(1024, "--max-tokens"),
         data_dir: Optional[str] = typer.Option(None, "--data-dir"),
+        prompt: str = typer.Option("coreward", "--prompt", help="coreward, or authors (Co-rewarding's rewrite_questions.py prompt, markers and parsing)"),
+        top_p: float = typer.Option(1.0, "--top-p", help="the authors used 0.8"),
+        thinking: Optional[bool] = typer.Option(None, "--thinking/--no-thinking", help="Qwen3 chat-template switch (the authors: off); unset passes nothing"),
     ) -> None:
         """Rewrite each question with new wording and scenario, same numbers and answer."""
         from coreward.data.rephrase import demo_pairs, rephrase_records, write_pairs
@@ -38,7 +41,7 @@ def register(app: typer.Typer) -> None:
             try:
                 if hasattr(generator, "health_check"):
                     generator.health_check()
-                pairs, report = rephrase_records(records, generator, temperature, max_tokens)
+                pairs, report = rephrase_records(records, generator, temperature, max_tokens, prompt, top_p, thinking)
             finally:
                 generator.close()
             typer.echo(

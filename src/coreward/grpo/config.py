@@ -55,6 +55,12 @@ class DataSettings:
     # Co-rewarding-I: "demo" (the task's own rephrasings) or a file from `coreward rephrase` / a verl
     # rewrite parquet aligned with `train`. Each question and its rephrasing are rolled out together.
     rephrasings: str | None = None
+    # how the two views' losses combine: "joint" (one token mean over both, TRL's), or "per_view" (each view's
+    # loss averaged over its own tokens, the two summed: the authors' dp_actor.py; needs grpo.loss_type bnpo)
+    view_loss: Literal["joint", "per_view"] = "joint"
+    # Co-rewarding-II with the authors' data.use_aug: each question's rephrasing (a file as for `rephrasings`,
+    # or "demo"), rendered like the prompt into a `teacher_prompt` column the teacher rolls out on
+    teacher_rephrasings: str | None = None
     # held-out set evaluated every `eval_every` steps (0 = never)
     eval: str | None = None
     eval_split: str = "test"
@@ -120,6 +126,16 @@ class TrainConfig:
                 f"the generation batch ({total} completions: grpo.per_device_train_batch_size × {processes} "
                 f"process(es) × steps_per_generation) must be a multiple of grpo.num_generations ({G})"
             )
+        rephrased_teacher = [i for i, r in enumerate(self.rewards)
+                             if r.name == "co_rewarding_2" and (r.params or {}).get("teacher_prompt") == "rephrased"]
+        if rephrased_teacher and not self.data.teacher_rephrasings:
+            raise CorewardError(f"key rewards.{rephrased_teacher[0]}.params.teacher_prompt: rephrased needs "
+                                "data.teacher_rephrasings (the rephrasing of each training question)")
+        if self.data.view_loss == "per_view" and not self.data.rephrasings:
+            raise CorewardError("key data.view_loss: per_view needs paired views (set data.rephrasings)")
+        if self.data.view_loss == "per_view" and self.grpo.get("loss_type") != "bnpo":
+            raise CorewardError("key data.view_loss: per_view sums per-view token means of the micro-batch, as verl's "
+                                f"token-mean does: set grpo.loss_type: bnpo (got {self.grpo.get('loss_type')!r})")
         if self.data.rephrasings and total is not None and G and (total // G) % 2:
             raise CorewardError(
                 f"data.rephrasings pairs each question with its rephrasing: the generation batch ({total} "

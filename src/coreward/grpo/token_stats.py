@@ -4,6 +4,9 @@ For each completion token t with distribution p_t over the vocabulary V:
 
     entropy_t        = H(p_t) = -Σ_j p_t(j) log p_t(j)
     self_certainty_t = KL(U ‖ p_t) = -log|V| - (1/|V|) Σ_j log p_t(j)      (Intuitor)
+    self_certainty_scaled: the same with p_t = softmax(logits / T), T the sampling temperature, as
+        Intuitor's verl code does (verl-intuitor/verl/workers/actor/dp_actor.py: `logits.div_(temperature)`
+        before `self_certainty_from_logits`); equal to self_certainty at T = 1
 
 and each statistic is averaged over the completion's tokens. One no-grad forward pass, batched, on
 the policy's device; the trainer runs it only when a configured reward source asks for it.
@@ -15,7 +18,7 @@ import math
 
 import torch
 
-STATS = ("entropy", "self_certainty")
+STATS = ("entropy", "self_certainty", "self_certainty_scaled")
 
 
 @torch.no_grad()
@@ -25,6 +28,7 @@ def completion_token_stats(
     completion_ids: list[list[int]],
     pad_token_id: int,
     batch_size: int = 8,
+    temperature: float = 1.0,
 ) -> dict[str, list[float]]:
     """Mean token entropy and self-certainty of each completion under `model`."""
     device = next(model.parameters()).device
@@ -41,8 +45,10 @@ def completion_token_stats(
         logp = torch.log_softmax(logits, dim=-1)
         entropy = -(logp.exp() * logp).sum(-1)
         self_certainty = -math.log(logp.shape[-1]) - logp.mean(-1)
+        scaled = -math.log(logp.shape[-1]) - torch.log_softmax(logits / temperature, dim=-1).mean(-1)
         counts = completion_mask.sum(1).clamp(min=1)
-        for name, per_token in (("entropy", entropy), ("self_certainty", self_certainty)):
+        for name, per_token in (("entropy", entropy), ("self_certainty", self_certainty),
+                                ("self_certainty_scaled", scaled)):
             means = (per_token * completion_mask).sum(1) / counts
             out[name].extend(means.tolist())
     return out

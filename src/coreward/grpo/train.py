@@ -51,7 +51,34 @@ def build_train_dataset(config: TrainConfig):
     records = check_references(records, config)
     if config.data.rephrasings:
         return Dataset.from_list(build_paired_rows(records, config.data))
+    if config.data.teacher_rephrasings:
+        return Dataset.from_list(build_teacher_rows(records, config.data))
     return Dataset.from_list(build_rows(records, config.data))
+
+
+def build_teacher_rows(records, data: DataSettings) -> list[dict[str, Any]]:
+    """Rows whose `teacher_prompt` is the rephrased question, rendered as the prompt is (Co-rewarding-II's
+    use_aug: the policy answers the original, the EMA teacher the rephrasing)."""
+    from dataclasses import replace
+
+    from coreward.data.rephrase import demo_pairs, load_rephrasings
+
+    if data.teacher_rephrasings == "demo":
+        rephrased = {r.id: q2 for r, q2 in demo_pairs(records)}
+    else:
+        try:
+            rephrased = load_rephrasings(data.teacher_rephrasings, records)
+        except CorewardError as err:
+            raise CorewardError(f"key data.teacher_rephrasings: {err}") from None
+    kept = [r for r in records if r.id in rephrased]
+    if not kept:
+        raise CorewardError(f"data.teacher_rephrasings {data.teacher_rephrasings}: no id matches the training data")
+    if len(kept) < len(records):
+        print_once(f"{len(records) - len(kept)} of {len(records)} questions have no rephrasing and are left out")
+    rows = build_rows(kept, data)
+    for row, teacher_row in zip(rows, build_rows([replace(r, question=rephrased[r.id]) for r in kept], data)):
+        row["teacher_prompt"] = teacher_row["prompt"]
+    return rows
 
 
 def check_references(records, config: TrainConfig):
@@ -271,6 +298,7 @@ def run_training(
         verifier=verifier,
         reference_column=config.data.reference_column,
         paired_views=bool(config.data.rephrasings),
+        per_view_loss=config.data.view_loss == "per_view",
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     use_compact_progress(trainer)

@@ -15,6 +15,12 @@ What we change in TRL (trl==1.16.0), and why:
 * `_get_train_sampler` / `_run_epoch` — the data order of epoch e depends on e, not on how many epochs
   this process has run (see `paired.EpochReplay`): a run resumed after the first epoch sees the same
   batches as an uninterrupted one.
+* `_compute_loss` (with `per_view_loss`, Co-rewarding-I) — each view's loss is a token mean over its own
+  tokens and the two are summed, L = Σ_v Σ_{t∈v} ℓ_t / N_v (the authors' dp_actor.py), instead of one token
+  mean over both views: TRL's loss (bnpo: a token mean over the rows it is given) runs once per view on
+  that view's rows of the micro-batch, and the losses add up. Every metric TRL logs inside it (entropy,
+  KL, clip ratios) is also logged per view as `<name>/view0|1`, with `loss/view0|1`, as the authors log
+  pg_loss, ppo_kl and clip fractions per view.
 * `_get_grad_norm` — an optimizer step whose gradient is NaN or inf is skipped (weights and optimizer
   moments unchanged) and counted in `faults/nonfinite_grad_steps`, never applied.
 
@@ -72,6 +78,19 @@ def _placeholder_reward(name: str):
     return reward
 
 
+def split_views(inputs: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """(view, that view's rows of every per-row tensor) for each view present in a micro-batch; scalars and
+    other entries are shared."""
+    views = inputs["view"]
+    rows_of = [(int(v), views == v) for v in views.unique()]
+    size = views.shape[0]
+    return [
+        (view, {key: value[rows] if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == size
+                else value for key, value in inputs.items()})
+        for view, rows in rows_of
+    ]
+
+
 class CorewardGRPOTrainer(GRPOTrainer):
     def __init__(
         self,
@@ -81,8 +100,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
         reference_column: str = "answer",
         keep_checkpoints: int | None = 2,
         paired_views: bool = False,
+        per_view_loss: bool = False,
         **kwargs: Any,
     ):
+        self.per_view_loss = per_view_loss
         self.reward_sources = reward_sources
         self.verifier = verifier
         self.reference_column = reference_column
@@ -155,12 +176,30 @@ class CorewardGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         self._generation_time = 0.0
         output = super()._generate_and_score_completions(inputs)
+        if self.per_view_loss and mode == "train":  # rows stay aligned through TRL's shuffle and split
+            output["view"] = torch.tensor([int(row["view"]) for row in inputs], device=output["completion_mask"].device)
         total = time.perf_counter() - start
         if mode == "train":
             self._scoring_time = total
             self._generation_step_seen = True
             self._metrics[mode]["time/generation"].append(self._generation_time)
         return output
+
+    def _compute_loss(self, model, inputs):
+        if not (self.per_view_loss and "view" in inputs):
+            return super()._compute_loss(model, inputs)
+        mode = "train" if self.model.training else "eval"
+        metrics = self._metrics[mode]
+        total = None
+        for view, part in split_views(inputs):
+            before = {key: len(values) for key, values in metrics.items()}
+            loss = super()._compute_loss(model, part)
+            for key in [k for k in metrics if "/view" not in k]:  # what TRL logged for this view alone
+                metrics[f"{key}/view{view}"].extend(metrics[key][before.get(key, 0):])
+            scale = self.current_gradient_accumulation_steps if mode == "train" else 1
+            metrics[f"loss/view{view}"].append(loss.detach().item() * scale)
+            total = loss if total is None else total + loss
+        return total
 
     def training_step(self, model, inputs, num_items_in_batch):
         start = time.perf_counter()
@@ -246,6 +285,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
                 completion_ids_list,
                 pad_token_id=self._tokenizer.pad_token_id,
                 batch_size=max(1, self.args.per_device_train_batch_size),
+                temperature=self.args.temperature,  # for self_certainty_scaled (Intuitor's logits / T)
             )
         finally:
             model.train(was_training)

@@ -31,6 +31,9 @@ class GenerationRequest:
     max_tokens: int = 512
     top_p: float = 1.0
     seed: int | None = None
+    # passed to the chat template (e.g. {"enable_thinking": False} for Qwen3); endpoints get it as vLLM's
+    # `chat_template_kwargs` body field
+    chat_template_kwargs: dict | None = None
 
     def __post_init__(self) -> None:
         if not self.messages:

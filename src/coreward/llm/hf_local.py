@@ -87,7 +87,7 @@ class HFLocalGenerator(TextGenerator):
     def _sample(self, batch: list[GenerationRequest]) -> list[str]:
         device = self.model.device
         inputs = self.tokenizer(
-            [self._prompt(request.messages) for request in batch],
+            [self._prompt(request.messages, request.chat_template_kwargs) for request in batch],
             return_tensors="pt",
             padding=True,
             padding_side="left",
@@ -107,9 +107,10 @@ class HFLocalGenerator(TextGenerator):
             for row, request in zip(new_tokens, batch)
         ]
 
-    def _prompt(self, messages: list[dict]) -> str:
+    def _prompt(self, messages: list[dict], template_kwargs: dict | None = None) -> str:
         if self.use_chat_template:
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                      **(template_kwargs or {}))
         else:
             text = "\n".join(message["content"] for message in messages)
         return encodable(text)  # message text may be a policy's output; a fast tokenizer refuses lone surrogates

@@ -162,6 +162,8 @@ class OpenAIEndpointGenerator(TextGenerator):
             payload["model"] = self.model
         if request.seed is not None:
             payload["seed"] = request.seed
+        if request.chat_template_kwargs:
+            payload["chat_template_kwargs"] = request.chat_template_kwargs
         return payload
 
     async def _attempt(self, payload: dict) -> str:

@@ -136,8 +136,13 @@ class RolloutBatch:
             self._verdicts = self.verifier.verify_completions(self.completions, [r or "" for r in refs])
         return self._verdicts
 
-    def extracted_answers(self) -> list[str | None]:
-        """The final answer extracted from each completion (no reference needed)."""
+    def extracted_answers(self, how: str = "default") -> list[str | None]:
+        """The final answer extracted from each completion (no reference needed); `how="boxed_raw"`: the
+        Co-rewarding authors' raw last-`\\boxed{}` strings (`verify.extract.extract_boxed_raw`)."""
+        if how == "boxed_raw":
+            from coreward.verify.extract import extract_boxed_raw
+
+            return self.context.setdefault("_boxed_raw", [extract_boxed_raw(c) for c in self.completions])
         if self._verdicts is not None:
             return [v.extracted for v in self._verdicts]
         cached = self.context.get("_extracted")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
-from coreward.rewards.voting import Match, label_accuracy, majority_votes, matches_label
+from coreward.rewards.voting import Extract, Match, label_accuracy, majority_votes, matches_label
 from coreward.runtime.errors import CorewardError
 
 
@@ -25,6 +25,7 @@ class CrossViewReward(RewardSource):
     @dataclass
     class Params:
         match: Match = "exact"  # "exact": equal strings (the authors'); "verified": math-verify equivalence
+        extract: Extract = "default"  # "default": extract_answer (boxed, ####, "the answer is", cleaned); "boxed_raw": the authors' raw last \boxed{} (co_reward.py)
 
     @property
     def match(self) -> Match:
@@ -32,7 +33,7 @@ class CrossViewReward(RewardSource):
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         verifier = batch.verifier
-        answers = batch.extracted_answers()
+        answers = batch.extracted_answers(self.params.extract)
         groups = batch.groups()
         partner = pair_groups(batch)
         majorities = [vote[0] for vote in majority_votes([[answers[i] for i in rows] for rows in groups], self.match, verifier)]

@@ -1,7 +1,7 @@
 """Co-rewarding-II: agree with a slowly updated EMA teacher.
 
 The teacher θ_T starts as the policy θ and follows it by an exponential moving average (see
-`ema_teacher.py`): before step t, θ_T ← α(t)·θ + (1 − α(t))·θ_T, α(t) cosine from 0.01 to 1e-4.
+`ema_teacher.py`): before step t, θ_T ← α(t)·θ + (1 − α(t))·θ_T, α(t) cosine from 0.01 to 1e-5 (the authors' run_corewarding-II.sh).
 For each prompt group g the teacher samples its own G rollouts (temperature 1.0), and
 
     ŷ_g = majority answer of the teacher's G rollouts     (empty answers don't vote; ties: first seen)
@@ -17,15 +17,16 @@ are logged, so one can watch the pseudo labels against the truth.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ema_teacher import EmaTeacher
-from coreward.rewards.voting import Match, label_accuracy, majority_votes, matches_label
-from coreward.verify import extract_answer
+from coreward.runtime.files import atomic_write_text
+from coreward.rewards.voting import Extract, Match, extract, label_accuracy, majority_votes, matches_label
 
 
 @register("co_rewarding_2")
@@ -33,11 +34,14 @@ class CoRewarding2Reward(RewardSource):
     @dataclass
     class Params:
         alpha_start: float = 0.01  # EMA weight of the policy at step 0 (cosine schedule down to alpha_end)
-        alpha_end: float = 1e-4  # EMA weight of the policy at the last step
+        alpha_end: float = 1e-5  # EMA weight of the policy at the last step (the authors' script)
         update_every: int = 1  # update the teacher every K steps
         as_reference: bool = False  # the teacher is also the KL reference (the authors'); needs grpo.beta > 0
         temperature: float = 1.0  # the teacher's sampling temperature
         match: Match = "verified"  # "verified": math-verify equivalence; "exact": equal strings (the authors')
+        teacher_prompt: Literal["same", "rephrased"] = "same"  # the teacher rolls out the policy's prompt, or its rephrasing (the authors' data.use_aug; needs data.teacher_rephrasings)
+        dump_dir: str | None = None  # write the teacher's rollouts, answers and label of every step to DIR/step_N.jsonl (the authors' rollout_data_dir/ref)
+        extract: Extract = "default"  # "default": extract_answer (boxed, ####, "the answer is", cleaned); "boxed_raw": the authors' raw last \boxed{} (co_rewarding_II.py)
 
         def validate(self) -> None:
             EmaTeacher(self.alpha_start, self.alpha_end, self.update_every)  # its constructor checks the schedule
@@ -64,6 +68,9 @@ class CoRewarding2Reward(RewardSource):
         policy = batch.policy
         G = batch.num_generations
         group_prompts = [batch.prompt_ids[rows.start] for rows in batch.groups()]
+        if self.params.teacher_prompt == "rephrased":  # use_aug: the same question in other words
+            (teacher_prompts,) = batch.require_columns(self.name, "teacher_prompt")
+            group_prompts = [prompt_ids(policy.tokenizer, teacher_prompts[rows.start]) for rows in batch.groups()]
         start = time.perf_counter()
         teacher_completions = policy.map_shards(lambda share: self.teacher.generate(policy, share, G), group_prompts)
         batch.log("time/teacher_generation", time.perf_counter() - start)
@@ -74,9 +81,11 @@ class CoRewarding2Reward(RewardSource):
     def score(self, batch: RolloutBatch, teacher_completions: list[list[str]]) -> list[float]:
         """Rewards of the policy's rollouts given the teacher's rollouts of each group (one list per group)."""
         verifier = batch.verifier
-        teacher_answers = [[extract_answer(c) for c in group] for group in teacher_completions]
+        teacher_answers = [[extract(c, self.params.extract) for c in group] for group in teacher_completions]
         labels = [vote[0] for vote in majority_votes(teacher_answers, self.match, verifier)]
-        answers = batch.extracted_answers()
+        if self.params.dump_dir and batch.mode == "train" and (batch.policy is None or batch.policy.rank == 0):
+            self._dump(batch, teacher_completions, teacher_answers, labels)
+        answers = batch.extracted_answers(self.params.extract)
         rewards = []
         for label, rows in zip(labels, batch.groups()):
             rewards += [1.0 if ok else 0.0 for ok in matches_label(label, [answers[i] for i in rows], self.match, verifier)]
@@ -89,11 +98,40 @@ class CoRewarding2Reward(RewardSource):
             batch.log("co_rewarding_2/teacher_accuracy", teacher_accuracy(teacher_completions, group_refs, verifier))
         return rewards
 
+    def _dump(self, batch: RolloutBatch, completions: list[list[str]], answers, labels) -> None:
+        """One JSON line per group: the policy's prompt, the teacher's rollouts and answers, the label (and the
+        reference, when the data has one). Written whole per step, so a killed run leaves no torn file."""
+        refs = batch.references
+        lines = []
+        for g, rows in enumerate(batch.groups()):
+            lines.append(json.dumps({
+                "step": batch.step, "prompt": completion_safe(batch.prompts[rows.start]),
+                "teacher_completions": completions[g], "teacher_answers": answers[g], "label": labels[g],
+                "reference": refs[rows.start] if refs else None,
+            }, ensure_ascii=False))
+        directory = Path(self.params.dump_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(directory / f"step_{batch.step}.jsonl", "\n".join(lines) + "\n")
+
     def save_state(self, directory: Path) -> None:
         self.teacher.save(directory)
 
     def load_state(self, directory: Path) -> None:
         self.teacher.load(directory)
+
+
+def completion_safe(prompt: Any) -> Any:
+    """A prompt as JSON can hold it: text, or chat messages as plain dicts."""
+    return prompt if isinstance(prompt, str) else [dict(m) for m in prompt]
+
+
+def prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
+    """Token ids of a dataset prompt as TRL 1.16's `_tokenize_prompts` makes them: chat messages through the
+    chat template with the generation prompt, plain text through the tokenizer."""
+    if isinstance(prompt, str):
+        return list(tokenizer(text=prompt)["input_ids"])
+    encoded = tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=True, return_dict=True)
+    return list(encoded["input_ids"])
 
 
 def teacher_accuracy(teacher_completions: list[list[str]], group_refs: list[str | None], verifier: Any) -> float | None:

@@ -6,7 +6,8 @@ Each training step, on the global batch of G rollouts o_1..o_G per prompt q (ref
     2. positive    o⁺ = first o_i the rule verifier accepts     ("hardest": the accepted o_i of lowest r_i)
                    no accepted o_i → no pair for q
     3. negative    o⁻ = assistant(q, o⁺): a plausible solution whose answer does not verify equal to o⁺'s;
-                   asked again (at most `max_retries` times) while it does, or has no answer; else no pair
+                   asked again (at most `max_retries` times) while it does, or has no answer (the authors
+                   keep an answerless one: `answerless_negative: accept`); else no pair
                    (variant, not the paper's: negative="rollout" takes o⁻ = the rejected o_i of highest r_i,
                    the policy's own wrong answer the RM likes most; no rejected o_i → no pair)
     4. RM update   L(θ) = mean over valid pairs of −log σ(f_θ(q, a, o⁺) − f_θ(q, a, o⁻))
@@ -89,6 +90,11 @@ class CooperReward(RewardSource):
         batch_size: int = 32  # sequences per RM forward pass (a pair is two)
         device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
         seed: int = 0  # seeds the assistant's requests
+        # -- fidelity options (docs/fidelity.md): the authors' behaviour where coreward's default differs
+        assistant_prompt: Literal["coreward", "authors"] = "coreward"  # an LLM assistant's wording: ours (adds "same answer format"), or the authors' verbatim
+        answerless_negative: Literal["reject", "accept"] = "reject"  # a negative with no extractable answer: asked again (ours), or kept (the authors')
+        binary: bool = False  # reward 1[σ > 0.5] instead of σ (the authors' reward_model.reward_scale)
+        rm_cut: Literal["coreward", "cooper"] = "coreward"  # RM input cutting: every field + tokens from the left (ours), or the authors' (rm/model.py)
 
         def validate(self) -> None:
             if not self.rm:
@@ -128,12 +134,13 @@ class CooperReward(RewardSource):
             else:
                 rm = VerifyRM.from_pretrained(self.params.rm, device=device, batch_size=self.params.batch_size)
                 self.learner = RMLearner(rm, **self.learner_settings)
+            self.learner.rm.use_cut(self.params.rm_cut)
         return self.learner
 
     def get_assistant(self) -> Assistant:
         """Built on first use, on the main process only (the other processes never call it)."""
         if self._assistant is None:
-            self._assistant = build_assistant(self.params.assistant)
+            self._assistant = build_assistant(self.params.assistant, self.params.assistant_prompt)
         return self._assistant
 
     # -- one step -------------------------------------------------------------------------------------
@@ -146,7 +153,7 @@ class CooperReward(RewardSource):
         # a NaN/inf logit scores NaN (see VerifyRM.score): the engine skips that completion and counts it
         batch.log("rm/nonfinite_logits", float(sum(not math.isfinite(s) for s in scores)))
         if batch.mode != "train":
-            return scores  # evaluation batches score, they don't teach the RM
+            return self._reward(scores)  # evaluation batches score, they don't teach the RM
         if self.params.eval_every and batch.step % self.params.eval_every == 0:  # the RM that scored this step
             if self._eval_rows is None:
                 self._eval_rows = read_labelled(resolve_file(self.params.eval_data, "rm_pairs", key="eval_data"))
@@ -157,7 +164,13 @@ class CooperReward(RewardSource):
         for name, value in learner.update(pairs).items():  # 4
             batch.log(name, value)
         batch.log("time/rm_update", time.perf_counter() - start)
-        return scores
+        return self._reward(scores)
+
+    def _reward(self, scores: list[float]) -> list[float]:
+        """σ, or with `binary` 1[σ > 0.5] (the authors' dp_reward.py `reward_scale`); NaN stays NaN (skipped)."""
+        if not self.params.binary:
+            return scores
+        return [s if math.isnan(s) else float(s > 0.5) for s in scores]
 
     def make_pairs(self, batch: RolloutBatch, scores: list[float]) -> list[Pair]:
         """Steps 2 and 3: a verified positive per prompt and its negative (the assistant's, or a rejected rollout)."""
@@ -182,7 +195,8 @@ class CooperReward(RewardSource):
         ]
         start = time.perf_counter()
         negatives = on_main_then_broadcast(
-            lambda: write_negatives(self.get_assistant(), batch.verifier, requests, self.params.max_retries)
+            lambda: write_negatives(self.get_assistant(), batch.verifier, requests, self.params.max_retries,
+                                    accept_answerless=self.params.answerless_negative == "accept")
             if requests else Negatives([])
         )
         batch.log("time/assistant", time.perf_counter() - start)

@@ -3,7 +3,7 @@
 Before step t (every `update_every` steps), with T the run's max steps:
 
     θ_T ← α(t)·θ + (1 − α(t))·θ_T
-    α(t) = α_end + ½(α_start − α_end)(1 + cos(πt/T))          (paper: α 0.01 → 1e-4)
+    α(t) = α_end + ½(α_start − α_end)(1 + cos(πt/T))          (authors' script: α 0.01 → 1e-5)
 
 The teacher starts as the policy, so it trails it by roughly 1/α steps: slow enough that the policy
 can't drag its own labels along, fresh enough to improve with it.
@@ -98,7 +98,7 @@ def adapter_pairs(model: Any, name: str) -> Pairs:
 class EmaTeacher:
     """Holds the teacher, updates it on schedule, samples from it, and saves / restores it."""
 
-    def __init__(self, alpha_start: float = 0.01, alpha_end: float = 1e-4, update_every: int = 1,
+    def __init__(self, alpha_start: float = 0.01, alpha_end: float = 1e-5, update_every: int = 1,
                  as_reference: bool = False, temperature: float = 1.0):
         if not (0.0 <= alpha_end <= 1.0 and 0.0 <= alpha_start <= 1.0):
             raise ValueError(f"alpha_start and alpha_end must lie in [0, 1], got {alpha_start}, {alpha_end}")

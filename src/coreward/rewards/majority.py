@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
-from coreward.rewards.voting import Match, label_accuracy, majority_votes
+from coreward.rewards.voting import Extract, Match, label_accuracy, majority_votes
 
 
 @register("majority")
@@ -22,10 +22,11 @@ class MajorityVoteReward(RewardSource):
     @dataclass
     class Params:
         match: Match = "verified"  # "verified": math-verify equivalence classes; "exact": equal strings (TTRL's)
+        extract: Extract = "default"  # "default": extract_answer (boxed, ####, "the answer is", cleaned); "boxed_raw": the raw last \boxed{} (the Co-rewarding authors' baseline)
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         verifier = batch.verifier
-        answers = batch.extracted_answers()
+        answers = batch.extracted_answers(self.params.extract)
         rewards, labels = [], []
         for label, classes, winner in majority_votes([[answers[i] for i in rows] for rows in batch.groups()],
                                                      self.params.match, verifier):

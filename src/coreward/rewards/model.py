@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rm.evaluate import score_unique
@@ -28,6 +29,7 @@ class ModelReward(RewardSource):
         threshold: float | None = None  # None: σ(logit) as the reward; a value in (0, 1): 1[σ(logit) > threshold]
         batch_size: int = 64  # completions scored per forward pass
         device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
+        rm_cut: Literal["coreward", "cooper"] = "coreward"  # RM input cutting: ours, or the Cooper authors' (rm/model.py)
 
         def validate(self) -> None:
             if self.threshold is not None and not 0 < self.threshold < 1:
@@ -43,7 +45,8 @@ class ModelReward(RewardSource):
         """The RM, loaded on first use on `device` ("auto": the policy's device, else GPU if any, else CPU)."""
         if self._rm is None:
             device = policy.device if self.params.device == "auto" and policy is not None else self.params.device
-            self._rm = VerifyRM.from_pretrained(self.params.path, device=device, batch_size=self.params.batch_size)
+            self._rm = VerifyRM.from_pretrained(self.params.path, device=device, batch_size=self.params.batch_size,
+                                               cut=self.params.rm_cut)
             self._rm.model.requires_grad_(False)
         return self._rm
 

@@ -4,6 +4,10 @@ Two ways to decide that two answers are the same:
   * "verified" — math-verify equivalence classes (`1/2`, `0.5` and `\\frac{1}{2}` are one answer);
   * "exact"    — equal strings after stripping whitespace (what the Co-rewarding authors did).
 Empty answers never vote. Ties go to the answer seen first (lowest row), so a vote is deterministic.
+
+And two ways to read an answer (`Extract`): "default" — `verify.extract_answer` (last `\\boxed{}`, else
+`####`, else "the answer is", cleaned); "boxed_raw" — the authors' raw last-`\\boxed{}` string
+(`verify.extract.extract_boxed_raw`), which is what Co-rewarding and TTRL voted on.
 """
 
 from __future__ import annotations
@@ -11,7 +15,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Literal
 
+from coreward.verify.extract import extract_answer, extract_boxed_raw
+
 Match = Literal["verified", "exact"]
+Extract = Literal["default", "boxed_raw"]
+
+
+def extract(text: str, how: Extract) -> str | None:
+    """One completion's answer, read the `how` way (see the module docstring)."""
+    return extract_boxed_raw(text) if how == "boxed_raw" else extract_answer(text)
 
 
 def _clean(answer: str | None) -> str | None:

@@ -70,21 +70,44 @@ USER_TEMPLATE = (
     "Write only the solution process and the final answer, nothing else."
 )
 
+# The authors' prompts, verbatim (ZJU-REAL/Cooper recipe/cooper/collaborate.py,
+# `_call_api_for_negative_response`), indentation included: their triple-quoted strings sit inside a method.
+AUTHORS_SYSTEM_PROMPT = """You are tasked with generating a completely incorrect and misleading response. Given a math problem and a correct response, you must:
+    1. Provide wrong reasoning and logic throughout
+    2. Reach an incorrect conclusion or result
+    3. Make the response similar in length to the correct response
+    4. Ensure the response appears to solve the math problem but is factually wrong
+    5. Use plausible-sounding but incorrect information
+    """
+AUTHORS_USER_TEMPLATE = """Math Problem: {question}
+
+    Correct Response: {positive}
+
+    The following only needs to give the process of solving the question and the answer, do not give any irrelevant content."""
+PROMPTS = {"coreward": (SYSTEM_PROMPT, USER_TEMPLATE), "authors": (AUTHORS_SYSTEM_PROMPT, AUTHORS_USER_TEMPLATE)}
+
 
 class LLMAssistant(Assistant):
-    """Asks a text generator (endpoint or local model) for the wrong solution, with the authors' settings."""
+    """Asks a text generator (endpoint or local model) for the wrong solution, with the authors' settings.
 
-    def __init__(self, generator: TextGenerator, temperature: float = 0.7):
+    `prompt="coreward"` (default) is our wording of their request, plus "same style and final-answer format"
+    so the negative differs from the positive in its answer rather than its surface; `"authors"` is theirs.
+    """
+
+    def __init__(self, generator: TextGenerator, temperature: float = 0.7, prompt: str = "coreward"):
+        if prompt not in PROMPTS:
+            raise ValueError(f"assistant prompt must be one of {sorted(PROMPTS)}, got {prompt!r}")
         self.generator = generator
         self.temperature = temperature
+        self.system_prompt, self.user_template = PROMPTS[prompt]
 
     def write(self, requests: list[NegativeRequest]) -> list[GenerationResult]:
         return self.generator.generate([self._chat(request) for request in requests])
 
     def _chat(self, request: NegativeRequest) -> GenerationRequest:
         messages = [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": USER_TEMPLATE.format(question=request.question, positive=request.positive)},
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": self.user_template.format(question=request.question, positive=request.positive)},
         ]
         # the authors' budget: the positive's word count plus 500 tokens, room for "similar length"
         max_tokens = len(request.positive.split()) + 500
@@ -205,14 +228,15 @@ class PerturbationAssistant(Assistant):
         return results
 
 
-def build_assistant(spec: str | dict | Assistant) -> Assistant:
+def build_assistant(spec: str | dict | Assistant, prompt: str = "coreward") -> Assistant:
     """"perturb"; an endpoint URL (`http://host:port/v1#model`), a local model path or hub id, or a
-    `coreward.llm` generator dict (`{"backend": "openai", "base_url": ..., "max_retries": 2}`); or an Assistant."""
+    `coreward.llm` generator dict (`{"backend": "openai", "base_url": ..., "max_retries": 2}`); or an Assistant.
+    `prompt` picks an LLM assistant's wording ("coreward" or "authors")."""
     if isinstance(spec, Assistant):
         return spec
     if spec == "perturb":
         return PerturbationAssistant()
-    return LLMAssistant(build_generator(spec))
+    return LLMAssistant(build_generator(spec), prompt=prompt)
 
 
 # --------------------------------------------------------------------------- Cooper's negatives
@@ -233,8 +257,14 @@ def request_seed(*parts: Any) -> int:
     return zlib.crc32(":".join(map(str, parts)).encode())
 
 
-def write_negatives(assistant: Assistant, verifier, requests: list[NegativeRequest], max_retries: int) -> Negatives:
-    """Ask for every negative at once; ask again, up to `max_retries` times, for those that came back right.
+def write_negatives(assistant: Assistant, verifier, requests: list[NegativeRequest], max_retries: int,
+                    accept_answerless: bool = False) -> Negatives:
+    """Ask for every negative at once; ask again, up to `max_retries` times, for those that came back right
+    (`max_retries + 1` attempts in all: the authors' loop makes 3 in all, so their setting is max_retries=2).
+
+    A text with no extractable answer is rejected (it teaches the RM nothing about answers), unless
+    `accept_answerless`: the authors compare `verify(parse(negative), parse(positive))` on whole texts, and a
+    text math-verify finds no answer in is "not equal", so they accept it.
 
     A request that failed outright is not asked again here: the endpoint backend has already retried it
     with backoff under its deadline, so one dead server costs a step at most that deadline, once.
@@ -254,7 +284,7 @@ def write_negatives(assistant: Assistant, verifier, requests: list[NegativeReque
         verdicts = verifier.verify_completions([text for _, text in written], [requests[i].answer for i, _ in written])
         pending = []
         for (i, text), verdict in zip(written, verdicts):
-            if verdict.correct or verdict.extracted is None:
+            if verdict.correct or (verdict.extracted is None and not accept_answerless):
                 outcome.rejected += 1
                 pending.append(i)
             else:

@@ -3,9 +3,16 @@
     x = <question>{q}</question>\\n<reference_answer>{ref}</reference_answer>\\n<completion>{c}</completion>
     s(q, ref, c) = σ(f_θ(x))          f_θ = AutoModelForSequenceClassification(num_labels=1)
 
-Template and truncation are Cooper's (ZJU-REAL/Cooper): any of q, ref, c longer than 1,500 characters
-is cut to its first 500 + last 1,000, which keeps the problem statement's start and the completion's
-final answer. Any Hugging Face backbone works: a decoder (Qwen2.5-Math-1.5B-Instruct in the paper; the
+Cutting, two ways (`cut`):
+  * "coreward" (default): any of q, ref, c longer than 1,500 characters is cut to its first 500 + last 1,000,
+    and past `max_length` tokens the *start* is dropped, so the completion's final answer always stays in;
+  * "cooper" (the authors', recipe/cooper/fsdp_workers.py `cooper_format_prompt` and `_switch_chat_template`):
+    only ref and c are cut to 500 + 1,000 characters, the question never, and tokens past `max_length` (their
+    1,024 = prompt + response length) are dropped from the *right*, so a long question can push the
+    completion's answer out of what the RM sees;
+  * "none" (the authors' VerifyRM training, train_VerifyRM/train.py): no field is cut, tokens past
+    `max_length` (their 8,192) dropped from the right; they drop rows over 8,000 characters beforehand
+    (`rm train`'s `data.max_chars`). Any Hugging Face backbone works: a decoder (Qwen2.5-Math-1.5B-Instruct in the paper; the
 score is read at the last non-pad token, so the config needs a pad_token_id) or an encoder (BERT/MiniLM).
 """
 
@@ -38,13 +45,18 @@ def truncate(text: str) -> str:
     return text if len(text) <= MAX_CHARS else text[:HEAD_CHARS] + text[-TAIL_CHARS:]
 
 
-def format_input(question: str, reference: str, completion: str) -> str:
+CUTS = ("coreward", "cooper", "none")
+
+
+def format_input(question: str, reference: str, completion: str, cut: str = "coreward") -> str:
     """The RM's input text for one (question, reference answer, completion) triple (untrusted text is cut
-    first, then made encodable, so the cost is bounded whatever its length)."""
+    first, then made encodable, so the cost is bounded whatever its length; "cooper" leaves the question,
+    which comes from the data, whole)."""
+    keep = (lambda text: text) if cut == "none" else truncate
     return TEMPLATE.format(
-        question=encodable(truncate(str(question))),
-        reference=encodable(truncate(str(reference))),
-        completion=encodable(truncate(str(completion))),
+        question=encodable(truncate(str(question)) if cut == "coreward" else str(question)),
+        reference=encodable(keep(str(reference))),
+        completion=encodable(keep(str(completion))),
     )
 
 
@@ -56,14 +68,12 @@ class VerifyRM:
     """
 
     def __init__(self, model, tokenizer, device: str | torch.device | None = "auto", max_length: int = 1024,
-                 batch_size: int = 32):
+                 batch_size: int = 32, cut: str = "coreward"):
         # Pad on the right, so every row's positions start at 0 whatever its batch (the score is read at the
         # last real token); decoders often ship without a pad token, and batching needs one.
         prepare_tokenizer(tokenizer, padding_side="right")
         if tokenizer.pad_token is None:
             raise CorewardError(f"tokenizer {tokenizer.name_or_path!r} has neither a pad nor an eos token")
-        # Past max_length keep the end: the completion's final answer is what the RM must see.
-        tokenizer.truncation_side = "left"
         model.config.pad_token_id = tokenizer.pad_token_id
         self.device = resolve_device(device)
         self.model = model.to(self.device)
@@ -72,6 +82,15 @@ class VerifyRM:
         self.batch_size = batch_size
         # BERT-style encoders take segment ids; decoders would choke on (or silently misuse) them
         self._takes_token_types = "token_type_ids" in inspect.signature(model.forward).parameters
+        self.use_cut(cut)
+
+    def use_cut(self, cut: str) -> None:
+        """"coreward" or "cooper" (see the module docstring)."""
+        if cut not in CUTS:
+            raise ValueError(f"cut must be one of {CUTS}, got {cut!r}")
+        self.cut = cut
+        # "coreward": past max_length keep the end, where the completion's final answer is
+        self.tokenizer.truncation_side = "left" if cut == "coreward" else "right"
 
     @classmethod
     def from_backbone(cls, name_or_path: str | os.PathLike, device="auto", max_length: int = 1024,
@@ -111,7 +130,7 @@ class VerifyRM:
                 f"questions, references and completions differ in length: "
                 f"{len(questions)}, {len(references)}, {len(completions)}"
             )
-        texts = [format_input(q, r, c) for q, r, c in zip(questions, references, completions)]
+        texts = [format_input(q, r, c, self.cut) for q, r, c in zip(questions, references, completions)]
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         if not self._takes_token_types:
             batch.pop("token_type_ids", None)

@@ -26,6 +26,7 @@ from coreward.runtime.devices import torch_threads
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.files import commit_staging, staging_for
 from coreward.rm.labelled import TEXT_COLUMNS, balance_classes, binary_metrics, read_labelled, split_by_question
+from coreward.rm.model import CUTS, format_input
 
 
 
@@ -36,6 +37,7 @@ class RMModelSettings:
     max_length: int = 1024  # tokens; longer inputs keep their end (the completion's final answer)
     # add the template's tags as whole tokens (for small word-level vocabularies that would read them as <unk>)
     add_template_tokens: bool = False
+    cut: str = "coreward"  # input cutting (rm/model.py): "coreward"; "none": no field cut, tokens from the right (the authors')
 
 
 @dataclass
@@ -46,6 +48,8 @@ class RMDataSettings:
     limit: int | None = None  # use the first `limit` rows of `train` (quick runs)
     # subsample the majority class of the training split to the minority's size (held-out rows are kept as is)
     balance: bool = False
+    # drop rows whose template text is longer than this many characters (the authors: 8,000); None keeps all
+    max_chars: int | None = None
 
 
 @dataclass
@@ -62,8 +66,12 @@ class RMTrainConfig:
     def validate(self) -> None:
         if not self.data.train:
             raise CorewardError("key data.train: a labelled .parquet or .jsonl file is required")
-        if not 0 < self.data.eval_fraction < 1:
-            raise CorewardError(f"key data.eval_fraction must be in (0, 1), got {self.data.eval_fraction}")
+        if not 0 <= self.data.eval_fraction < 1:
+            raise CorewardError(f"key data.eval_fraction must be in [0, 1), got {self.data.eval_fraction}")
+        if self.model.cut not in CUTS:
+            raise CorewardError(f"key model.cut must be one of {list(CUTS)}, got {self.model.cut!r}")
+        if self.data.max_chars is not None and self.data.max_chars < 1:
+            raise CorewardError(f"key data.max_chars must be >= 1, got {self.data.max_chars}")
         _check_training_keys(self.training)
 
 
@@ -144,7 +152,7 @@ def training_arguments(config: RMTrainConfig, run_dir: Path):
     settings.update(
         output_dir=str(run_dir),
         seed=config.seed,
-        eval_strategy="epoch",
+        eval_strategy="epoch" if config.data.eval or config.data.eval_fraction > 0 else "no",
         save_strategy="epoch",
         save_only_model=True,  # checkpoints are models, written atomically (see RMTrainer)
         remove_unused_columns=False,  # the collator needs the text columns
@@ -179,7 +187,7 @@ def build_rm(settings: RMModelSettings):
     backbone = resolve_model(settings.backbone, "policy", key="model.backbone")
     return VerifyRM.from_backbone(
         backbone, device="cpu", max_length=settings.max_length, dtype=settings.dtype,
-        add_template_tokens=settings.add_template_tokens,
+        add_template_tokens=settings.add_template_tokens, cut=settings.cut,
     )
 
 
@@ -198,8 +206,14 @@ def train_rm(config: RMTrainConfig) -> RMTrainResult:
     from coreward.runtime.metrics import MetricsFileCallback
 
     rows = read_labelled(config.data.train, config.data.limit)
+    if config.data.max_chars is not None:  # the authors' filter: whole template text, before tokenizing
+        kept = [r for r in rows if len(format_input(*(r[c] for c in TEXT_COLUMNS), cut="none")) <= config.data.max_chars]
+        print(f"rm train: {len(rows) - len(kept)} of {len(rows)} rows over {config.data.max_chars} characters dropped")
+        rows = kept
     if config.data.eval:
         train_rows, eval_rows = rows, read_labelled(config.data.eval)
+    elif config.data.eval_fraction == 0:  # the authors held nothing out
+        train_rows, eval_rows = rows, None
     else:
         train_rows, eval_rows = split_by_question(rows, config.data.eval_fraction, config.seed)
     if config.data.balance:
@@ -224,7 +238,8 @@ def train_rm(config: RMTrainConfig) -> RMTrainResult:
     with torch_threads(config.torch_threads):
         output = trainer.train()
     trainer.save_model(str(run_dir / "final"))
-    last_eval = [entry for entry in trainer.state.log_history if "eval_accuracy" in entry][-1]  # final epoch's
+    evals = [entry for entry in trainer.state.log_history if "eval_accuracy" in entry]
+    last_eval = evals[-1] if evals else {}  # the final epoch's; none when nothing was held out
     held_out = {k.removeprefix("eval_"): v for k, v in last_eval.items() if k.startswith("eval_")}
     return RMTrainResult(run_dir, run_dir / "final", held_out, output.metrics.get("train_samples_per_second", 0.0))
 

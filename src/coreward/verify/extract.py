@@ -115,6 +115,40 @@ def _states_value(answer: str | None) -> bool:
     return answer is not None and (re.search(r"[\d\\]", answer) is not None or re.fullmatch(r"[A-J]", answer) is not None)
 
 
+def extract_boxed_raw(text: str) -> str | None:
+    """The Co-rewarding authors' extraction, kept for fidelity: the raw content of the last `\\boxed{...}`,
+    uncleaned, with their quirks (verl/utils/reward_score/math.py `last_boxed_only_string` + `remove_boxed`,
+    called from co_reward.py / co_rewarding_II.py `extract_answer`):
+
+      * if `\\boxed ` (with a space) occurs anywhere, the answer is what follows its last occurrence up to `$`;
+      * else the last `\\boxed`, braces matched without escapes; no `####`, no "the answer is", no cleaning;
+      * `\\fbox{...}` and an unclosed box give no answer (their `remove_boxed` assertion fails, caught as '').
+
+    None where they got ''. Linear in the text; an answer over `MAX_ANSWER_CHARS` counts as none, as in
+    `extract_answer` (the authors had no bound; a real answer is never that long).
+    """
+    if not isinstance(text, str) or "\\boxed" not in text:
+        return None
+    if "\\boxed " in text:
+        answer = text[text.rfind("\\boxed ") + len("\\boxed "):].split("$", 1)[0]
+    else:
+        start = text.rfind("\\boxed")
+        depth, answer = 0, None
+        for i in range(start, min(len(text), start + len("\\boxed") + MAX_ANSWER_CHARS + 2)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    boxed = text[start : i + 1]
+                    # remove_boxed: must be `\\boxed{...}` exactly (`\\boxedx{..}` fails its assertion)
+                    answer = boxed[len("\\boxed{"):-1] if boxed.startswith("\\boxed{") else None
+                    break
+    if answer is None or not answer.strip() or len(answer) > MAX_ANSWER_CHARS:
+        return None
+    return answer
+
+
 def encodable(text: str) -> str:
     """`text` with lone surrogates (undecodable bytes read with `surrogateescape`, `\\udcff` escapes in an
     endpoint's JSON) replaced by '?'. Fast tokenizers and UTF-8 request bodies refuse strings that are not
