@@ -462,14 +462,14 @@ if __name__ == "__main__" and sys.argv[1] == "worker":
 # ---------------------------------------------------------------------------------- fidelity options
 def test_authors_retry_count_and_answerless_rule(verifier):
     """max_retries=2 is the authors' 3 attempts in all; accept_answerless keeps a text with no answer."""
-    script = {"no answer": ["#### 14", "I give up", "unused"], "right": ["#### 14", "\\boxed{14}", "#### 14", "x"]}
+    script = {"no answer": ["#### 14", "I give up", "nothing to add"], "right": ["#### 14", "\\boxed{14}", "#### 14", "x"]}
     requests = [NegativeRequest(q, POSITIVE, "14", seed=i) for i, q in enumerate(script)]
     assistant = Scripted(script)
     outcome = write_negatives(assistant, verifier, requests, max_retries=2, accept_answerless=True)
     assert outcome.texts == ["I give up", None]
     assert [len(call) for call in assistant.calls] == [2, 2, 1]  # 3 attempts in all for "right"
     rejecting = write_negatives(Scripted(script), verifier, requests[:1], max_retries=2)
-    assert rejecting.texts == [None]  # ours: an answerless text is asked again; "unused" has no answer either
+    assert rejecting.texts == [None]  # ours: an answerless text is asked again; "nothing to add" has no answer either
 
 
 def test_binary_reward_thresholds_sigma_and_keeps_nan(tiny_rm):

@@ -90,6 +90,11 @@ class CooperReward(RewardSource):
         batch_size: int = 32  # sequences per RM forward pass (a pair is two)
         device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
         seed: int = 0  # seeds the assistant's requests
+        # -- the RM's update schedule per RL step (rm/learner.py); defaults: one AdamW step on all pairs, fp32
+        minibatch_size: int | None = None  # pairs per RM optimizer step (None: all of a step's pairs at once; the authors: 4)
+        epochs: int = 1  # passes over each step's pairs (the authors' ppo_epochs)
+        warmup_ratio: float = 0.0  # linear lr warmup over this fraction of the run's steps, then constant (the authors: 0.01)
+        rm_dtype: Literal["float32", "bfloat16"] = "float32"  # the RM's weights (the authors: bfloat16)
         # -- fidelity options (docs/fidelity.md): the authors' behaviour where coreward's default differs
         assistant_prompt: Literal["coreward", "authors"] = "coreward"  # an LLM assistant's wording: ours (adds "same answer format"), or the authors' verbatim
         answerless_negative: Literal["reject", "accept"] = "reject"  # a negative with no extractable answer: asked again (ours), or kept (the authors')
@@ -102,7 +107,11 @@ class CooperReward(RewardSource):
             if not isinstance(self.assistant, (str, dict, Assistant)) or not self.assistant:
                 raise ValueError(f"assistant must be 'perturb', an endpoint URL, a model path or a generator dict, "
                                  f"got {self.assistant!r}")
-            for name, least in (("weight_decay", 0), ("max_retries", 0), ("eval_every", 0), ("batch_size", 2)):
+            if self.minibatch_size is not None and self.minibatch_size < 1:
+                raise ValueError(f"minibatch_size must be >= 1 (or null: all pairs), got {self.minibatch_size}")
+            if not 0 <= self.warmup_ratio < 1:
+                raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+            for name, least in (("weight_decay", 0), ("max_retries", 0), ("eval_every", 0), ("batch_size", 2), ("epochs", 1)):
                 if getattr(self, name) < least:
                     raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
             if not self.lr > 0:
@@ -121,7 +130,9 @@ class CooperReward(RewardSource):
 
     @property
     def learner_settings(self) -> dict[str, Any]:
-        return {"lr": self.params.lr, "weight_decay": self.params.weight_decay, "batch_size": self.params.batch_size}
+        p = self.params
+        return {"lr": p.lr, "weight_decay": p.weight_decay, "batch_size": p.batch_size,
+                "minibatch_size": p.minibatch_size, "epochs": p.epochs, "warmup_ratio": p.warmup_ratio}
 
     # -- lazily built parts ---------------------------------------------------------------------------
 
@@ -130,9 +141,10 @@ class CooperReward(RewardSource):
         if self.learner is None:
             device = policy.device if self.params.device == "auto" and policy is not None else self.params.device
             if self._resume_from is not None:
-                self.learner = RMLearner.load(self._resume_from, device, **self.learner_settings)
+                self.learner = RMLearner.load(self._resume_from, device, dtype=self.params.rm_dtype, **self.learner_settings)
             else:
-                rm = VerifyRM.from_pretrained(self.params.rm, device=device, batch_size=self.params.batch_size)
+                rm = VerifyRM.from_pretrained(self.params.rm, device=device, dtype=self.params.rm_dtype,
+                                              batch_size=self.params.batch_size)
                 self.learner = RMLearner(rm, **self.learner_settings)
             self.learner.rm.use_cut(self.params.rm_cut)
         return self.learner
@@ -161,6 +173,8 @@ class CooperReward(RewardSource):
                 batch.log(name, value)
         pairs = self.make_pairs(batch, scores)  # 2 and 3
         start = time.perf_counter()
+        if batch.policy is not None:
+            learner.set_learning_rate(batch.step, batch.policy.max_steps)
         for name, value in learner.update(pairs).items():  # 4
             batch.log(name, value)
         batch.log("time/rm_update", time.perf_counter() - start)

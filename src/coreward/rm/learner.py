@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,22 +46,66 @@ def pairwise_loss(s_pos: torch.Tensor, s_neg: torch.Tensor) -> torch.Tensor:
 
 
 class RMLearner:
-    """A VerifyRM with its own AdamW, trained on (positive, negative) pairs; identical on every process."""
+    """A VerifyRM with its own AdamW, trained on (positive, negative) pairs; identical on every process.
+
+    Schedule of one RL step's pairs: `epochs` passes; each pass splits the pairs into mini-batches of
+    `minibatch_size` (None: all pairs, one optimizer step), in an order shuffled per pass with a seed every
+    process shares. The learning rate warms up linearly over the first `warmup_ratio` of the run's RL steps,
+    then stays constant (the authors: mini-batches of 4 × ppo_epochs, 1% warmup).
+    """
 
     def __init__(self, rm, lr: float = 1e-5, weight_decay: float = 0.01, batch_size: int = 32,
-                 max_grad_norm: float = 1.0):
+                 max_grad_norm: float = 1.0, minibatch_size: int | None = None, epochs: int = 1,
+                 warmup_ratio: float = 0.0):
         self.rm = rm
+        self.lr = lr
         self.batch_size = batch_size
         self.max_grad_norm = max_grad_norm
+        self.minibatch_size = minibatch_size
+        self.epochs = epochs
+        self.warmup_ratio = warmup_ratio
         self.parameters = [p for p in rm.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=lr, weight_decay=weight_decay)
         self.updates = 0  # optimizer steps taken
         self.skipped = 0  # steps skipped for a non-finite gradient norm
+        self.calls = 0  # RL steps whose pairs were learned (seeds the shuffles)
+
+    def set_learning_rate(self, step: int, total_steps: int) -> float:
+        """Linear warmup over the first `warmup_ratio` of `total_steps` RL steps, then the base rate."""
+        warmup = self.warmup_ratio * total_steps
+        lr = self.lr * min(1.0, (step + 1) / warmup) if warmup > 0 else self.lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
 
     def update(self, pairs: list[Pair]) -> dict[str, float]:
-        """One optimizer step on the mean pairwise loss of `pairs` (the same list on every process)."""
+        """Learn one RL step's `pairs` (the same list on every process) on the schedule above.
+
+        Metrics are those of the first pass: how well the RM ranked this step's pairs as it met them.
+        """
         if not pairs:
             return {}
+        first_pass, grad_norms = None, []
+        size = self.minibatch_size or len(pairs)
+        for epoch in range(self.epochs):
+            order = list(range(len(pairs)))
+            if epoch or self.minibatch_size:  # a fixed, shared shuffle: every process takes the same steps
+                random.Random(self.calls * 1000 + epoch).shuffle(order)
+            sums = torch.zeros(4, dtype=torch.float64)
+            for start in range(0, len(pairs), size):
+                part_sums, grad_norm = self._step([pairs[i] for i in order[start : start + size]])
+                sums += part_sums
+                grad_norms.append(grad_norm)
+            if first_pass is None:
+                first_pass = sums
+        self.calls += 1
+        loss, pos, neg, ordered = (first_pass / len(pairs)).tolist()
+        return {"rm/loss": loss, "rm/score_pos": pos, "rm/score_neg": neg, "rm/train_pair_accuracy": ordered,
+                "rm/grad_norm": sum(grad_norms) / len(grad_norms), "rm/skipped_updates": float(self.skipped),
+                "rm/lr": self.optimizer.param_groups[0]["lr"]}
+
+    def _step(self, pairs: list[Pair]) -> tuple[torch.Tensor, float]:
+        """One optimizer step on the mean pairwise loss of `pairs`; returns the summed metrics and the norm."""
         model = self.rm.model
         model.train()
         # sums over this process's share of the pairs: loss, σ(s⁺), σ(s⁻), s⁺ > s⁻
@@ -88,9 +133,7 @@ class RMLearner:
             logger.warning("cooper: RM gradient norm is %s, update skipped (%d so far)", grad_norm.item(), self.skipped)
         self.optimizer.zero_grad(set_to_none=True)
         model.eval()
-        loss, pos, neg, ordered = (sums / len(pairs)).tolist()
-        return {"rm/loss": loss, "rm/score_pos": pos, "rm/score_neg": neg, "rm/train_pair_accuracy": ordered,
-                "rm/grad_norm": grad_norm.item(), "rm/skipped_updates": float(self.skipped)}
+        return sums, float(grad_norm)
 
     def _sum_across_processes(self, sums: torch.Tensor) -> torch.Tensor:
         """All-reduce every gradient (a process without pairs contributes zeros) and the metric sums."""
@@ -108,13 +151,16 @@ class RMLearner:
         """Weights (HF format, atomic), optimizer state and counters."""
         self.rm.save_pretrained(directory / RM_DIR)
         torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
-        (directory / STATE_FILE).write_text(json.dumps({"updates": self.updates, "skipped": self.skipped}))
+        (directory / STATE_FILE).write_text(json.dumps({"updates": self.updates, "skipped": self.skipped,
+                                                        "calls": self.calls}))
 
     @classmethod
-    def load(cls, directory: Path, device, **settings) -> RMLearner:
+    def load(cls, directory: Path, device, dtype: str = "float32", **settings) -> RMLearner:
         """The learner `save` wrote: same weights, same optimizer moments and step counts."""
-        learner = cls(VerifyRM.from_pretrained(directory / RM_DIR, device=device, batch_size=settings["batch_size"]), **settings)
+        rm = VerifyRM.from_pretrained(directory / RM_DIR, device=device, dtype=dtype, batch_size=settings["batch_size"])
+        learner = cls(rm, **settings)
         learner.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=load_location(learner.rm.device)))
         state = json.loads((directory / STATE_FILE).read_text())
         learner.updates, learner.skipped = state["updates"], state["skipped"]
+        learner.calls = state.get("calls", 0)
         return learner

@@ -1,0 +1,41 @@
+"""The pairwise learner's update schedule: mini-batches, epochs, warmup, dtype, and its checkpoint."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from coreward.rm.learner import Pair, RMLearner
+from coreward.rm.model import VerifyRM
+
+PAIRS = [Pair(f"{a}+4", str(a + 4), f"#### {a + 4}", f"#### {a + 5}") for a in range(10)]
+
+
+def learner(path, **schedule) -> RMLearner:
+    return RMLearner(VerifyRM.from_pretrained(path, device="cpu"), lr=1e-3, batch_size=8, **schedule)
+
+
+def test_minibatches_and_epochs_set_the_number_of_optimizer_steps(tiny_rm_path):
+    one_step = learner(tiny_rm_path)
+    one_step.update(PAIRS)
+    assert one_step.updates == 1  # today's default: all of a step's pairs in one AdamW step
+    authors = learner(tiny_rm_path, minibatch_size=4, epochs=2)
+    metrics = authors.update(PAIRS)
+    assert authors.updates == 2 * 3  # 10 pairs in mini-batches of 4 (4, 4, 2), twice
+    assert 0.0 <= metrics["rm/train_pair_accuracy"] <= 1.0 and metrics["rm/loss"] > 0
+
+
+def test_warmup_is_linear_over_the_first_fraction_of_the_run_then_constant(tiny_rm_path):
+    warm = learner(tiny_rm_path, warmup_ratio=0.1)
+    assert [warm.set_learning_rate(step, 100) for step in (0, 4, 9, 50)] == pytest.approx([1e-4, 5e-4, 1e-3, 1e-3])
+    assert learner(tiny_rm_path).set_learning_rate(0, 100) == pytest.approx(1e-3)
+
+
+def test_schedule_state_survives_a_checkpoint_and_bf16_weights_load(tiny_rm_path, tmp_path):
+    first = learner(tiny_rm_path, minibatch_size=4, epochs=2)
+    first.update(PAIRS)
+    first.save(tmp_path)
+    resumed = RMLearner.load(tmp_path, "cpu", dtype="bfloat16", lr=1e-3, batch_size=8, minibatch_size=4, epochs=2)
+    assert (resumed.updates, resumed.calls) == (first.updates, first.calls) == (6, 1)
+    assert next(resumed.rm.model.parameters()).dtype == torch.bfloat16
+    assert resumed.update(PAIRS)["rm/skipped_updates"] == 0.0
