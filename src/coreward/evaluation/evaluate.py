@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from coreward.data.prompts import INSTRUCTION, PLAIN_CHAT_TEMPLATE, build_messages, plain_prompt, render_prompt
-from coreward.data.benchmarks import load_benchmark
+from coreward.data.benchmarks import load_named
 from coreward.data.records import Record
 from coreward.runtime.assets import resolve_model
 from coreward.runtime.errors import CorewardError
@@ -278,7 +278,8 @@ def build_problems(
     system: str | None = None,
 ) -> list[Problem]:
     return [
-        Problem(name, i, record, build_prompt(record.question, tokenizer, prompt_format, instruction, system))
+        Problem(name, i, record, render_prompt(tokenizer, record.messages) if record.messages is not None
+                else build_prompt(record.question, tokenizer, prompt_format, instruction, system))
         for name, records in benchmarks.items()
         for i, record in enumerate(records)
     ]
@@ -287,14 +288,11 @@ def build_problems(
 def load_benchmarks(
     names: Sequence[str], split: str = "test", limit: int | None = None, data_dir: str | Path | None = None
 ) -> dict[str, list[Record]]:
-    """Records of each named benchmark (first `limit` problems); unknown names fail before any model loads."""
+    """Records of each benchmark, file, directory or hub dataset (first `limit` problems); a bad name fails before
+    any model loads."""
     if not names:
         raise CorewardError("no benchmarks given")
-    records = {name: load_benchmark(name, split=split, data_dir=data_dir, limit=limit) for name in names}
-    for name, rows in records.items():
-        if not rows:
-            raise CorewardError(f"benchmark {name!r} (split {split!r}) has no problems")
-    return records
+    return {name: load_named(name, split, limit, data_dir, key=f"--benchmarks {name}") for name in names}
 
 
 # --------------------------------------------------------------------------- the entry point

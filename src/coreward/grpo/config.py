@@ -43,8 +43,13 @@ class LoraSettings:
 
 @dataclass
 class DataSettings:
-    train: str = "demo"  # a registered benchmark name, or a jsonl/json/parquet file (verl parquet too)
+    # a registered benchmark, a jsonl/json/parquet/csv file (verl parquet too), a directory (a dataset
+    # repository or a save_to_disk folder) or a Hugging Face dataset id, `:SUBSET` optional (openai/gsm8k:main)
+    train: str = "demo"
     split: str = "train"
+    # Record field -> the data's column: {question: problem, answer: solution}; the question column may hold
+    # chat messages; without an answer column the data is unlabeled (fine for self-supervised rewards)
+    columns: dict[str, str] = field(default_factory=dict)
     limit: int | None = None
     data_dir: str | None = None
     prompt_format: Literal["plain", "chat"] = "chat"
@@ -58,6 +63,7 @@ class DataSettings:
     # held-out set evaluated every `eval_every` steps (0 = never)
     eval: str | None = None
     eval_split: str = "test"
+    eval_columns: dict[str, str] = field(default_factory=dict)  # data.columns for the eval set
     eval_limit: int | None = 64
     eval_every: int = 0
     eval_n: int = 4
@@ -141,7 +147,16 @@ def validate_rewards(rewards: list[RewardSpec]) -> None:
             raise CorewardError(f"key rewards.{i}.params: reward {spec.name!r}: {err}") from None
 
 
+_COLUMN_FIELDS = ("question", "answer", "id", "solution")
+
+
 def validate_data(data: DataSettings) -> None:
+    for key in ("columns", "eval_columns"):
+        for name, column in getattr(data, key).items():
+            if name not in _COLUMN_FIELDS:
+                raise CorewardError(f"key data.{key}.{name}: not a mappable field (one of {', '.join(_COLUMN_FIELDS)})")
+            if not isinstance(column, str) or not column:
+                raise CorewardError(f"key data.{key}.{name} must be a column name, got {column!r}")
     for key in ("limit", "eval_limit"):
         value = getattr(data, key)
         if value is not None and value < 1:

@@ -35,7 +35,7 @@ def load_eval_records(data) -> list[Record] | None:
     """
     if not data.eval or data.eval_every <= 0:
         return None
-    return load_named(data.eval, data.eval_split, data.eval_limit, data.data_dir, key="data.eval")
+    return load_named(data.eval, data.eval_split, data.eval_limit, data.data_dir, key="data.eval", columns=data.eval_columns)
 
 
 def add_periodic_eval(trainer: Trainer, data, seed: int = 0, records: list[Record] | None = None):

@@ -34,7 +34,9 @@ def build_rows(records, data: DataSettings) -> list[dict[str, Any]]:
     rows = []
     for record in records:
         row = record.to_dict()
-        if data.prompt_format == "chat":
+        if record.messages is not None:  # the data's own chat prompt: TRL applies the chat template
+            row["prompt"] = record.messages
+        elif data.prompt_format == "chat":
             row["prompt"] = build_messages(record.question, instruction=data.instruction, system=data.system_prompt)
         else:
             row["prompt"] = plain_prompt(record.question, instruction=data.instruction)
@@ -47,7 +49,8 @@ def build_train_dataset(config: TrainConfig):
 
     from coreward.data.benchmarks import load_named
 
-    records = load_named(config.data.train, config.data.split, config.data.limit, config.data.data_dir, key="data.train")
+    records = load_named(config.data.train, config.data.split, config.data.limit, config.data.data_dir, key="data.train",
+                         columns=config.data.columns)
     records = check_references(records, config)
     if config.data.rephrasings:
         return Dataset.from_list(build_paired_rows(records, config.data))
@@ -77,6 +80,12 @@ def check_references(records, config: TrainConfig):
     if not users:
         return records
     source = config.data.train
+    if all(not getattr(record, column) for record in records):
+        raise CorewardError(
+            f"key rewards: reward {users[0]!r} scores completions against reference answers, and {source} has none "
+            f"(no {config.data.columns.get('answer', 'answer')!r} column: map yours with data.columns.answer); "
+            "majority, self_certainty, entropy, co_rewarding_1 and co_rewarding_2 need none"
+        )
     registered = source in list_benchmarks()
     kept, dropped = [], []
     for row, record in enumerate(records, start=1):
@@ -112,8 +121,7 @@ def check_batch_fits(rows: int, args, where: str) -> None:
 
 def build_paired_rows(records, data: DataSettings) -> list[dict[str, Any]]:
     """Co-rewarding-I rows: each record's question (view 0) next to its rephrasing (view 1)."""
-    from dataclasses import replace
-
+    from coreward.data.records import with_question
     from coreward.data.rephrase import demo_pairs, load_rephrasings
     from coreward.grpo.samplers import paired_rows
 
@@ -130,7 +138,7 @@ def build_paired_rows(records, data: DataSettings) -> list[dict[str, Any]]:
         if len(pairs) < len(records):
             print_once(f"{len(records) - len(pairs)} of {len(records)} questions have no rephrasing and are left out")
     originals = build_rows([r for r, _ in pairs], data)
-    views = build_rows([replace(r, question=q2) for r, q2 in pairs], data)
+    views = build_rows([with_question(r, q2) for r, q2 in pairs], data)
     rows = paired_rows([(row, q2) for row, (_, q2) in zip(originals, pairs)])
     for i, view_row in enumerate(views):  # the rephrased view's prompt is rendered from its own question
         rows[2 * i + 1]["prompt"] = view_row["prompt"]
