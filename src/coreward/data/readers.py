@@ -121,8 +121,12 @@ def _load_repository(path: str, subset: str | None, split: str) -> list[dict]:
     return check_rows(dataset.to_list(), path)
 
 
-def _first_line(err: Exception) -> str:
-    return (str(err).strip().splitlines() or [""])[0][:300]
+def _first_line(err: BaseException) -> str:
+    """The first line of an error, and of its cause (datasets wraps Arrow's parse errors)."""
+    line = (str(err).strip().splitlines() or [""])[0][:300]
+    if err.__cause__ is not None and str(err.__cause__):
+        line += f" ({_first_line(err.__cause__)})"
+    return line
 
 
 HUB_PROBE_TIMEOUT_S = 3.0
