@@ -185,6 +185,7 @@ _GRPO_BOUNDS = [
     ("per_device_train_batch_size", 1, True), ("gradient_accumulation_steps", 1, True),
     ("steps_per_generation", 1, True), ("generation_batch_size", 1, True), ("num_iterations", 1, True),
     ("max_completion_length", 1, True), ("learning_rate", 0, True), ("beta", 0, True), ("temperature", 0, False),
+    ("save_total_limit", 1, True),
 ]
 
 
@@ -219,6 +220,8 @@ def validate_grpo_keys(grpo: dict[str, Any]) -> None:
             raise CorewardError(f"key grpo.{key}: not a trl.GRPOConfig option")
         if key in _MANAGED:
             raise CorewardError(f"key grpo.{key}: set it with {_MANAGED[key]} instead")
+        if key in _FIXED and value != _FIXED[key][0]:
+            raise CorewardError(f"key grpo.{key}: coreward needs {_FIXED[key][0]!r} ({_FIXED[key][1]})")
         expected = hints.get(key)
         options = [a for a in typing.get_args(expected) if a is not type(None)] or [expected]
         if all(o in _SCALARS for o in options) and value is not None:
@@ -231,3 +234,12 @@ _MANAGED = {
     "seed": "seed",
     "reward_weights": "rewards.N.weight",
 }
+
+# GRPOConfig fields coreward must hold at one value: any other is refused, never silently overridden
+_FIXED = {
+    "remove_unused_columns": (False, "reward sources read every dataset column: the reference, ids, pair ids"),
+}
+
+# coreward's own default for a GRPOConfig field it reads itself (save_total_limit: complete checkpoints
+# kept by coreward's rotation; null keeps every one, as in transformers)
+DEFAULT_SAVE_TOTAL_LIMIT = 2

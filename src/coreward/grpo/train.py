@@ -193,13 +193,16 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     if config.model.attn_implementation:
         settings["model_init_kwargs"]["attn_implementation"] = config.model.attn_implementation
     settings.update(config.grpo)
+    settings.pop("resume_from_checkpoint", None)  # read by run_training: the same path as --resume
     if "gradient_checkpointing" in settings:  # transformers 5 renamed it; the old name would be ignored
         settings["activation_checkpointing"] = settings.pop("gradient_checkpointing")
     settings.update(
         output_dir=str(run_dir),
         seed=config.seed,
         reward_weights=[spec.weight for spec in config.rewards],
-        save_total_limit=None,  # coreward rotates checkpoints itself, after they are complete
+        # TRL would delete checkpoints before coreward marks them complete: coreward rotates them itself,
+        # keeping grpo.save_total_limit complete ones (keep_checkpoints)
+        save_total_limit=None,
     )
     if max_steps is not None:
         settings["max_steps"] = max_steps
@@ -223,6 +226,28 @@ def build_peft_config(config: TrainConfig):
     )
 
 
+def keep_checkpoints(config: TrainConfig) -> int | None:
+    """How many complete checkpoints rotation keeps: grpo.save_total_limit (null: all), else coreward's 2."""
+    from coreward.grpo.config import DEFAULT_SAVE_TOTAL_LIMIT
+
+    return config.grpo.get("save_total_limit", DEFAULT_SAVE_TOTAL_LIMIT)
+
+
+def resume_checkpoint(config: TrainConfig, run_dir: Path, resume: bool) -> Path | None:
+    """The checkpoint to resume from: grpo.resume_from_checkpoint (a complete checkpoint), else with --resume
+    the newest complete one of the run."""
+    from coreward.grpo.checkpoints import COMPLETE_MARKER, last_complete_checkpoint
+
+    given = config.grpo.get("resume_from_checkpoint")
+    if given:
+        path = Path(given)
+        if not (path / COMPLETE_MARKER).is_file():
+            raise CorewardError(f"key grpo.resume_from_checkpoint: {path} is not a complete coreward checkpoint "
+                                f"(no {COMPLETE_MARKER} in it)")
+        return path
+    return last_complete_checkpoint(run_dir) if resume else None
+
+
 def run_training(
     config: TrainConfig,
     output_dir: str | None = None,
@@ -230,7 +255,7 @@ def run_training(
     resume: bool = False,
     extra_callbacks: list | None = None,
 ) -> TrainResult:
-    from coreward.grpo.checkpoints import checkpoint_step, last_complete_checkpoint
+    from coreward.grpo.checkpoints import checkpoint_step
     from coreward.runtime.faults import FAULT_ENV, parse_faults
     from coreward.runtime.metrics import MetricsFileCallback, use_compact_progress, use_run_tensorboard
     from coreward.grpo.trainer import CorewardGRPOTrainer
@@ -243,7 +268,8 @@ def run_training(
     dataset = build_train_dataset(config)  # bad data fails here, before any model loads
     eval_records = load_eval_records(config.data)
     sources = build_sources(config)
-    checkpoint = last_complete_checkpoint(run_dir) if resume else None
+    checkpoint = resume_checkpoint(config, run_dir, resume)
+    resume = resume or checkpoint is not None
     if resume and checkpoint is None:
         print_once(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
     elif resume:
@@ -279,6 +305,7 @@ def run_training(
         verifier=verifier,
         reference_column=config.data.reference_column,
         paired_views=bool(config.data.rephrasings),
+        keep_checkpoints=keep_checkpoints(config),
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     use_compact_progress(trainer)
