@@ -32,7 +32,7 @@ def source_class(name: str, key: str = "name") -> type[RewardSource]:
 
             return FunctionReward.of(cls, name=name)
         if not (isinstance(cls, type) and issubclass(cls, RewardSource)):
-            raise CorewardError(f"key {key}: {name!r} is neither a coreward.rewards.RewardSource subclass nor a "
+            raise CorewardError(f"key {key}: {name!r} is not a coreward.rewards.RewardSource subclass or a "
                                 "reward function")
         return cls
     sources = registered()
