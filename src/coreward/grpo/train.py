@@ -317,8 +317,12 @@ def run_training(
         final = run_dir / "final"
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
+            from coreward.grpo.publish import export_source_models, write_model_card
+
             tokenizer.save_pretrained(str(final))
             trainer.save_sources(final)
+            export_source_models(sources, final, tokenizer)  # Cooper's RM, the EMA teacher: loadable folders
+            write_model_card(run_dir)
     finally:
         for source in sources:
             source.close()

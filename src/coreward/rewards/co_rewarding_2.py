@@ -95,6 +95,10 @@ class CoRewarding2Reward(RewardSource):
     def load_state(self, directory: Path) -> None:
         self.teacher.load(directory)
 
+    def export_models(self, directory: Path) -> dict[str, Path]:
+        folder = self.teacher.export(Path(directory) / "teacher")
+        return {"teacher": folder} if folder else {}
+
 
 def teacher_accuracy(teacher_completions: list[list[str]], group_refs: list[str | None], verifier: Any) -> float | None:
     """Verified accuracy of the teacher's rollouts, over the groups that have a reference."""
