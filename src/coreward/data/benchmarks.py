@@ -380,6 +380,19 @@ def _source_rows(source: str, split: str) -> tuple[list[dict], str]:
     )
 
 
+def parse_columns(text: str | None, option: str = "--columns") -> dict[str, str]:
+    """`question=problem,answer=solution` (a command-line option) as a column mapping."""
+    columns = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        field_name, sep, column = item.partition("=")
+        if not sep or field_name.strip() not in ("question", "answer", "id", "solution") or not column.strip():
+            raise CorewardError(f"{option} {item!r}: expected FIELD=COLUMN with FIELD one of question, answer, id, solution")
+        columns[field_name.strip()] = column.strip()
+    return columns
+
+
 def load_named(
     source: str,
     split: str,

@@ -286,13 +286,20 @@ def build_problems(
 
 
 def load_benchmarks(
-    names: Sequence[str], split: str = "test", limit: int | None = None, data_dir: str | Path | None = None
+    names: Sequence[str], split: str = "test", limit: int | None = None, data_dir: str | Path | None = None,
+    columns: dict[str, str] | None = None,
 ) -> dict[str, list[Record]]:
     """Records of each benchmark, file, directory or hub dataset (first `limit` problems); a bad name fails before
     any model loads."""
     if not names:
         raise CorewardError("no benchmarks given")
-    return {name: load_named(name, split, limit, data_dir, key=f"--benchmarks {name}") for name in names}
+    records = {name: load_named(name, split, limit, data_dir, key="--benchmarks", columns=columns)
+               for name in names}
+    for name, rows in records.items():  # every metric here is accuracy against the reference
+        if not any(r.answer for r in rows):
+            raise CorewardError(f"--benchmarks {name}: no reference answers (no answer column; map one with --columns "
+                                "answer=COLUMN): avg@n, pass@k and maj@n are measured against them")
+    return records
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -354,6 +361,7 @@ def evaluate(
     limit: int | None = None,
     split: str = "test",
     data_dir: str | Path | None = None,
+    columns: dict[str, str] | None = None,
     backend: str = "hf",
     device: str = "auto",
     dtype: str = "auto",
@@ -373,7 +381,7 @@ def evaluate(
     if isinstance(benchmarks, dict):
         records = {name: rows[:limit] for name, rows in benchmarks.items()}
     else:
-        records = load_benchmarks(benchmarks, split, limit, data_dir)
+        records = load_benchmarks(benchmarks, split, limit, data_dir, columns)
     label, loaded, tokenizer = _load(model, tokenizer, backend, device, dtype, seed)
     defaults = model_defaults(tokenizer)
     settings = {
