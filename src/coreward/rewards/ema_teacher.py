@@ -215,10 +215,13 @@ class EmaTeacher:
         policy its adapter (`PeftModel.from_pretrained(base, folder)`). None when sharded or never built."""
         if self.pairs is None or self.sharded:
             return None
-        if self.adapter is not None:
-            self.module.save_pretrained(str(folder.parent / ".teacher-adapter"), selected_adapters=[self.adapter])
-            (folder.parent / ".teacher-adapter" / self.adapter).rename(folder)
-            (folder.parent / ".teacher-adapter").rmdir()
+        if self.adapter is not None:  # peft writes a non-default adapter into a subfolder named after it
+            import shutil
+
+            staging = folder.parent / ".teacher-adapter"
+            self.module.save_pretrained(str(staging), selected_adapters=[self.adapter])
+            (staging / self.adapter).rename(folder)
+            shutil.rmtree(staging)
         else:
             self.module.save_pretrained(str(folder))
         return folder
