@@ -123,3 +123,11 @@ def test_offline_mode_asks_the_cache_only(monkeypatch, tmp_path):
 def test_not_a_source_at_all():
     with pytest.raises(CorewardError, match=r"key k: 'gsm9k' is neither a benchmark .* nor a Hugging Face dataset id"):
         load_named("gsm9k", "train", None, None, key="k")
+
+
+def test_a_column_of_mixed_types_keeps_every_value(tmp_path):
+    """datasets decodes a mixed-type JSON column ("025" -> 25, "1" -> 1): such files are read value for value."""
+    from coreward.data.readers import read_rows
+
+    path = write_jsonl(tmp_path / "mixed.jsonl", [{"q": "a", "v": 1}, {"q": "b", "v": "1"}, {"q": "c", "v": "025"}])
+    assert [row["v"] for row in read_rows(path)] == [1, "1", "025"]

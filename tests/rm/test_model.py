@@ -335,9 +335,9 @@ def test_unreadable_files_are_coreward_errors(tmp_path):
         read_labelled(tmp_path / "broken.parquet")
     with pytest.raises(CorewardError, match="missing.jsonl"):
         read_labelled(tmp_path / "missing.jsonl")
-    (tmp_path / "rows.csv").write_text("question,label\n")
+    (tmp_path / "rows.tsv").write_text("question\tlabel\n")
     with pytest.raises(CorewardError, match="unsupported file type"):
-        read_labelled(tmp_path / "rows.csv")
+        read_labelled(tmp_path / "rows.tsv")
 
 
 def test_parquet_with_coopers_columns_loads(tmp_path):

@@ -75,10 +75,16 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
         _check_json_array(path)
     datasets = _quiet_datasets()
     try:
-        rows = datasets.load_dataset(_BUILDERS[suffix], data_files=str(path), split="train").to_list()
+        dataset = datasets.load_dataset(_BUILDERS[suffix], data_files=str(path), split="train")
+        # datasets keeps a column of mixed types as a `Json` feature, whose decoding turns the text "025" into
+        # the number 25 and "1" into 1: such a file is read again, value for value, by the reader below
+        mixed = suffix in _FALLBACK and any(type(f).__name__ == "Json" for f in dataset.features.values())
+        rows = None if mixed else dataset.to_list()
     except Exception as err:  # noqa: BLE001 - Arrow, pandas and datasets each raise their own types
         if suffix not in _FALLBACK:
             raise _open_error(path, err) from None
+        rows = None
+    if rows is None:
         try:
             rows = _FALLBACK[suffix](path)
         except OSError as os_err:
