@@ -55,6 +55,7 @@ def test_save_total_limit_and_resume_from_checkpoint(memorized_policy, tmp_path)
     ("grpo.remove_unused_columns=true", r"key grpo\.remove_unused_columns: coreward needs False \(reward sources read"),
     ("grpo.save_total_limit=0", r"key grpo\.save_total_limit must be >= 1"),
     ("grpo.output_dir=x", r"key grpo\.output_dir: set it with output_dir"),
+    ("grpo.push_to_hub=true", r"key grpo\.push_to_hub: set it with `coreward push RUN_DIR --repo \.\.\.` after training"),
 ])
 def test_keys_coreward_cannot_honour_are_refused_before_any_model_loads(override, message, tmp_path):
     from coreward.grpo.train import run_training
