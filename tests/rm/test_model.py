@@ -409,3 +409,14 @@ def test_loading_a_multi_label_classifier_is_refused(tmp_path):
     build_demo_tokenizer().save_pretrained(tmp_path / "two")
     with pytest.raises(CorewardError, match="2 labels"):
         VerifyRM.from_pretrained(tmp_path / "two", device="cpu")
+
+
+def test_labelled_rows_from_a_save_to_disk_folder(tmp_path):
+    from datasets import Dataset, DatasetDict
+
+    rows = [{"question": "1+1?", "reference_answer": "2", "completion": "#### 2", "label": 1},
+            {"question": "1+1?", "reference_answer": "2", "completion": "#### 3", "label": 0}]
+    DatasetDict({"test": Dataset.from_list(rows)}).save_to_disk(tmp_path / "pairs")
+    assert read_labelled(tmp_path / "pairs", split="test") == rows
+    with pytest.raises(CorewardError, match=r"no split 'train'; splits: test"):
+        read_labelled(tmp_path / "pairs")

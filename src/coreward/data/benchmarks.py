@@ -357,7 +357,7 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _FILE_TYPES = (".jsonl", ".json", ".parquet", ".csv")
 
 
-def _source_rows(source: str, split: str) -> tuple[list[dict], str]:
+def source_rows(source: str, split: str) -> tuple[list[dict], str]:
     """Raw rows of a file, a directory (save_to_disk or dataset repository) or a hub id, and a name for errors.
 
     `PATH_OR_ID:SUBSET` picks a subset (a dataset config: `openai/gsm8k:main`). Every one is read by `datasets`.
@@ -370,7 +370,7 @@ def _source_rows(source: str, split: str) -> tuple[list[dict], str]:
     path = Path(base).expanduser()
     if path.is_dir():
         return read_directory(path, split, subset), f"{path}" + (f" (split {split})" if split else "")
-    if path.suffix.lower() in _FILE_TYPES:
+    if path.is_file() or path.suffix.lower() in _FILE_TYPES:  # read_rows names an unsupported type
         return read_rows(path), str(path)
     if _HUB_ID.fullmatch(base):
         return read_hub(base, split, subset), f"hub dataset {base} (split {split})"
@@ -413,7 +413,7 @@ def load_named(
                 raise CorewardError(f"{source!r} is a registered benchmark: its columns are known, drop the column mapping")
             records = load_benchmark(source, split=split, data_dir=data_dir, limit=limit)
         else:
-            rows, where = _source_rows(source, split)
+            rows, where = source_rows(source, split)
             records = rows_to_records(rows, where, columns, limit, name=_record_prefix(source))
     except CorewardError as err:
         raise CorewardError(f"key {key}: {err}") from None
