@@ -1,3 +1,83 @@
-"""coreward: RL for LLM reasoning with co-optimized and co-derived rewards."""
+"""coreward: RL for LLM reasoning with co-optimized and co-derived rewards.
+
+The Python API (names load on first use, so `import coreward` and `coreward --help` stay fast):
+
+    import coreward
+    result = coreward.train({"data": {"train": "my.jsonl"}, "rewards": [{"name": "majority"}]}, max_steps=10)
+    coreward.evaluate(result.final_model, benchmarks=["gsm8k"], n=8)
+
+    @coreward.register("my_reward")
+    class MyReward(coreward.RewardSource): ...      # see coreward.rewards.base
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "TrainConfig": "coreward.grpo.config",
+    "TrainResult": "coreward.grpo.train",
+    "load_config": "coreward.runtime.config",
+    "RewardSource": "coreward.rewards.base",
+    "RolloutBatch": "coreward.rewards.base",
+    "Policy": "coreward.rewards.base",
+    "register": "coreward.rewards.base",
+    "FunctionReward": "coreward.rewards.function",
+    "as_trl_reward_func": "coreward.grpo.trl_reward",
+    "Verifier": "coreward.verify",
+    "evaluate": "coreward.evaluation.evaluate",
+    "Record": "coreward.data.records",
+    "CorewardError": "coreward.runtime.errors",
+}
+
+__all__ = sorted([*_EXPORTS, "train", "load_data", "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'coreward' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+def train(config: Any, *, overrides: list[str] | None = None, output_dir: str | None = None,
+          max_steps: int | None = None, resume: bool = False):
+    """`coreward train` from Python. `config` is a `TrainConfig`, a mapping with the YAML's keys, or a YAML
+    path; `overrides` are `--set` items (`"grpo.learning_rate=1e-6"`). Returns a `TrainResult`."""
+    import copy
+    from pathlib import Path
+
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.train import run_training
+    from coreward.runtime.config import apply_overrides, build, load_config
+
+    if isinstance(config, (str, Path)):
+        config = load_config(TrainConfig, config, overrides)
+    elif isinstance(config, dict):
+        config = build(TrainConfig, apply_overrides(copy.deepcopy(config), overrides))
+    elif overrides:
+        config = build(TrainConfig, apply_overrides(_as_dict(config), overrides))
+    return run_training(config, output_dir=output_dir, max_steps=max_steps, resume=resume)
+
+
+def _as_dict(config: Any) -> dict:
+    from coreward.runtime.config import to_dict
+
+    return to_dict(config)
+
+
+def load_data(source: str, split: str = "train", *, columns: dict[str, str] | None = None, limit: int | None = None,
+              data_dir: str | None = None):
+    """Records (`coreward.Record`) of a benchmark, file, directory or hub dataset id, as `data.train` reads them."""
+    from coreward.data.benchmarks import load_named
+
+    return load_named(source, split, limit, data_dir, key="source", columns=columns)

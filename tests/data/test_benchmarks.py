@@ -227,7 +227,7 @@ def test_records_file_without_known_columns(tmp_path):
     [("broken.jsonl", '{"question": "a", "answer": "1"}\n{"question": \n', r"broken\.jsonl: line 2: invalid JSON"),
      ("scalar.json", "[1, 2]", r"scalar\.json: row 1: expected an object"),
      ("notparquet.parquet", "not parquet", r"cannot read .*notparquet\.parquet"),
-     ("table.csv", "a,b", r"table\.csv: unsupported file type")],
+     ("table.tsv", "a\tb", r"table\.tsv: unsupported file type")],
 )
 def test_unreadable_files(tmp_path, name, content, message):
     path = tmp_path / name

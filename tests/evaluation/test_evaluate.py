@@ -196,7 +196,7 @@ def test_eval_of_a_loaded_model_with_chat_prompts(tiny_model, verifier):
 
 
 def test_eval_rejects_bad_input(tiny_model):
-    with pytest.raises(CorewardError, match="unknown benchmark 'nope'"):
+    with pytest.raises(CorewardError, match="'nope' is neither a benchmark"):
         evaluate(str(tiny_model), benchmarks=["nope"], n=1)
     with pytest.raises(CorewardError, match="--model: no such directory"):
         evaluate("/nonexistent/model", benchmarks=["demo"], n=1)
@@ -277,7 +277,7 @@ def test_cli_eval(tiny_model, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "MODEL", "--benchmarks", "demo,nope"], "unknown benchmark 'nope'"),
+        (["--model", "MODEL", "--benchmarks", "demo,nope"], "key --benchmarks: 'nope' is neither a benchmark"),
         (["--model", "/nonexistent/model", "--benchmarks", "demo"], "--model: no such directory: /nonexistent/model"),
     ],
 )

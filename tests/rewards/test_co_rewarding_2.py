@@ -216,6 +216,13 @@ def test_lora_teacher_as_reference_is_the_ref_adapter(tiny_policy, tmp_path):
     assert "ref" in model.peft_config and model.active_adapter == "default"  # TRL's reference pass uses "ref"
     teacher = load_file(tmp_path / "run" / "checkpoint-1" / "reward_sources" / "co_rewarding_2" / WEIGHTS_FILE)
     assert teacher and all(".ref." in name and "lora_" in name for name in teacher)  # adapter weights only
+    # published: the teacher adapter as a folder peft loads onto the base model
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path / "run" / "final" / "reward_sources" / "co_rewarding_2" / "teacher"
+    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_policy), folder)
+    assert any("lora_" in name for name, _ in loaded.named_parameters())
 
 
 def two_process_worker(model_dir: str, out: str) -> None:

@@ -335,9 +335,9 @@ def test_unreadable_files_are_coreward_errors(tmp_path):
         read_labelled(tmp_path / "broken.parquet")
     with pytest.raises(CorewardError, match="missing.jsonl"):
         read_labelled(tmp_path / "missing.jsonl")
-    (tmp_path / "rows.csv").write_text("question,label\n")
+    (tmp_path / "rows.tsv").write_text("question\tlabel\n")
     with pytest.raises(CorewardError, match="unsupported file type"):
-        read_labelled(tmp_path / "rows.csv")
+        read_labelled(tmp_path / "rows.tsv")
 
 
 def test_parquet_with_coopers_columns_loads(tmp_path):
@@ -451,3 +451,14 @@ def test_authors_training_settings_drop_long_rows_and_hold_nothing_out(backbone,
         setattr(getattr(broken, bad[0]), bad[1], bad[2])
         with pytest.raises(CorewardError, match=message):
             broken.validate()
+
+
+def test_labelled_rows_from_a_save_to_disk_folder(tmp_path):
+    from datasets import Dataset, DatasetDict
+
+    rows = [{"question": "1+1?", "reference_answer": "2", "completion": "#### 2", "label": 1},
+            {"question": "1+1?", "reference_answer": "2", "completion": "#### 3", "label": 0}]
+    DatasetDict({"test": Dataset.from_list(rows)}).save_to_disk(tmp_path / "pairs")
+    assert read_labelled(tmp_path / "pairs", split="test") == rows
+    with pytest.raises(CorewardError, match=r"no split 'train'; splits: test"):
+        read_labelled(tmp_path / "pairs")

@@ -12,12 +12,11 @@ from typing import Annotated
 
 import typer
 
-from coreward.data.benchmarks import BENCHMARKS, benchmark_splits, count_rows, list_benchmarks, load_benchmark, load_records_file, resolve_data_dir
+from coreward.data.benchmarks import BENCHMARKS, benchmark_splits, count_rows, list_benchmarks, load_benchmark, resolve_data_dir
 from coreward.data.records import Record
 from coreward.runtime.errors import CorewardError
 
 EXPORT_FORMATS = ("verl", "jsonl")
-USER_FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 DataDir = Annotated[
     Path | None,
@@ -28,10 +27,13 @@ Source = Annotated[str, typer.Option("--source", help="'local' (data directory) 
 
 
 def _load(name: str, split: str, data_dir: Path | None, limit: int | None, source: str) -> list[Record]:
-    """A registered benchmark by name, else a user file by path."""
-    if name not in BENCHMARKS and Path(name).suffix.lower() in USER_FILE_SUFFIXES:
-        return load_records_file(name, limit=limit)
-    return load_benchmark(name, split, data_dir=data_dir, limit=limit, source=source)
+    """A registered benchmark by name (from the data directory or, `source="hub"`, its hub copy), else a file,
+    directory or hub dataset id, as `data.train` reads it."""
+    if name in BENCHMARKS:
+        return load_benchmark(name, split, data_dir=data_dir, limit=limit, source=source)
+    from coreward.data.benchmarks import load_named
+
+    return load_named(name, split, limit, data_dir, key="NAME")
 
 
 def _count_cell(name: str, split: str, data_dir: Path | None) -> str:

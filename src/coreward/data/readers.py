@@ -44,31 +44,153 @@ def _read_json(path: Path) -> list[dict]:
     return data
 
 
-def _read_parquet(path: Path) -> list[dict]:
-    """pyarrow rather than pandas: nested columns (prompt, reward_model) come back as plain lists and dicts."""
-    import pyarrow.parquet as pq
-
-    return pq.read_table(path).to_pylist()
+_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+_FALLBACK = {".jsonl": _read_jsonl, ".json": _read_json}
 
 
-_READERS = {".jsonl": _read_jsonl, ".json": _read_json, ".parquet": _read_parquet}
+def _quiet_datasets():
+    """`datasets`, without progress bars (a run's log shows our lines, not a bar per data file)."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    return datasets
 
 
 def read_rows(path: str | os.PathLike) -> list[dict]:
-    """Rows of a .jsonl, .json (array) or .parquet file as dicts; any failure is a CorewardError."""
+    """Rows of a .jsonl, .json (array), .parquet or .csv file as dicts, read by `datasets.load_dataset`.
+
+    JSON that Arrow cannot hold (a column that is a number in one row and text in the next, as hand-typed
+    answers are) or cannot parse is read again line by line: that reader loads the former and names the
+    line of the latter. Any failure is a CorewardError naming the file.
+    """
     path = Path(path)
-    reader = _READERS.get(path.suffix.lower())
-    if reader is None:
-        raise CorewardError(f"{path}: unsupported file type {path.suffix!r}; use .jsonl, .json or .parquet")
+    suffix = path.suffix.lower()
+    if suffix not in _BUILDERS:
+        raise CorewardError(f"{path}: unsupported file type {path.suffix!r}; use .jsonl, .json, .parquet or .csv "
+                            "(or a directory: a dataset repository or a save_to_disk folder)")
     if not path.is_file():
         raise CorewardError(f"file not found: {path}")
+    if suffix == ".json":
+        _check_json_array(path)
+    datasets = _quiet_datasets()
     try:
-        rows = reader(path)
-    except (OSError, ValueError) as err:  # permissions, encoding, pyarrow's ArrowInvalid
+        dataset = datasets.load_dataset(_BUILDERS[suffix], data_files=str(path), split="train")
+        # datasets keeps a column of mixed types as a `Json` feature, whose decoding turns the text "025" into
+        # the number 25 and "1" into 1: such a file is read again, value for value, by the reader below
+        mixed = suffix in _FALLBACK and any(type(f).__name__ == "Json" for f in dataset.features.values())
+        rows = None if mixed else dataset.to_list()
+    except Exception as err:  # noqa: BLE001 - Arrow, pandas and datasets each raise their own types
+        if suffix not in _FALLBACK:
+            raise _open_error(path, err) from None
+        rows = None
+    if rows is None:
+        try:
+            rows = _FALLBACK[suffix](path)
+        except OSError as os_err:
+            raise _open_error(path, os_err) from None
+    return check_rows(rows, path)
+
+
+def _split_of(dataset, split: str, where: str):
+    """One split of a DatasetDict (a Dataset is its own split); an unknown split names the ones there are."""
+    if not hasattr(dataset, "keys"):
+        return dataset
+    if split not in dataset:
+        raise CorewardError(f"{where}: no split {split!r}; splits: {', '.join(dataset)}")
+    return dataset[split]
+
+
+def read_directory(path: Path, split: str, subset: str | None = None) -> list[dict]:
+    """Rows of a local directory: a `save_to_disk` folder (`load_from_disk`), else a dataset repository
+    (data files, optionally a dataset card naming configs), loaded exactly as its hub copy would be."""
+    datasets = _quiet_datasets()
+    if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+        try:
+            dataset = datasets.load_from_disk(str(path))
+        except Exception as err:  # noqa: BLE001
+            raise _open_error(path, err) from None
+        return check_rows(_split_of(dataset, split, str(path)).to_list(), path)
+    return _load_repository(str(path), subset, split)
+
+
+def _load_repository(path: str, subset: str | None, split: str) -> list[dict]:
+    """`datasets.load_dataset` of a hub id or a local dataset repository, one split, errors in one line."""
+    datasets = _quiet_datasets()
+    try:
+        dataset = datasets.load_dataset(path, subset, split=split)
+    except ValueError as err:  # datasets' "Unknown split" and "Config name is missing" are ValueErrors
+        raise CorewardError(f"{path}{f' (subset {subset})' if subset else ''}: {_first_line(err)}") from None
+    except Exception as err:  # noqa: BLE001 - missing repository, auth, offline cache misses
+        raise CorewardError(f"cannot load dataset {path}{f' subset {subset}' if subset else ''} split {split}: "
+                            f"{type(err).__name__}: {_first_line(err)}") from None
+    return check_rows(dataset.to_list(), path)
+
+
+def _first_line(err: BaseException) -> str:
+    """The first line of an error, and of its cause (datasets wraps Arrow's parse errors)."""
+    line = (str(err).strip().splitlines() or [""])[0][:300]
+    if err.__cause__ is not None and str(err.__cause__):
+        line += f" ({_first_line(err.__cause__)})"
+    return line
+
+
+HUB_PROBE_TIMEOUT_S = 3.0
+
+
+def offline_mode() -> bool:
+    """HF_HUB_OFFLINE or HF_DATASETS_OFFLINE is set: datasets reads its cache and asks no server."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_DATASETS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+
+
+def hub_unreachable() -> str | None:
+    """Why the hub's endpoint doesn't answer (a TCP connect with a timeout of a few seconds), or None.
+
+    Without this check an unreachable hub costs datasets' retries, about 50 s, before a long traceback.
+    """
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError as err:
+        return f"{url.hostname}:{port} is unreachable ({err.strerror or err})"
+    return None
+
+
+def read_hub(dataset_id: str, split: str, subset: str | None = None) -> list[dict]:
+    """Rows of a Hugging Face dataset id. An unreachable hub is one line at once; in offline mode a copy in
+    datasets' cache is used, and a missing one is again one line."""
+    if not offline_mode():
+        why = hub_unreachable()
+        if why is not None:
+            raise CorewardError(f"cannot load hub dataset {dataset_id}: {why}. Where there is a network, "
+                                "`datasets.load_dataset(...).save_to_disk(DIR)` and pass DIR here, or set "
+                                "HF_HUB_OFFLINE=1 to use a cached copy")
+    return _load_repository(dataset_id, subset, split)
+
+
+def _check_json_array(path: Path) -> None:
+    """datasets reads an array of plain values as a column named `text`: say what is wrong instead."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096).lstrip()
+    except OSError as err:
         raise _open_error(path, err) from None
+    if head.startswith(b"[") and head[1:].lstrip()[:1] not in (b"{", b"]", b""):
+        raise CorewardError(f"{path}: row 1: expected an object, found {head[1:].lstrip()[:20].decode(errors='replace')!r}")
+
+
+def check_rows(rows: list, where: str | os.PathLike) -> list[dict]:
     for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
-            raise CorewardError(f"{path}: row {number}: expected an object, found {type(row).__name__}")
+            raise CorewardError(f"{where}: row {number}: expected an object, found {type(row).__name__}")
     return rows
 
 

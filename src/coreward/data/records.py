@@ -27,6 +27,8 @@ class Record:
     solution: str | None = None
     level: str | None = None
     subject: str | None = None
+    # the prompt as chat messages, when the data gives it so (the question is then its last user message)
+    messages: list[dict[str, str]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -147,3 +149,32 @@ def field_of(row: dict, *names: str) -> Any:
         if row.get(name) is not None:
             return row[name]
     raise MissingField(" or ".join(names))
+
+
+def question_of(row: dict, name: str) -> tuple[str, list[dict[str, str]] | None]:
+    """The question column: text, or chat messages (`[{"role": ..., "content": ...}]`), whose last user
+    message is then the question text (rephrasing, reward models and reports read that)."""
+    value = field_of(row, name)
+    if isinstance(value, str):
+        if not value.strip():
+            raise BadField(name, "is empty")
+        return value.strip(), None
+    if isinstance(value, (list, tuple)) and value and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value
+    ):
+        users = [m["content"] for m in value if m["role"] == "user"]
+        if not users or not users[-1].strip():
+            raise BadField(name, "has no user message with text")
+        return users[-1].strip(), [{"role": m["role"], "content": m["content"]} for m in value]
+    raise BadField(name, f"must be text or a list of chat messages (role, content), got {type(value).__name__} {value!r:.40}")
+
+
+def with_question(record: Record, question: str) -> Record:
+    """The record with another question (a rephrasing): in chat messages, the last user message is replaced."""
+    from dataclasses import replace
+
+    messages = record.messages
+    if messages is not None:
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        messages = [dict(m, content=question) if i == last else m for i, m in enumerate(messages)]
+    return replace(record, question=question, messages=messages)

@@ -10,7 +10,8 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command()
     def rephrase(
-        input: str = typer.Option(..., "--input", help="benchmark name (e.g. math) or a jsonl/json/parquet file (verl too)"),
+        input: str = typer.Option(..., "--input", help="a benchmark name, a .jsonl/.json/.parquet/.csv file (verl too), a directory, or a hub dataset id (owner/name[:subset])"),
+        columns: Optional[str] = typer.Option(None, "--columns", help="map the data's columns: question=COL,answer=COL (files, directories and hub datasets)"),
         output: str = typer.Option(..., "--output", help="output parquet"),
         model: str = typer.Option(..., "--model", help="local model path, hub id, http(s)://endpoint[#model], or 'demo'"),
         split: str = typer.Option("train", "--split"),
@@ -26,11 +27,11 @@ def register(app: typer.Typer) -> None:
         """Rewrite each question with new wording and scenario, same numbers and answer."""
         from coreward.data.rephrase import demo_pairs, rephrase_records, write_pairs
         from coreward.runtime.errors import CorewardError
-        from coreward.data.benchmarks import load_named
+        from coreward.data.benchmarks import load_named, parse_columns
 
         if fmt not in ("pairs", "verl"):
             raise CorewardError(f"--format must be 'pairs' or 'verl', got {fmt!r}")
-        records = load_named(input, split, limit, data_dir, key="--input")
+        records = load_named(input, split, limit, data_dir, key="--input", columns=parse_columns(columns))
         if model == "demo":
             pairs = demo_pairs(records)
             typer.echo(f"demo task: {len(pairs)} rephrasings from the generator's other templates (offline)")

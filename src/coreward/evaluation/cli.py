@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
     def eval_command(
         model: str = typer.Option(..., "--model", help="saved model directory, hub id, or 'demo' (the demo policy)"),
         benchmarks: str = typer.Option(
-            ",".join(PAPER_BENCHMARKS), "--benchmarks", help="comma-separated benchmark names"
+            ",".join(PAPER_BENCHMARKS), "--benchmarks", help="comma-separated: a benchmark name, a .jsonl/.json/.parquet/.csv file (verl too), a directory, or a hub dataset id (owner/name[:subset])"
         ),
         output: Path = typer.Option(..., "--output", help="directory for results.json and samples.parquet"),
         n: int = typer.Option(8, "--n", min=1, help="samples per problem"),
@@ -47,6 +47,7 @@ def register(app: typer.Typer) -> None:
             "demo, else the papers' \\boxed{} instruction)",
         ),
         split: str = typer.Option("test", "--split"),
+        columns: str | None = typer.Option(None, "--columns", help="map the data's columns: question=COL,answer=COL (files, directories and hub datasets)"),
         data_dir: Path | None = typer.Option(None, "--data-dir", help="benchmark directory"),
         device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1, ..."),
         dtype: str = typer.Option(
@@ -54,6 +55,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Sample n completions per problem and report avg@n, pass@k and maj@n (the papers' protocol)."""
+        from coreward.data.benchmarks import parse_columns
         from coreward.evaluation.evaluate import evaluate
 
         results = evaluate(
@@ -71,6 +73,7 @@ def register(app: typer.Typer) -> None:
             limit=limit,
             split=split,
             data_dir=data_dir,
+            columns=parse_columns(columns),
             backend=backend,
             device=device,
             dtype=dtype,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from coreward.data.prompts import INSTRUCTION, PLAIN_CHAT_TEMPLATE, build_messages, plain_prompt, render_prompt
-from coreward.data.benchmarks import load_benchmark
+from coreward.data.benchmarks import load_named
 from coreward.data.records import Record
 from coreward.runtime.assets import resolve_model
 from coreward.runtime.errors import CorewardError
@@ -278,22 +278,27 @@ def build_problems(
     system: str | None = None,
 ) -> list[Problem]:
     return [
-        Problem(name, i, record, build_prompt(record.question, tokenizer, prompt_format, instruction, system))
+        Problem(name, i, record, render_prompt(tokenizer, record.messages) if record.messages is not None
+                else build_prompt(record.question, tokenizer, prompt_format, instruction, system))
         for name, records in benchmarks.items()
         for i, record in enumerate(records)
     ]
 
 
 def load_benchmarks(
-    names: Sequence[str], split: str = "test", limit: int | None = None, data_dir: str | Path | None = None
+    names: Sequence[str], split: str = "test", limit: int | None = None, data_dir: str | Path | None = None,
+    columns: dict[str, str] | None = None,
 ) -> dict[str, list[Record]]:
-    """Records of each named benchmark (first `limit` problems); unknown names fail before any model loads."""
+    """Records of each benchmark, file, directory or hub dataset (first `limit` problems); a bad name fails before
+    any model loads."""
     if not names:
         raise CorewardError("no benchmarks given")
-    records = {name: load_benchmark(name, split=split, data_dir=data_dir, limit=limit) for name in names}
-    for name, rows in records.items():
-        if not rows:
-            raise CorewardError(f"benchmark {name!r} (split {split!r}) has no problems")
+    records = {name: load_named(name, split, limit, data_dir, key="--benchmarks", columns=columns)
+               for name in names}
+    for name, rows in records.items():  # every metric here is accuracy against the reference
+        if not any(r.answer for r in rows):
+            raise CorewardError(f"--benchmarks {name}: no reference answers (no answer column; map one with --columns "
+                                "answer=COLUMN): avg@n, pass@k and maj@n are measured against them")
     return records
 
 
@@ -356,6 +361,7 @@ def evaluate(
     limit: int | None = None,
     split: str = "test",
     data_dir: str | Path | None = None,
+    columns: dict[str, str] | None = None,
     backend: str = "hf",
     device: str = "auto",
     dtype: str = "auto",
@@ -375,7 +381,7 @@ def evaluate(
     if isinstance(benchmarks, dict):
         records = {name: rows[:limit] for name, rows in benchmarks.items()}
     else:
-        records = load_benchmarks(benchmarks, split, limit, data_dir)
+        records = load_benchmarks(benchmarks, split, limit, data_dir, columns)
     label, loaded, tokenizer = _load(model, tokenizer, backend, device, dtype, seed)
     defaults = model_defaults(tokenizer)
     settings = {

@@ -25,3 +25,18 @@ def register(app: typer.Typer) -> None:
 
         result = train_main(config, set_, output_dir, max_steps, resume)
         print_once(f"finished at step {result.global_step}; final model in {result.final_model}")
+
+    @app.command()
+    def push(
+        run_dir: str = typer.Argument(..., help="a finished run directory (with final/)"),
+        repo: str = typer.Option(..., "--repo", help="hub repository of the policy, e.g. me/qwen-cooper; the RM and "
+                                 "the EMA teacher go to REPO-rm and REPO-teacher"),
+        private: bool = typer.Option(False, "--private", help="create private repositories"),
+    ) -> None:
+        """Publish a run: the policy with its model card, and the reward model / teacher it learnt."""
+        from pathlib import Path
+
+        from coreward.grpo.publish import push as push_run
+
+        for url in push_run(Path(run_dir), repo, private=private):
+            typer.echo(url)

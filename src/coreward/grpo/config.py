@@ -43,8 +43,13 @@ class LoraSettings:
 
 @dataclass
 class DataSettings:
-    train: str = "demo"  # a registered benchmark name, or a jsonl/json/parquet file (verl parquet too)
+    # a registered benchmark, a jsonl/json/parquet/csv file (verl parquet too), a directory (a dataset
+    # repository or a save_to_disk folder) or a Hugging Face dataset id, `:SUBSET` optional (openai/gsm8k:main)
+    train: str = "demo"
     split: str = "train"
+    # Record field -> the data's column: {question: problem, answer: solution}; the question column may hold
+    # chat messages; without an answer column the data is unlabeled (fine for self-supervised rewards)
+    columns: dict[str, str] = field(default_factory=dict)
     limit: int | None = None
     data_dir: str | None = None
     prompt_format: Literal["plain", "chat"] = "chat"
@@ -64,6 +69,7 @@ class DataSettings:
     # held-out set evaluated every `eval_every` steps (0 = never)
     eval: str | None = None
     eval_split: str = "test"
+    eval_columns: dict[str, str] = field(default_factory=dict)  # data.columns for the eval set
     eval_limit: int | None = 64
     eval_every: int = 0
     eval_n: int = 4
@@ -157,7 +163,16 @@ def validate_rewards(rewards: list[RewardSpec]) -> None:
             raise CorewardError(f"key rewards.{i}.params: reward {spec.name!r}: {err}") from None
 
 
+_COLUMN_FIELDS = ("question", "answer", "id", "solution")
+
+
 def validate_data(data: DataSettings) -> None:
+    for key in ("columns", "eval_columns"):
+        for name, column in getattr(data, key).items():
+            if name not in _COLUMN_FIELDS:
+                raise CorewardError(f"key data.{key}.{name}: not a mappable field (one of {', '.join(_COLUMN_FIELDS)})")
+            if not isinstance(column, str) or not column:
+                raise CorewardError(f"key data.{key}.{name} must be a column name, got {column!r}")
     for key in ("limit", "eval_limit"):
         value = getattr(data, key)
         if value is not None and value < 1:
@@ -186,6 +201,7 @@ _GRPO_BOUNDS = [
     ("per_device_train_batch_size", 1, True), ("gradient_accumulation_steps", 1, True),
     ("steps_per_generation", 1, True), ("generation_batch_size", 1, True), ("num_iterations", 1, True),
     ("max_completion_length", 1, True), ("learning_rate", 0, True), ("beta", 0, True), ("temperature", 0, False),
+    ("save_total_limit", 1, True),
 ]
 
 
@@ -220,6 +236,8 @@ def validate_grpo_keys(grpo: dict[str, Any]) -> None:
             raise CorewardError(f"key grpo.{key}: not a trl.GRPOConfig option")
         if key in _MANAGED:
             raise CorewardError(f"key grpo.{key}: set it with {_MANAGED[key]} instead")
+        if key in _FIXED and value != _FIXED[key][0]:
+            raise CorewardError(f"key grpo.{key}: coreward needs {_FIXED[key][0]!r} ({_FIXED[key][1]})")
         expected = hints.get(key)
         options = [a for a in typing.get_args(expected) if a is not type(None)] or [expected]
         if all(o in _SCALARS for o in options) and value is not None:
@@ -231,4 +249,16 @@ _MANAGED = {
     "output_dir": "output_dir (or --output-dir)",
     "seed": "seed",
     "reward_weights": "rewards.N.weight",
+    # TRL's push uploads checkpoints as they come, without the card or the RM/teacher folders (and offline it
+    # fails mid-run with a traceback): publish a finished run instead
+    "push_to_hub": "`coreward push RUN_DIR --repo ...` after training (the policy with its card, the RM, the teacher)",
 }
+
+# GRPOConfig fields coreward must hold at one value: any other is refused, never silently overridden
+_FIXED = {
+    "remove_unused_columns": (False, "reward sources read every dataset column: the reference, ids, pair ids"),
+}
+
+# coreward's own default for a GRPOConfig field it reads itself (save_total_limit: complete checkpoints
+# kept by coreward's rotation; null keeps every one, as in transformers)
+DEFAULT_SAVE_TOTAL_LIMIT = 2

@@ -35,7 +35,12 @@ def load_eval_records(data) -> list[Record] | None:
     """
     if not data.eval or data.eval_every <= 0:
         return None
-    return load_named(data.eval, data.eval_split, data.eval_limit, data.data_dir, key="data.eval")
+    records = load_named(data.eval, data.eval_split, data.eval_limit, data.data_dir, key="data.eval",
+                         columns=data.eval_columns)
+    if not any(r.answer for r in records):
+        raise CorewardError(f"key data.eval: {data.eval} has no reference answers (map a column with "
+                            "data.eval_columns.answer): held-out accuracy is measured against them")
+    return records
 
 
 def add_periodic_eval(trainer: Trainer, data, seed: int = 0, records: list[Record] | None = None):

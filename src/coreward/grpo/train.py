@@ -34,7 +34,9 @@ def build_rows(records, data: DataSettings) -> list[dict[str, Any]]:
     rows = []
     for record in records:
         row = record.to_dict()
-        if data.prompt_format == "chat":
+        if record.messages is not None:  # the data's own chat prompt: TRL applies the chat template
+            row["prompt"] = record.messages
+        elif data.prompt_format == "chat":
             row["prompt"] = build_messages(record.question, instruction=data.instruction, system=data.system_prompt)
         else:
             row["prompt"] = plain_prompt(record.question, instruction=data.instruction)
@@ -47,7 +49,8 @@ def build_train_dataset(config: TrainConfig):
 
     from coreward.data.benchmarks import load_named
 
-    records = load_named(config.data.train, config.data.split, config.data.limit, config.data.data_dir, key="data.train")
+    records = load_named(config.data.train, config.data.split, config.data.limit, config.data.data_dir, key="data.train",
+                         columns=config.data.columns)
     records = check_references(records, config)
     if config.data.rephrasings:
         return Dataset.from_list(build_paired_rows(records, config.data))
@@ -104,6 +107,12 @@ def check_references(records, config: TrainConfig):
     if not users:
         return records
     source = config.data.train
+    if all(not getattr(record, column) for record in records):
+        raise CorewardError(
+            f"key rewards: reward {users[0]!r} scores completions against reference answers, and {source} has none "
+            f"(no {config.data.columns.get('answer', 'answer')!r} column: map yours with data.columns.answer); "
+            "majority, self_certainty, entropy, co_rewarding_1 and co_rewarding_2 need none"
+        )
     registered = source in list_benchmarks()
     kept, dropped = [], []
     for row, record in enumerate(records, start=1):
@@ -139,8 +148,7 @@ def check_batch_fits(rows: int, args, where: str) -> None:
 
 def build_paired_rows(records, data: DataSettings) -> list[dict[str, Any]]:
     """Co-rewarding-I rows: each record's question (view 0) next to its rephrasing (view 1)."""
-    from dataclasses import replace
-
+    from coreward.data.records import with_question
     from coreward.data.rephrase import demo_pairs, load_rephrasings
     from coreward.grpo.samplers import paired_rows
 
@@ -157,7 +165,7 @@ def build_paired_rows(records, data: DataSettings) -> list[dict[str, Any]]:
         if len(pairs) < len(records):
             print_once(f"{len(records) - len(pairs)} of {len(records)} questions have no rephrasing and are left out")
     originals = build_rows([r for r, _ in pairs], data)
-    views = build_rows([replace(r, question=q2) for r, q2 in pairs], data)
+    views = build_rows([with_question(r, q2) for r, q2 in pairs], data)
     rows = paired_rows([(row, q2) for row, (_, q2) in zip(originals, pairs)])
     for i, view_row in enumerate(views):  # the rephrased view's prompt is rendered from its own question
         rows[2 * i + 1]["prompt"] = view_row["prompt"]
@@ -212,13 +220,16 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     if config.model.attn_implementation:
         settings["model_init_kwargs"]["attn_implementation"] = config.model.attn_implementation
     settings.update(config.grpo)
+    settings.pop("resume_from_checkpoint", None)  # read by run_training: the same path as --resume
     if "gradient_checkpointing" in settings:  # transformers 5 renamed it; the old name would be ignored
         settings["activation_checkpointing"] = settings.pop("gradient_checkpointing")
     settings.update(
         output_dir=str(run_dir),
         seed=config.seed,
         reward_weights=[spec.weight for spec in config.rewards],
-        save_total_limit=None,  # coreward rotates checkpoints itself, after they are complete
+        # TRL would delete checkpoints before coreward marks them complete: coreward rotates them itself,
+        # keeping grpo.save_total_limit complete ones (keep_checkpoints)
+        save_total_limit=None,
     )
     if max_steps is not None:
         settings["max_steps"] = max_steps
@@ -242,6 +253,28 @@ def build_peft_config(config: TrainConfig):
     )
 
 
+def keep_checkpoints(config: TrainConfig) -> int | None:
+    """How many complete checkpoints rotation keeps: grpo.save_total_limit (null: all), else coreward's 2."""
+    from coreward.grpo.config import DEFAULT_SAVE_TOTAL_LIMIT
+
+    return config.grpo.get("save_total_limit", DEFAULT_SAVE_TOTAL_LIMIT)
+
+
+def resume_checkpoint(config: TrainConfig, run_dir: Path, resume: bool) -> Path | None:
+    """The checkpoint to resume from: grpo.resume_from_checkpoint (a complete checkpoint), else with --resume
+    the newest complete one of the run."""
+    from coreward.grpo.checkpoints import COMPLETE_MARKER, last_complete_checkpoint
+
+    given = config.grpo.get("resume_from_checkpoint")
+    if given:
+        path = Path(given)
+        if not (path / COMPLETE_MARKER).is_file():
+            raise CorewardError(f"key grpo.resume_from_checkpoint: {path} is not a complete coreward checkpoint "
+                                f"(no {COMPLETE_MARKER} in it)")
+        return path
+    return last_complete_checkpoint(run_dir) if resume else None
+
+
 def run_training(
     config: TrainConfig,
     output_dir: str | None = None,
@@ -249,7 +282,7 @@ def run_training(
     resume: bool = False,
     extra_callbacks: list | None = None,
 ) -> TrainResult:
-    from coreward.grpo.checkpoints import checkpoint_step, last_complete_checkpoint
+    from coreward.grpo.checkpoints import checkpoint_step
     from coreward.runtime.faults import FAULT_ENV, parse_faults
     from coreward.runtime.metrics import MetricsFileCallback, use_compact_progress, use_run_tensorboard
     from coreward.grpo.trainer import CorewardGRPOTrainer
@@ -262,7 +295,8 @@ def run_training(
     dataset = build_train_dataset(config)  # bad data fails here, before any model loads
     eval_records = load_eval_records(config.data)
     sources = build_sources(config)
-    checkpoint = last_complete_checkpoint(run_dir) if resume else None
+    checkpoint = resume_checkpoint(config, run_dir, resume)
+    resume = resume or checkpoint is not None
     if resume and checkpoint is None:
         print_once(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
     elif resume:
@@ -299,6 +333,7 @@ def run_training(
         reference_column=config.data.reference_column,
         paired_views=bool(config.data.rephrasings),
         per_view_loss=config.data.view_loss == "per_view",
+        keep_checkpoints=keep_checkpoints(config),
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     use_compact_progress(trainer)
@@ -310,8 +345,12 @@ def run_training(
         final = run_dir / "final"
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
+            from coreward.grpo.publish import export_source_models, write_model_card
+
             tokenizer.save_pretrained(str(final))
             trainer.save_sources(final)
+            export_source_models(sources, final, tokenizer)  # Cooper's RM, the EMA teacher: loadable folders
+            write_model_card(run_dir)
     finally:
         for source in sources:
             source.close()

@@ -19,15 +19,21 @@ def registered_sources() -> dict[str, type[RewardSource]]:
 
 
 def source_class(name: str, key: str = "name") -> type[RewardSource]:
-    """The class for a config's reward `name`: a registered method, or `module.path:ClassName`."""
+    """The class for a config's reward `name`: a registered method, or `module.path:ClassName` (a RewardSource
+    subclass, or a TRL-style reward function `f(completions, **kwargs)`, wrapped by FunctionReward)."""
     if ":" in name:
         module_name, _, attribute = name.partition(":")
         try:
             cls = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as err:
             raise CorewardError(f"key {key}: cannot import reward source {name!r}: {err}") from None
+        if callable(cls) and not isinstance(cls, type):
+            from coreward.rewards.function import FunctionReward
+
+            return FunctionReward.of(cls, name=name)
         if not (isinstance(cls, type) and issubclass(cls, RewardSource)):
-            raise CorewardError(f"key {key}: {name!r} is not a coreward.rewards.RewardSource subclass")
+            raise CorewardError(f"key {key}: {name!r} is not a coreward.rewards.RewardSource subclass or a "
+                                "reward function")
         return cls
     sources = registered()
     if name not in sources:

@@ -201,6 +201,11 @@ class RewardSource:
     def load_state(self, directory: Path) -> None:
         """Restore what `save_state` wrote."""
 
+    def export_models(self, directory: Path) -> dict[str, Path]:
+        """Called once on the final model's state directory, after `save_state`: write the models this source
+        learnt as folders `from_pretrained` loads (if `save_state` has not) and return them by name."""
+        return {}
+
     def close(self) -> None:
         """Release resources (pools, connections)."""
 

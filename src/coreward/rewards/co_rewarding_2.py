@@ -119,6 +119,10 @@ class CoRewarding2Reward(RewardSource):
     def load_state(self, directory: Path) -> None:
         self.teacher.load(directory)
 
+    def export_models(self, directory: Path) -> dict[str, Path]:
+        folder = self.teacher.export(Path(directory) / "teacher")
+        return {"teacher": folder} if folder else {}
+
 
 def completion_safe(prompt: Any) -> Any:
     """A prompt as JSON can hold it: text, or chat messages as plain dicts."""

@@ -245,6 +245,14 @@ class CooperReward(RewardSource):
         if self.learner is not None:
             self.learner.save(Path(directory))
 
+    def export_models(self, directory: Path) -> dict[str, Path]:
+        """The RM `save_state` wrote in HF format: `VerifyRM.from_pretrained` (or transformers'
+        AutoModelForSequenceClassification) loads it."""
+        from coreward.rm.learner import RM_DIR
+
+        folder = Path(directory) / RM_DIR
+        return {"rm": folder} if (folder / "config.json").is_file() else {}
+
     def load_state(self, directory: Path) -> None:
         """Remember the checkpoint: the RM is loaded from it on first use, on the policy's device."""
         if (Path(directory) / STATE_FILE).is_file():

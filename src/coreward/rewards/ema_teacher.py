@@ -210,6 +210,22 @@ class EmaTeacher:
             save_file(tensors, str(directory / WEIGHTS_FILE))
         (directory / STATE_FILE).write_text(json.dumps(state))
 
+    def export(self, folder: Path) -> Path | None:
+        """The teacher as a model folder: a full model (`AutoModelForCausalLM.from_pretrained`), or for a LoRA
+        policy its adapter (`PeftModel.from_pretrained(base, folder)`). None when sharded or never built."""
+        if self.pairs is None or self.sharded:
+            return None
+        if self.adapter is not None:  # peft writes a non-default adapter into a subfolder named after it
+            import shutil
+
+            staging = folder.parent / ".teacher-adapter"
+            self.module.save_pretrained(str(staging), selected_adapters=[self.adapter])
+            (staging / self.adapter).rename(folder)
+            shutil.rmtree(staging)
+        else:
+            self.module.save_pretrained(str(folder))
+        return folder
+
     def load(self, directory: Path) -> None:
         """Read what `save` wrote; it's applied when the teacher exists (on the first step after resume)."""
         from safetensors.torch import load_file

@@ -35,7 +35,8 @@ def register(app: typer.Typer) -> None:
     def annotate(
         policy: str = typer.Option(..., "--policy", help="policy to sample from: a model directory, hub id, "
                                    "OpenAI-compatible URL, or 'demo'"),
-        data: str = typer.Option(..., "--data", help="benchmark name or .jsonl/.json/.parquet file with references"),
+        data: str = typer.Option(..., "--data", help="a benchmark name, a .jsonl/.json/.parquet/.csv file (verl too), a directory, or a hub dataset id (owner/name[:subset]), with references"),
+        columns: Optional[str] = typer.Option(None, "--columns", help="map the data's columns: question=COL,answer=COL (files, directories and hub datasets)"),
         output: str = typer.Option(..., "--output", help="labelled rows, .jsonl or .parquet"),
         split: str = typer.Option("train", "--split"),
         n: int = typer.Option(4, "--n", min=1, help="completions per problem"),
@@ -54,10 +55,10 @@ def register(app: typer.Typer) -> None:
         """Sample a policy's completions and label them by rule verifier (+ LLM judge) agreement."""
         from coreward.llm import build_generator
         from coreward.rm.annotate import annotate as run_annotation, write_rows
-        from coreward.data.benchmarks import default_instruction, load_named
+        from coreward.data.benchmarks import default_instruction, load_named, parse_columns
         from coreward.verify import get_verifier
 
-        records = load_named(data, split, limit, data_dir, key="--data")
+        records = load_named(data, split, limit, data_dir, key="--data", columns=parse_columns(columns))
         if instruction == AUTO:
             instruction = default_instruction(data)
         with _policy_generator(policy, batch_size) as generator:

@@ -21,15 +21,16 @@ COLUMNS = ("question", "reference_answer", "completion", "label")
 TEXT_COLUMNS = COLUMNS[:3]
 
 
-def read_labelled(path: str | os.PathLike, limit: int | None = None) -> list[dict[str, Any]]:
-    """Rows (question, reference_answer, completion, label∈{0,1}) of a parquet/jsonl/json file.
+def read_labelled(path: str | os.PathLike, limit: int | None = None, split: str = "train") -> list[dict[str, Any]]:
+    """Rows (question, reference_answer, completion, label∈{0,1}) of a file (parquet, jsonl, json, csv), a
+    directory (`split` of a dataset repository or save_to_disk folder) or a hub dataset id.
 
     Every problem (unreadable file, missing column, a label that is not 0/1) is a CorewardError naming
     the file, the row (1-based) and the column.
     """
-    from coreward.data.readers import read_rows
+    from coreward.data.benchmarks import source_rows
 
-    rows = read_rows(path)[:limit]
+    rows = source_rows(str(path), split)[0][:limit]  # a file, a directory or a hub dataset id, via datasets
     if not rows:
         raise CorewardError(f"{path}: no rows")
     return [_check_row(row, path, number) for number, row in enumerate(rows, start=1)]

@@ -1,0 +1,33 @@
+"""A TRL reward function as a coreward reward source.
+
+TRL's convention (`reward_funcs` of GRPOTrainer) is a plain function
+
+    def f(prompts, completions, completion_ids, **kwargs) -> list[float | None]
+
+where `kwargs` holds every dataset column. `FunctionReward.of(f)` makes it a `RewardSource`, so it runs on
+coreward's whole gathered batch (every group complete, on every process) and can be mixed with the other
+sources. A config names it by import path, like a source class: `rewards: [{name: mypkg.rewards:f}]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from coreward.rewards.base import RewardSource, RolloutBatch
+
+
+class FunctionReward(RewardSource):
+    """Calls `function` with TRL's keyword arguments; completions are text (TRL's standard format)."""
+
+    function: Callable[..., list[Any]]
+
+    @classmethod
+    def of(cls, function: Callable[..., list[Any]], name: str | None = None) -> type[FunctionReward]:
+        """A source class wrapping `function` (classes, not instances, are what configs name)."""
+        return type(f"FunctionReward_{function.__name__}", (cls,),
+                    {"function": staticmethod(function), "name": name or function.__name__})
+
+    def compute(self, batch: RolloutBatch) -> list[Any]:
+        return list(self.function(prompts=batch.prompts, completions=batch.completions,
+                                  completion_ids=batch.completion_ids, trainer_state=None, **batch.columns))

@@ -1,0 +1,87 @@
+"""Publishing a run, offline: the model card of final/, the learnt RM and EMA teacher as folders that
+`from_pretrained` loads, the push plan, and one clear line when the hub can't be reached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from coreward.grpo.config import TrainConfig
+from coreward.grpo.publish import model_card, push, push_plan, write_model_card
+from coreward.runtime.config import load_config
+from coreward.runtime.errors import CorewardError
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "demo"
+COMMON = ["data.limit=4", "data.eval_every=0", "grpo.num_generations=4", "grpo.per_device_train_batch_size=16",
+          "grpo.max_completion_length=16", "grpo.learning_rate=1e-3", "torch_threads=1"]
+
+
+def train(config: str, policy: Path, run_dir: Path, *extra: str):
+    from coreward.grpo.train import run_training
+
+    overrides = [f"model.name_or_path={policy}", *COMMON, *extra]
+    return run_training(load_config(TrainConfig, CONFIGS / config, overrides), output_dir=str(run_dir), max_steps=2)
+
+
+def test_co_rewarding_2_run_card_teacher_and_plan(memorized_policy, tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coreward.evaluation import evaluate
+
+    run = tmp_path / "cr2"
+    train("co_rewarding_2.yaml", memorized_policy, run)
+    final = run / "final"
+    card = (final / "README.md").read_text()
+    for expected in (str(memorized_policy), "co_rewarding_2", "alpha_start=0.05", "- steps: 2", "`demo` (split `train`",
+                     "rewards/co_rewarding_2/mean", "reward_sources/co_rewarding_2/teacher"):
+        assert expected in card, expected
+
+    # the teacher folder is a model of its own, with the EMA weights the checkpoint state holds
+    folder = final / "reward_sources" / "co_rewarding_2" / "teacher"
+    teacher = AutoModelForCausalLM.from_pretrained(folder)
+    AutoTokenizer.from_pretrained(folder)
+    saved = load_file(final / "reward_sources" / "co_rewarding_2" / "teacher.safetensors")
+    params = dict(teacher.named_parameters())
+    assert saved and all(torch.equal(params[name], tensor) for name, tensor in saved.items() if name in params)
+    policy = dict(AutoModelForCausalLM.from_pretrained(final).named_parameters())
+    assert any(not torch.equal(policy[name], params[name]) for name in params)  # it trails the policy
+
+    # an evaluation saved in the run directory shows in the card
+    evaluate(str(final), benchmarks=["demo"], n=2, limit=4, output_dir=run / "eval", seed=0)
+    write_model_card(run)
+    assert "| eval | avg@2 |" in (final / "README.md").read_text()
+
+    plan = push_plan(run, "me/cr2")
+    assert [(u.repo_id, u.folder) for u in plan] == [("me/cr2", final), ("me/cr2-teacher", folder)]
+    assert "reward_sources/*" in plan[0].ignore
+
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(CorewardError, match=r"^cannot push .* to me/cr2: offline mode is set") as err:
+        push(run, "me/cr2")
+    assert "\n" not in str(err.value)
+
+
+def test_cooper_rm_is_published_as_a_verify_rm(memorized_policy, tiny_rm_path, tmp_path):
+    from coreward.rm.model import VerifyRM
+
+    run = tmp_path / "cooper"
+    train("cooper.yaml", memorized_policy, run, f"rewards.0.params.rm={tiny_rm_path}", "rewards.0.params.eval_every=0")
+    folder = run / "final" / "reward_sources" / "cooper" / "rm"
+    rm = VerifyRM.from_pretrained(folder, device="cpu")
+    assert len(rm.score(["1+1?"], ["2"], ["#### 2"])) == 1
+    assert [u.repo_id for u in push_plan(run, "me/c")] == ["me/c", "me/c-rm"]
+    assert "Cooper reward model" in model_card(run)
+
+
+def test_not_a_run(tmp_path):
+    with pytest.raises(CorewardError, match="not a coreward run directory"):
+        model_card(tmp_path)
+    with pytest.raises(CorewardError, match="no final model"):
+        push_plan(tmp_path, "me/x")
