@@ -18,12 +18,14 @@ def register(app: typer.Typer) -> None:
         output_dir: Optional[str] = typer.Option(None, "--output-dir", help="run directory (default: the config's output_dir)"),
         max_steps: Optional[int] = typer.Option(None, "--max-steps", help="stop after this many optimizer steps"),
         resume: bool = typer.Option(False, "--resume", help="continue from the run directory's last complete checkpoint"),
+        allow_config_change: bool = typer.Option(False, "--allow-config-change",
+                                                 help="with --resume: accept a config that differs from the run's"),
     ) -> None:
         """Run GRPO with the configured reward sources."""
         from coreward.runtime.distributed import print_once
         from coreward.grpo.train import train_main
 
-        result = train_main(config, set_, output_dir, max_steps, resume)
+        result = train_main(config, set_, output_dir, max_steps, resume, allow_config_change)
         print_once(f"finished at step {result.global_step}; final model in {result.final_model}")
 
     @app.command()

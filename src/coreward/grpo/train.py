@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coreward.runtime.config import load_config, save_yaml
+from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
 from coreward.grpo.config import DataSettings, TrainConfig
 from coreward.runtime.assets import resolve_model
@@ -281,34 +281,56 @@ def run_training(
     max_steps: int | None = None,
     resume: bool = False,
     extra_callbacks: list | None = None,
+    allow_config_change: bool = False,
 ) -> TrainResult:
     from coreward.grpo.checkpoints import checkpoint_step
+    from coreward.grpo.periodic_eval import load_eval_records
+    from coreward.grpo.run_dir import RunLock, check_resume_config, save_config
     from coreward.runtime.faults import FAULT_ENV, parse_faults
-    from coreward.runtime.metrics import MetricsFileCallback, use_compact_progress, use_run_tensorboard
-    from coreward.grpo.trainer import CorewardGRPOTrainer
-    from coreward.verify import Verifier
 
     run_dir = Path(output_dir or config.output_dir)
-    from coreward.grpo.periodic_eval import add_periodic_eval, load_eval_records
 
     parse_faults(os.environ.get(FAULT_ENV))  # a malformed kill point fails now, not mid-run
     dataset = build_train_dataset(config)  # bad data fails here, before any model loads
     eval_records = load_eval_records(config.data)
     sources = build_sources(config)
-    checkpoint = resume_checkpoint(config, run_dir, resume)
-    resume = resume or checkpoint is not None
-    if resume and checkpoint is None:
-        print_once(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
-    elif resume:
-        print_once(f"--resume: continuing from {checkpoint}")
-    elif not resume and (run_dir / "metrics.jsonl").exists():
-        raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume or pick another --output-dir")
     args = build_grpo_args(config, run_dir, max_steps)
     check_batch_fits(len(dataset), args, f"in {config.data.train}")
+    resume_checkpoint(config, run_dir, resume)  # a bad grpo.resume_from_checkpoint fails before any model path check
     model_path = resolve_model(config.model.name_or_path, "policy", key="key model.name_or_path")
+    lock = RunLock(run_dir, enabled=int(os.environ.get("RANK", "0")) == 0)  # one writer: the main process holds it
+    with lock:
+        checkpoint = resume_checkpoint(config, run_dir, resume)  # under the lock: what no other writer changes
+        resume = resume or checkpoint is not None
+        done = checkpoint_step(checkpoint) if checkpoint is not None else 0
+        if not resume and (run_dir / "metrics.jsonl").exists():
+            raise CorewardError(f"run directory {run_dir} already holds a run; pick another --output-dir"
+                                + ("" if (run_dir / "final").is_dir() else " (or pass --resume to continue it)"))
+        if resume and checkpoint is not None and done >= args.max_steps > 0 and (run_dir / "final").is_dir():
+            print_once(f"--resume: the run in {run_dir} already finished step {done} of {args.max_steps}; "
+                       f"nothing to do (final model: {run_dir / 'final'})")
+            for source in sources:
+                source.close()
+            return TrainResult(run_dir=run_dir, final_model=run_dir / "final", global_step=done, trainer=None)
+        if resume and checkpoint is None:
+            print_once(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
+        elif resume:
+            print_once(f"--resume: continuing from {checkpoint}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if resume and lock.enabled:
+            check_resume_config(run_dir, config, allow_config_change, done)
+        if lock.enabled:
+            save_config(config, run_dir / "config.yaml")
+        return _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks)
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_yaml(config, run_dir / "config.yaml")
+
+def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks) -> TrainResult:
+    """Build the trainer and run it (the run directory is locked and its config written)."""
+    from coreward.grpo.checkpoints import checkpoint_step
+    from coreward.grpo.periodic_eval import add_periodic_eval
+    from coreward.grpo.trainer import CorewardGRPOTrainer
+    from coreward.runtime.metrics import MetricsFileCallback, use_compact_progress, use_run_tensorboard
+    from coreward.verify import Verifier
 
     if config.torch_threads:
         import torch
@@ -358,6 +380,8 @@ def run_training(
     return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step, trainer=trainer)
 
 
-def train_main(config_path: str | None, overrides: list[str], output_dir: str | None, max_steps: int | None, resume: bool):
+def train_main(config_path: str | None, overrides: list[str], output_dir: str | None, max_steps: int | None, resume: bool,
+               allow_config_change: bool = False):
     config = load_config(TrainConfig, config_path, overrides)
-    return run_training(config, output_dir=output_dir, max_steps=max_steps, resume=resume)
+    return run_training(config, output_dir=output_dir, max_steps=max_steps, resume=resume,
+                        allow_config_change=allow_config_change)

@@ -1,0 +1,122 @@
+"""A run directory's safety rules: one writer at a time, no silent change of config on resume, no secret on
+disk, and a finished run left as it is.
+
+* **Lock.** The main process holds an exclusive `flock` on `run_dir/.lock` for the whole run; the kernel
+  releases it when the process dies (a SIGKILL included), so a killed run can be resumed at once, while a
+  second `coreward train` (or `--resume`) on a directory in use fails immediately, naming the holder.
+* **Config on resume.** The resolved config is saved as `config.yaml`; `--resume` compares it with the new
+  one and refuses when a key outside `MAY_CHANGE` differs (naming the keys), unless the user allows it; then
+  the old file is kept as `config.step-N.yaml` beside the new one.
+* **Secrets.** Any config value under a secret-looking key (`api_key`, `token`, `password`, `secret`, ...)
+  is written as `REDACTED`: keys come from the environment or a key file, and the run directory can be shared.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from coreward.runtime.config import to_dict
+from coreward.runtime.errors import CorewardError
+
+LOCK_FILE = ".lock"
+REDACTED = "REDACTED"
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.I)
+# keys a resumed run may change without `--allow-config-change`: how long and how it logs, saves, evaluates
+MAY_CHANGE = (
+    "output_dir", "torch_threads", "grpo.max_steps", "grpo.num_train_epochs", "grpo.save_steps",
+    "grpo.save_total_limit", "grpo.logging_steps", "grpo.report_to", "grpo.disable_tqdm", "data.eval",
+    "data.eval_every", "data.eval_limit", "data.eval_n", "data.eval_split", "data.eval_columns",
+    "verifier.num_workers", "grpo.resume_from_checkpoint",
+)
+
+
+def redact(data: Any) -> Any:
+    """A copy of `data` with every value under a secret-looking key replaced by REDACTED."""
+    if isinstance(data, dict):
+        return {k: REDACTED if _SECRET_KEY.search(str(k)) and v not in (None, "") else redact(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redact(v) for v in data]
+    return data
+
+
+def save_config(config: Any, path: Path) -> None:
+    """The resolved config as YAML, secrets redacted."""
+    path.write_text(yaml.safe_dump(redact(to_dict(config)), sort_keys=False))
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        flat: dict[str, Any] = {}
+        for key, value in data.items():
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        return flat
+    return {prefix.rstrip("."): data}
+
+
+def changed_keys(saved: dict, new: dict) -> list[str]:
+    """Dotted keys whose values differ between two configs, other than those that may change on resume."""
+    old, now = _flatten(saved), _flatten(redact(new))
+    keys = sorted(set(old) | set(now))
+    return [k for k in keys if old.get(k) != now.get(k) and not any(k == m or k.startswith(m + ".") for m in MAY_CHANGE)]
+
+
+def check_resume_config(run_dir: Path, config: Any, allow_change: bool, step: int) -> None:
+    """Refuse a resume whose config differs from the run's in a key that matters (unless allowed)."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        return
+    saved = yaml.safe_load(path.read_text()) or {}
+    keys = changed_keys(saved, to_dict(config))
+    if keys and not allow_change:
+        shown = ", ".join(f"{k} ({_flatten(saved).get(k)!r} -> {_flatten(redact(to_dict(config))).get(k)!r})" for k in keys[:8])
+        raise CorewardError(
+            f"--resume: the config differs from the run's {path} in {shown}{' ...' if len(keys) > 8 else ''}; "
+            "resume with the same config, start a new --output-dir, or pass --allow-config-change"
+        )
+    if keys:
+        path.replace(run_dir / f"config.step-{step}.yaml")
+
+
+class RunLock:
+    """An exclusive lock on a run directory for as long as this object is held (main process only)."""
+
+    def __init__(self, run_dir: Path, enabled: bool = True):
+        self.path = Path(run_dir) / LOCK_FILE
+        self.enabled = enabled
+        self._handle = None
+
+    def __enter__(self) -> RunLock:
+        if not self.enabled:
+            return self
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise CorewardError(f"run directory {self.path.parent} is in use by {holder}: wait for it, stop it, "
+                                "or pick another --output-dir") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "since": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
