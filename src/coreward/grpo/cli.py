@@ -26,6 +26,12 @@ def register(app: typer.Typer) -> None:
         from coreward.grpo.train import train_main
 
         result = train_main(config, set_, output_dir, max_steps, resume, allow_config_change)
+        if result.preempted:
+            from coreward.grpo.preemption import PREEMPTED_EXIT
+
+            print_once(f"stopped by a preemption signal after step {result.global_step} (complete checkpoint written); "
+                       f"continue with --resume")
+            raise typer.Exit(PREEMPTED_EXIT)
         print_once(f"finished at step {result.global_step}; final model in {result.final_model}")
 
     @app.command()

@@ -105,8 +105,16 @@ class TrainConfig:
     # CPU threads for torch (None: torch's default). A tiny model on CPU generates fastest on one thread:
     # more threads cost more in synchronization than they gain on matrices this small.
     torch_threads: int | None = None
+    # signals that end the run cleanly after the current step (checkpoint written, exit status 75); [] to disable
+    preempt_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])
 
     def validate(self) -> None:
+        from coreward.grpo.preemption import signal_numbers
+
+        try:
+            signal_numbers(self.preempt_signals)
+        except ValueError as err:
+            raise CorewardError(f"key preempt_signals: {err}") from None
         validate_rewards(self.rewards)
         validate_grpo_keys(self.grpo)
         validate_grpo_values(self.grpo)

@@ -25,6 +25,7 @@ class TrainResult:
     final_model: Path
     global_step: int
     trainer: Any
+    preempted: bool = False  # stopped by a preemption signal: a checkpoint of `global_step`, no final model
 
 
 def build_rows(records, data: DataSettings) -> list[dict[str, Any]]:
@@ -328,6 +329,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     """Build the trainer and run it (the run directory is locked and its config written)."""
     from coreward.grpo.checkpoints import checkpoint_step
     from coreward.grpo.periodic_eval import add_periodic_eval
+    from coreward.grpo.preemption import PreemptionCallback, signal_numbers
     from coreward.grpo.trainer import CorewardGRPOTrainer
     from coreward.runtime.metrics import MetricsFileCallback, use_compact_progress, use_run_tensorboard
     from coreward.verify import Verifier
@@ -362,9 +364,15 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     use_run_tensorboard(trainer, run_dir / "tensorboard", checkpoint_step(checkpoint) if checkpoint else None)
     if eval_records is not None:
         add_periodic_eval(trainer, config.data, seed=config.seed, records=eval_records)
+    preemption = PreemptionCallback(signal_numbers(config.preempt_signals))
+    trainer.add_callback(preemption)
+    final = run_dir / "final"
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        final = run_dir / "final"
+        if preemption.preempted_at is not None:  # its checkpoint is complete; the final model comes on resume
+            trainer.accelerator.wait_for_everyone()  # no process exits (and has torchrun stop the others) early
+            return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step,
+                               trainer=trainer, preempted=True)
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
             from coreward.grpo.publish import export_source_models, write_model_card

@@ -1,0 +1,77 @@
+"""Preemption: a scheduler's signal ends the run cleanly at the end of the step in progress.
+
+Clusters send SIGTERM before they kill a job (SLURM can send SIGUSR1 ahead of a time limit). On one of
+`preempt_signals` the handler only sets a flag; at the end of the current optimizer step every process learns
+of it (a max all-reduce, so a signal to any one process stops them all at the same step), TRL writes a complete
+checkpoint of that step (reward-source state included, see `CorewardGRPOTrainer._save_checkpoint`), and
+training stops. `coreward train` then exits with status `PREEMPTED_EXIT` (75, EX_TEMPFAIL: "try again"), and
+`--resume` continues from that checkpoint with no step lost.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from transformers import TrainerCallback
+
+from coreward.runtime.distributed import print_once
+
+PREEMPTED_EXIT = 75
+
+
+def signal_numbers(names: list[str]) -> list[int]:
+    """`["SIGTERM", "USR1"]` -> their numbers; a name that is no signal raises ValueError naming it."""
+    numbers = []
+    for name in names:
+        full = name.upper() if name.upper().startswith("SIG") else f"SIG{name.upper()}"
+        if not hasattr(signal, full) or full in ("SIGKILL", "SIGSTOP"):
+            raise ValueError(f"{name!r} is not a signal a run can catch (e.g. SIGTERM, SIGUSR1)")
+        numbers.append(int(getattr(signal, full)))
+    return numbers
+
+
+class PreemptionCallback(TrainerCallback):
+    """Catches the signals during training and turns the first one into save-and-stop at the step's end."""
+
+    def __init__(self, signals: list[int]):
+        self.signals = signals
+        self.received: int | None = None
+        self.preempted_at: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, number: int, frame: Any) -> None:
+        if self.received is None:
+            self.received = number
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if threading.current_thread() is threading.main_thread():  # handlers can only be set there
+            for number in self.signals:
+                self._previous[number] = signal.signal(number, self._handle)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._anyone_received():
+            control.should_save = True
+            control.should_training_stop = True
+            self.preempted_at = state.global_step
+            print_once(f"preempted: checkpoint of step {state.global_step} is being written; "
+                       "continue with --resume")
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
+        self._previous.clear()
+
+    def _anyone_received(self) -> bool:
+        import torch
+        import torch.distributed as dist
+
+        flag = 1.0 if self.received is not None else 0.0
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            backend = dist.get_backend()
+            tensor = torch.tensor([flag], device="cuda" if backend == "nccl" else "cpu")
+            dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+            flag = float(tensor.item())
+        return flag > 0

@@ -1,0 +1,95 @@
+"""Preemption (grpo/preemption.py): SIGTERM / SIGUSR1 end the step in progress, write a complete checkpoint,
+exit with status 75, and `--resume` continues with no step lost; in one process and in two (a signal to one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from coreward.grpo.checkpoints import complete_checkpoints
+from coreward.grpo.preemption import PREEMPTED_EXIT, signal_numbers
+from coreward.runtime.metrics import read_metrics
+from tests.helpers.kill_resume import free_port
+from tests.helpers.runs import coreward, tiny_train_args
+
+STEPS = 6
+
+
+def steps_logged(run_dir: Path) -> list[int]:
+    return [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] if (run_dir / "metrics.jsonl").exists() else []
+
+
+def wait_for_a_step(process: subprocess.Popen, run_dir: Path, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not steps_logged(run_dir):
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "no step logged in time"
+        time.sleep(0.2)
+
+
+def check_resumed_without_loss(policy: Path, run_dir: Path, stopped_at: int, nproc: int = 1) -> None:
+    assert [p.name for p in complete_checkpoints(run_dir)][-1] == f"checkpoint-{stopped_at}"
+    assert steps_logged(run_dir) == list(range(1, stopped_at + 1))
+    assert not (run_dir / "final").exists()
+    resumed = launch(policy, run_dir, nproc, "--resume")
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err[-3000:]
+    assert f"continuing from {run_dir / f'checkpoint-{stopped_at}'}" in out + err
+    assert steps_logged(run_dir) == list(range(1, STEPS + 1))  # every step once: none lost, none repeated
+    assert (run_dir / "final" / "config.json").is_file()
+
+
+def launch(policy: Path, run_dir: Path, nproc: int, *extra: str) -> subprocess.Popen:
+    args = tiny_train_args(policy, run_dir, "--max-steps", str(STEPS), "--set", "grpo.save_steps=100",
+                           "--set", "torch_threads=1", *extra)
+    launcher = [sys.executable, "-m"]
+    if nproc > 1:
+        launcher += ["torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(free_port()), "-m"]
+    return subprocess.Popen([*launcher, "coreward.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1])
+def test_a_signal_ends_the_step_writes_a_checkpoint_and_resume_loses_nothing(tiny_policy, tmp_path, sig):
+    run_dir = tmp_path / "run"
+    process = launch(tiny_policy, run_dir, 1)
+    wait_for_a_step(process, run_dir)
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == PREEMPTED_EXIT, err[-3000:]
+    assert "preemption signal" in out + err
+    stopped_at = steps_logged(run_dir)[-1]
+    assert stopped_at < STEPS
+    check_resumed_without_loss(tiny_policy, run_dir, stopped_at)
+
+
+def test_two_processes_stop_together_when_one_is_signalled(tiny_policy, tmp_path):
+    run_dir = tmp_path / "run"
+    process = launch(tiny_policy, run_dir, 2)
+    wait_for_a_step(process, run_dir)
+    # torchrun's own children are the workers (their verifier pools, deeper down, inherit RANK too)
+    workers = {int(p.environ()["RANK"]): p for p in psutil.Process(process.pid).children() if "RANK" in p.environ()}
+    assert set(workers) == {0, 1}
+    workers[1].send_signal(signal.SIGTERM)  # one process only, as when one node is told first
+    out, err = process.communicate(timeout=300)
+    assert process.returncode != 0  # torchrun reports its workers' status 75 as a failure of the launch
+    assert "preempted: checkpoint of step" in out + err
+    stopped_at = steps_logged(run_dir)[-1]
+    assert stopped_at < STEPS
+    state = json.loads((run_dir / f"checkpoint-{stopped_at}" / "trainer_state.json").read_text())
+    assert state["global_step"] == stopped_at
+    check_resumed_without_loss(tiny_policy, run_dir, stopped_at, nproc=2)
+
+
+def test_preempt_signals_are_checked_and_can_be_turned_off(tiny_policy, tmp_path):
+    assert signal_numbers(["SIGTERM", "usr1"]) == [signal.SIGTERM, signal.SIGUSR1]
+    bad = coreward(*tiny_train_args(tiny_policy, tmp_path / "run", "--set", "preempt_signals=[SIGKILL]"))
+    assert bad.returncode == 2 and "key preempt_signals: 'SIGKILL' is not a signal a run can catch" in bad.stderr
