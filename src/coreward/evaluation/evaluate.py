@@ -333,7 +333,7 @@ def _check_choices(n: int, prompt_format: str | None, backend: str) -> None:
 def _placement(loaded, dtype: str) -> dict[str, str]:
     """Where the model actually ran, for results.json ("auto" resolved)."""
     if isinstance(loaded, VLLMBackend):
-        return {"device": "cuda", "dtype": dtype}
+        return {"device": loaded.device, "dtype": loaded.dtype}
     parameter = next(loaded.parameters())
     return {"device": str(parameter.device), "dtype": str(parameter.dtype).removeprefix("torch.")}
 
