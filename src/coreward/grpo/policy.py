@@ -93,10 +93,10 @@ class TrainerPolicy:
         from transformers import GenerationConfig
         from trl.trainer.utils import use_adapter
 
+        if self.vllm_engine is not None:  # even with no prompts: loading weights may be collective (ZeRO-3, TP)
+            return self._generate_vllm(model, prompt_ids, num_generations, temperature, adapter)
         if not prompt_ids:
             return []
-        if self.vllm_engine is not None:
-            return self._generate_vllm(model, prompt_ids, num_generations, temperature, adapter)
         trainer, tokenizer = self._trainer, self.tokenizer
         config = GenerationConfig(
             max_new_tokens=trainer.max_completion_length,
@@ -150,7 +150,8 @@ class TrainerPolicy:
         if engine.enable_sleep_mode:
             engine.llm.wake_up()  # weights and KV cache: TRL puts both to sleep after its own generation
         load = engine.llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights
-        if model is not self.module() or adapter is not None or trainer._last_loaded_step != self.step:
+        stale = trainer._last_loaded_step != self.step or engine.enable_sleep_mode  # sleep level 2 drops weights
+        if model is not self.module() or adapter is not None or stale:
             for name, weight in self._named_weights(model, adapter):
                 load([(name, weight)])
             engine.llm.reset_prefix_cache()  # cached prefixes were computed with the other weights
@@ -172,8 +173,8 @@ class TrainerPolicy:
             repetition_penalty=trainer.repetition_penalty,
             max_tokens=trainer.max_completion_length,
         )
-        outputs = engine.llm.generate([{"prompt_token_ids": ids} for ids in prompts], sampling_params=params,
-                                      use_tqdm=False)[own]
+        requests = [{"prompt_token_ids": ids} for ids in prompts]
+        outputs = engine.llm.generate(requests, sampling_params=params, use_tqdm=False)[own] if requests else []
         if engine.enable_sleep_mode:
             engine.llm.sleep(level=2)
             engine._llm_weights_sleeping = True
