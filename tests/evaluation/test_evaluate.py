@@ -204,45 +204,6 @@ def test_eval_rejects_bad_input(tiny_model):
         evaluate(str(tiny_model), benchmarks=["demo"], n=1, limit=1, backend="vllm")
 
 
-def test_vllm_backend_against_a_stand_in_vllm(monkeypatch):
-    """vLLM can't run here; a stand-in module checks what the backend asks of it and reads back."""
-    import types
-
-    from coreward.evaluation.backends import VLLMBackend
-
-    calls = {}
-
-    class LLM:
-        def __init__(self, **kwargs):
-            calls["llm"] = kwargs
-
-        def generate(self, prompts, params):
-            calls["params"] = params
-            return [
-                types.SimpleNamespace(
-                    outputs=[
-                        types.SimpleNamespace(
-                            text=f"{p}-{j}", token_ids=[1] * (j + 1), finish_reason="stop" if j else "length"
-                        )
-                        for j in range(param.n)
-                    ]
-                )
-                for p, param in zip(prompts, params)
-            ]
-
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=types.SimpleNamespace))
-    backend = VLLMBackend("some/model", dtype="bfloat16", seed=7)
-    out = backend.generate(["a", "b"], n=2, temperature=0.7, top_p=0.95, max_new_tokens=16, seed=7)
-    assert calls["llm"] == {"model": "some/model", "dtype": "bfloat16", "seed": 7}
-    first = calls["params"][0]
-    assert (first.n, first.temperature, first.top_p, first.max_tokens) == (2, 0.7, 0.95, 16)
-    assert calls["params"][0].seed != calls["params"][1].seed  # one seed per prompt
-    assert out == [
-        [Generation("a-0", 1, True), Generation("a-1", 2, False)],
-        [Generation("b-0", 1, True), Generation("b-1", 2, False)],
-    ]
-
-
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     import os
 

@@ -154,7 +154,13 @@ class VLLMBackend:
                 "--backend vllm needs the vllm package, which is not installed (pip install 'coreward[vllm]' on a "
                 "GPU machine), or use --backend hf"
             ) from None
+        from vllm.platforms import current_platform
+
         self.llm = LLM(model=model_path, dtype=dtype, seed=seed, **llm_kwargs)
+        # What actually ran, for results.json: vLLM resolves dtype "auto" its own way (a float32 checkpoint
+        # runs in bfloat16 on a GPU), so the engine's resolved dtype is read back, not the one asked for.
+        self.device = str(current_platform.device_type)
+        self.dtype = str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")
 
     def generate(
         self, prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int

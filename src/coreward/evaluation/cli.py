@@ -51,7 +51,12 @@ def register(app: typer.Typer) -> None:
         data_dir: Path | None = typer.Option(None, "--data-dir", help="benchmark directory"),
         device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1, ..."),
         dtype: str = typer.Option(
-            "auto", "--dtype", help="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16"
+            "auto", "--dtype", help="auto (hf: bf16 on GPU, fp32 on CPU; vllm: its own choice, recorded in "
+            "results.json), float32, bfloat16, float16"
+        ),
+        vllm_memory: float | None = typer.Option(
+            None, "--vllm-memory", min=0.01, max=1.0,
+            help="vllm: share of GPU memory it reserves (on CPU: of the machine's memory; default vLLM's 0.92)",
         ),
     ) -> None:
         """Sample n completions per problem and report avg@n, pass@k and maj@n (the papers' protocol)."""
@@ -78,6 +83,7 @@ def register(app: typer.Typer) -> None:
             device=device,
             dtype=dtype,
             show_progress=True,
+            vllm_memory=vllm_memory,
         )
         typer.echo("")
         typer.echo(results.table(label=model))

@@ -310,7 +310,7 @@ def resolve_model_path(model: str | Path) -> str:
     return resolve_model(model, "policy", key="--model")
 
 
-def _load(model, tokenizer, backend: str, device: str, dtype: str, seed: int):
+def _load(model, tokenizer, backend: str, device: str, dtype: str, seed: int, vllm_memory: float | None = None):
     """(label, loaded model or VLLMBackend, tokenizer) for a path, hub id, "demo", or an already loaded model."""
     if not isinstance(model, (str, Path)):
         if backend != "hf":
@@ -321,7 +321,8 @@ def _load(model, tokenizer, backend: str, device: str, dtype: str, seed: int):
     path = resolve_model_path(model)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path, key="--model")
     if backend == "vllm":
-        return path, VLLMBackend(path, dtype=dtype, seed=seed), tokenizer
+        memory = {} if vllm_memory is None else {"gpu_memory_utilization": vllm_memory}
+        return path, VLLMBackend(path, dtype=dtype, seed=seed, **memory), tokenizer
     return path, load_model(path, device=device, dtype=dtype), tokenizer
 
 
@@ -338,7 +339,7 @@ def _check_choices(n: int, prompt_format: str | None, backend: str) -> None:
 def _placement(loaded, dtype: str) -> dict[str, str]:
     """Where the model actually ran, for results.json ("auto" resolved)."""
     if isinstance(loaded, VLLMBackend):
-        return {"device": "cuda", "dtype": dtype}
+        return {"device": loaded.device, "dtype": loaded.dtype}
     parameter = next(loaded.parameters())
     return {"device": str(parameter.device), "dtype": str(parameter.dtype).removeprefix("torch.")}
 
@@ -367,6 +368,7 @@ def evaluate(
     dtype: str = "auto",
     verifier: Any = None,
     show_progress: bool = False,
+    vllm_memory: float | None = None,
 ) -> EvalResults:
     """Sample n completions per problem, verify them, and compute avg@n, pass@{1,n} and maj@n per benchmark.
 
@@ -374,7 +376,8 @@ def evaluate(
     `dtype`, which apply to loading, are ignored). `benchmarks` are registry names (loaded with `split`,
     `limit`, `data_dir`) or ready lists of records (cut to `limit`). Settings left None take the model
     kind's defaults (`DEMO_DEFAULTS` for the demo tokenizer, else `CHAT_DEFAULTS`); `instruction=""` means
-    none. With `output_dir`, results.json and samples.parquet are written there.
+    none. With `output_dir`, results.json and samples.parquet are written there. `vllm_memory` is the share
+    of accelerator memory vLLM reserves (its `gpu_memory_utilization`; on CPU, of the machine's memory).
     """
     _check_choices(n, prompt_format, backend)
     started, start = datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter()
@@ -382,7 +385,7 @@ def evaluate(
         records = {name: rows[:limit] for name, rows in benchmarks.items()}
     else:
         records = load_benchmarks(benchmarks, split, limit, data_dir, columns)
-    label, loaded, tokenizer = _load(model, tokenizer, backend, device, dtype, seed)
+    label, loaded, tokenizer = _load(model, tokenizer, backend, device, dtype, seed, vllm_memory)
     defaults = model_defaults(tokenizer)
     settings = {
         "n": n,

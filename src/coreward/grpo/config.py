@@ -237,10 +237,12 @@ def validate_grpo_keys(grpo: dict[str, Any]) -> None:
     """Check `grpo:` keys against trl.GRPOConfig's fields, and scalar values against their types."""
     from trl import GRPOConfig
 
+    from coreward.grpo.compat import NAMES as CHECKPOINTING_NAMES
+
     fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
     hints = typing.get_type_hints(GRPOConfig)
     for key, value in grpo.items():
-        if key not in fields:
+        if key not in fields and key not in CHECKPOINTING_NAMES:  # either spelling works on every transformers
             raise CorewardError(f"key grpo.{key}: not a trl.GRPOConfig option")
         if key in _MANAGED:
             raise CorewardError(f"key grpo.{key}: set it with {_MANAGED[key]} instead")

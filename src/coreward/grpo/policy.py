@@ -93,6 +93,8 @@ class TrainerPolicy:
         from transformers import GenerationConfig
         from trl.trainer.utils import use_adapter
 
+        if self.vllm_engine is not None:  # even with no prompts: loading weights may be collective (ZeRO-3, TP)
+            return self._generate_vllm(model, prompt_ids, num_generations, temperature, adapter)
         if not prompt_ids:
             return []
         trainer, tokenizer = self._trainer, self.tokenizer
@@ -111,6 +113,73 @@ class TrainerPolicy:
                                      generation_config=config)
         texts = tokenizer.batch_decode(rows, skip_special_tokens=True)
         return [texts[i : i + num_generations] for i in range(0, len(texts), num_generations)]
+
+    # -- vLLM -------------------------------------------------------------------------------------------
+    @property
+    def vllm_engine(self) -> Any | None:
+        """TRL's colocated vLLM generation (None without `use_vllm`, or in server mode: the engine is then in
+        another process, and `generate` samples with transformers)."""
+        trainer = self._trainer
+        engine = getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
+        return engine if engine is not None and engine.mode == "colocate" else None
+
+    def _named_weights(self, model: Any, adapter: str | None):
+        """`model`'s weights under the names vLLM loads. A PEFT adapter goes through TRL's own iterator (it
+        merges the active adapter, here `adapter`, into the base weights for the read); a full model (the
+        teacher's copy, or the ZeRO-3 reference) is read parameter by parameter, gathered when partitioned."""
+        engine = self.vllm_engine
+        if adapter is not None:
+            from trl.trainer.utils import use_adapter
+
+            with use_adapter(model, adapter):
+                yield from engine._iter_named_params()
+            return
+        for name, param in model.named_parameters():
+            with self.gathered([param]):
+                yield engine._fix_param_name_to_vllm(name), param.data
+
+    @torch.no_grad()
+    def _generate_vllm(self, model: Any, prompt_ids: list[list[int]], num_generations: int, temperature: float,
+                       adapter: str | None) -> list[list[str]]:
+        """Sample from `model` with the policy's vLLM engine: load `model`'s weights into it, sample, and leave
+        the engine marked stale, so TRL pushes the policy's weights back before its next generation (it syncs
+        whenever `_last_loaded_step` differs from the step). One engine, one copy of the weights in it."""
+        from vllm import SamplingParams
+
+        trainer, engine = self._trainer, self.vllm_engine
+        if engine.enable_sleep_mode:
+            engine.llm.wake_up()  # weights and KV cache: TRL puts both to sleep after its own generation
+        load = engine.llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights
+        stale = trainer._last_loaded_step != self.step or engine.enable_sleep_mode  # sleep level 2 drops weights
+        if model is not self.module() or adapter is not None or stale:
+            for name, weight in self._named_weights(model, adapter):
+                load([(name, weight)])
+            engine.llm.reset_prefix_cache()  # cached prefixes were computed with the other weights
+            trainer._last_loaded_step = -1  # the engine holds `model` now, not the policy
+
+        prompts, own = prompt_ids, slice(0, len(prompt_ids))
+        if engine.tensor_parallel_size > 1:  # every rank of a TP group must run the same batch, as in TRL
+            gathered = [None] * engine.tensor_parallel_size
+            torch.distributed.all_gather_object(gathered, prompt_ids, group=engine.tp_group)
+            rank = torch.distributed.get_rank(group=engine.tp_group)
+            start = sum(len(g) for g in gathered[:rank])
+            prompts, own = [p for g in gathered for p in g], slice(start, start + len(prompt_ids))
+        params = SamplingParams(
+            n=num_generations,
+            temperature=temperature,
+            top_p=trainer.top_p,
+            top_k=trainer.top_k,  # as TRL passes them to vLLM for the policy's own rollouts
+            min_p=0.0 if trainer.min_p is None else trainer.min_p,
+            repetition_penalty=trainer.repetition_penalty,
+            max_tokens=trainer.max_completion_length,
+        )
+        requests = [{"prompt_token_ids": ids} for ids in prompts]
+        outputs = engine.llm.generate(requests, sampling_params=params, use_tqdm=False)[own] if requests else []
+        if engine.enable_sleep_mode:
+            engine.llm.sleep(level=2)
+            engine._llm_weights_sleeping = True
+        tokenizer = self.tokenizer
+        return [[tokenizer.decode(o.token_ids, skip_special_tokens=True) for o in out.outputs] for out in outputs]
 
     # -- processes --------------------------------------------------------------------------------------
     def map_shards(self, fn: Callable[[list], list], items: Sequence[Any]) -> list:

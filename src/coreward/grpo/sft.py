@@ -10,10 +10,12 @@ from typing import Any
 
 
 def sft_config(**settings: Any):
-    """TRL's `SFTConfig`, built from keyword settings."""
+    """TRL's `SFTConfig`, built from keyword settings (either name of the checkpointing switch)."""
     from trl import SFTConfig
 
-    return SFTConfig(**settings)
+    from coreward.grpo.compat import checkpointing_settings
+
+    return SFTConfig(**checkpointing_settings(settings))
 
 
 def run_sft(model, tokenizer, dataset, args, callbacks: list | None = None, quiet: bool = True):

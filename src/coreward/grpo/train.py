@@ -206,6 +206,8 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     import torch
     from trl import GRPOConfig
 
+    from coreward.grpo.compat import checkpointing_settings
+
     on_gpu = torch.cuda.is_available()
     settings: dict[str, Any] = {
         "logging_steps": 1,
@@ -222,8 +224,7 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
         settings["model_init_kwargs"]["attn_implementation"] = config.model.attn_implementation
     settings.update(config.grpo)
     settings.pop("resume_from_checkpoint", None)  # read by run_training: the same path as --resume
-    if "gradient_checkpointing" in settings:  # transformers 5 renamed it; the old name would be ignored
-        settings["activation_checkpointing"] = settings.pop("gradient_checkpointing")
+    settings = checkpointing_settings(settings)  # either spelling, as the installed transformers names it
     settings.update(
         output_dir=str(run_dir),
         seed=config.seed,

@@ -1,0 +1,33 @@
+"""The checkpointing switch reaches the installed transformers under the name it knows (5.17 and 5.23 differ)."""
+
+from pathlib import Path
+
+import pytest
+
+from coreward.grpo.compat import NAMES, checkpointing_key, checkpointing_settings
+from coreward.grpo.train import build_grpo_args
+from coreward.runtime.config import load_config
+from coreward.grpo.config import TrainConfig
+
+CONFIGS = Path(__file__).parents[2] / "configs"
+
+
+def test_either_spelling_is_renamed_to_the_installed_one():
+    key = checkpointing_key()
+    for name in NAMES:
+        assert checkpointing_settings({name: True, "seed": 1}) == {key: True, "seed": 1}
+
+
+@pytest.mark.parametrize("spelling", NAMES)
+def test_grpo_args_turn_checkpointing_on_with_either_spelling(tmp_path, spelling):
+    config = load_config(TrainConfig, CONFIGS / "demo" / "rule.yaml")
+    config.grpo[spelling] = True
+    args = build_grpo_args(config, tmp_path, max_steps=1)
+    assert getattr(args, checkpointing_key()) is True
+
+
+def test_demo_sft_args_build_on_the_installed_transformers(tmp_path):
+    from coreward.demo.sft import DemoSFTConfig, trl_args
+
+    args = trl_args(DemoSFTConfig(), tmp_path)
+    assert getattr(args, checkpointing_key()) is False
