@@ -104,3 +104,18 @@ def rotate_checkpoints(run_dir: Path, keep: int | None) -> None:
     if keep:
         for path in complete[:-keep]:
             discard(path)
+
+
+def disk_full(err: BaseException, directory: Path) -> bool:
+    """Whether a failed write means the disk (or quota) is full: OSError's errno; else, for the RuntimeError
+    torch's zip writer raises instead ("unexpected pos ..."), whether `directory`'s filesystem is out of room."""
+    import errno
+
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return True
+    if "no space left" in str(err).lower():
+        return True
+    try:
+        return shutil.disk_usage(directory).free < 16 * 1024 * 1024
+    except OSError:
+        return False

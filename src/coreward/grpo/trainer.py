@@ -41,9 +41,10 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
 from coreward.rewards.base import RewardSource, RolloutBatch
-from coreward.grpo.checkpoints import discard, mark_complete, rotate_checkpoints
+from coreward.grpo.checkpoints import discard, disk_full, last_complete_checkpoint, mark_complete, rotate_checkpoints
 from coreward.grpo.policy import TrainerPolicy
 from coreward.runtime.distributed import load_location
+from coreward.runtime.errors import CorewardError
 from coreward.runtime.faults import fault_point
 from coreward.grpo.token_stats import completion_token_stats
 from coreward.verify.extract import clip_completion
@@ -337,15 +338,26 @@ class CorewardGRPOTrainer(GRPOTrainer):
         if self.args.should_save and checkpoint.exists():  # left by a killed attempt at this step: start clean
             discard(checkpoint)
         self.accelerator.wait_for_everyone()
-        super()._save_checkpoint(model, trial)
-        checkpoint.mkdir(parents=True, exist_ok=True)  # every process writes its own state file
-        torch.save(self._resume_state(), checkpoint / TRAINER_STATE.format(rank=self.accelerator.process_index))
-        fault_point("checkpoint-sources", self.state.global_step)
+        try:
+            super()._save_checkpoint(model, trial)
+            checkpoint.mkdir(parents=True, exist_ok=True)  # every process writes its own state file
+            torch.save(self._resume_state(), checkpoint / TRAINER_STATE.format(rank=self.accelerator.process_index))
+            fault_point("checkpoint-sources", self.state.global_step)
+            if self.args.should_save:
+                self.save_sources(checkpoint)
+            self.accelerator.wait_for_everyone()  # every process's files are written before the marker is
+            if self.args.should_save:
+                mark_complete(checkpoint)
+        except (OSError, RuntimeError) as err:
+            if not disk_full(err, checkpoint.parent):
+                raise
+            discard(checkpoint)  # the incomplete checkpoint goes (freeing its space); the previous one is untouched
+            previous = last_complete_checkpoint(checkpoint.parent)
+            raise CorewardError(
+                f"cannot write {checkpoint}: the disk is full ({type(err).__name__}: {err}); the previous complete checkpoint "
+                f"({previous or 'none'}) is intact: free space, then continue with --resume"
+            ) from None
         if self.args.should_save:
-            self.save_sources(checkpoint)
-        self.accelerator.wait_for_everyone()  # every process's files are written before the marker is
-        if self.args.should_save:
-            mark_complete(checkpoint)
             fault_point("rotation", self.state.global_step)
             rotate_checkpoints(checkpoint.parent, self.keep_checkpoints)
         self.accelerator.wait_for_everyone()
