@@ -102,6 +102,13 @@ class CorewardGRPOTrainer(GRPOTrainer):
             names = [f"{n}_{i}" for i, n in enumerate(names)]
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
 
+    def create_accelerator_and_postprocess(self):
+        from coreward.grpo.engines import promote_fsdp_on_cpu
+
+        super().create_accelerator_and_postprocess()
+        if promote_fsdp_on_cpu(self.accelerator):  # a CPU launch with an FSDP config: shard, not DDP
+            self.is_fsdp_enabled = True
+
     @property
     def policy(self) -> TrainerPolicy:
         """What reward sources may ask of the policy (built on first use: the accelerator must be ready)."""
