@@ -304,7 +304,7 @@ def run_training(
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
             tokenizer.save_pretrained(str(final))
-            trainer.save_sources(final)
+        trainer.save_sources(final)  # every process: a sharded teacher is gathered collectively
     finally:
         for source in sources:
             source.close()

@@ -308,8 +308,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         checkpoint.mkdir(parents=True, exist_ok=True)  # every process writes its own state file
         torch.save(self._resume_state(), checkpoint / TRAINER_STATE.format(rank=self.accelerator.process_index))
         fault_point("checkpoint-sources", self.state.global_step)
-        if self.args.should_save:
-            self.save_sources(checkpoint)
+        self.save_sources(checkpoint)  # every process: a sharded teacher is gathered collectively
         self.accelerator.wait_for_everyone()  # every process's files are written before the marker is
         if self.args.should_save:
             mark_complete(checkpoint)
@@ -347,6 +346,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
                 source.load_state(directory)
 
     def save_sources(self, directory: Path) -> None:
+        """Every process calls this (sources gather sharded state); the main process writes the files."""
         for source in self.reward_sources:
             target = directory / SOURCES_DIR / source.name
             target.mkdir(parents=True, exist_ok=True)

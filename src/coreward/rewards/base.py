@@ -191,7 +191,8 @@ class RewardSource:
         """Called once per training step, before its rollouts (an EMA teacher updates here)."""
 
     def save_state(self, directory: Path) -> None:
-        """Write this source's state (models, optimizers, counters) into a checkpoint directory."""
+        """Write this source's state (models, optimizers, counters) into a checkpoint directory. Called on every
+        process (sharded state is gathered collectively); files are written by the main process only."""
 
     def load_state(self, directory: Path) -> None:
         """Restore what `save_state` wrote."""

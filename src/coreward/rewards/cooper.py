@@ -212,7 +212,9 @@ class CooperReward(RewardSource):
     # -- checkpoints ----------------------------------------------------------------------------------
 
     def save_state(self, directory: Path) -> None:
-        if self.learner is not None:
+        from coreward.runtime.distributed import world
+
+        if self.learner is not None and world()[0] == 0:  # the RM is the same on every process: one writes
             self.learner.save(Path(directory))
 
     def load_state(self, directory: Path) -> None:
