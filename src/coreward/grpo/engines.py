@@ -44,3 +44,38 @@ def promote_fsdp_on_cpu(accelerator) -> bool:
     state.distributed_type = PartialState().distributed_type = DistributedType.FSDP
     state.fsdp_plugin = plugin
     return True
+
+
+def engine_name(accelerator) -> str:
+    """"DeepSpeed ZeRO-N", "FSDP2" / "FSDP1", "DDP" (several processes) or "single process"."""
+    from accelerate.utils import DistributedType
+
+    kind = accelerator.state.distributed_type
+    if kind == DistributedType.DEEPSPEED:
+        return f"DeepSpeed ZeRO-{accelerator.state.deepspeed_plugin.zero_stage}"
+    if kind == DistributedType.FSDP:
+        return f"FSDP{accelerator.state.fsdp_plugin.fsdp_version}"
+    return "DDP" if accelerator.num_processes > 1 else "single process"
+
+
+def partitioned_count(module) -> tuple[int, int]:
+    """(tensors this process holds only part of, all tensors) of a module: a ZeRO-3 parameter keeps
+    `ds_numel` elements of which it holds none outside a gather; an FSDP2 parameter is a DTensor shard."""
+    total = partial = 0
+    for param in module.parameters():
+        total += 1
+        if hasattr(param, "device_mesh"):  # DTensor
+            partial += param.to_local().numel() < param.numel()
+        elif hasattr(param, "ds_numel"):
+            partial += param.numel() < param.ds_numel
+    return partial, total
+
+
+def sharding_report(accelerator, models: dict[str, object]) -> str:
+    """One line for the run log (tests read it): the engine and how much of each model is partitioned."""
+    parts = []
+    for name, model in models.items():
+        if model is not None:
+            partial, total = partitioned_count(model)
+            parts.append(f"{name} {partial}/{total} tensors partitioned")
+    return f"engine: {engine_name(accelerator)} on {accelerator.num_processes} process(es); " + ", ".join(parts)

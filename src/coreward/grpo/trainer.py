@@ -109,6 +109,15 @@ class CorewardGRPOTrainer(GRPOTrainer):
         if promote_fsdp_on_cpu(self.accelerator):  # a CPU launch with an FSDP config: shard, not DDP
             self.is_fsdp_enabled = True
 
+    def _prepare_for_training(self, *args, **kwargs):
+        from coreward.grpo.engines import sharding_report
+        from coreward.runtime.distributed import print_once
+
+        prepared = super()._prepare_for_training(*args, **kwargs)
+        print_once(sharding_report(self.accelerator, {"policy": self.model_wrapped,
+                                                      "reference": getattr(self, "ref_model", None)}))
+        return prepared
+
     @property
     def policy(self) -> TrainerPolicy:
         """What reward sources may ask of the policy (built on first use: the accelerator must be ready)."""
