@@ -86,6 +86,7 @@ class CooperReward(RewardSource):
         eval_data: str | None = None  # held-out pairs: "demo" or a labelled file (question, reference_answer, completion, label)
         batch_size: int = 32  # sequences per RM forward pass (a pair is two)
         device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
+        optimizer_offload: bool = False  # the RM's AdamW state (and float32 master weights) on the CPU, off its device
         seed: int = 0  # seeds the assistant's requests
 
         def validate(self) -> None:
@@ -113,7 +114,8 @@ class CooperReward(RewardSource):
 
     @property
     def learner_settings(self) -> dict[str, Any]:
-        return {"lr": self.params.lr, "weight_decay": self.params.weight_decay, "batch_size": self.params.batch_size}
+        return {"lr": self.params.lr, "weight_decay": self.params.weight_decay, "batch_size": self.params.batch_size,
+                "optimizer_offload": self.params.optimizer_offload}
 
     # -- lazily built parts ---------------------------------------------------------------------------
 
