@@ -45,10 +45,14 @@ class Attempt:
 
 
 def train_command(config: str | Path, run_dir: Path, overrides: list[str], max_steps: int, resume: bool,
-                  nproc: int = 1) -> list[str]:
-    """`coreward train` as a subprocess command; with `nproc` > 1, under torchrun on a free local port."""
+                  nproc: int = 1, accelerate_config: str | Path | None = None) -> list[str]:
+    """`coreward train` as a subprocess command; with `nproc` > 1, under torchrun on a free local port; with
+    `accelerate_config`, under `accelerate launch` with that config (its process count) on a free port."""
     launcher = [sys.executable, "-m"]
-    if nproc > 1:
+    if accelerate_config is not None:
+        launcher += ["accelerate.commands.launch", "--config_file", str(accelerate_config), "--main_process_port",
+                     str(free_port()), "-m"]
+    elif nproc > 1:
         launcher += ["torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(free_port()), "-m"]
     command = [*launcher, "coreward.cli", "train", "--config", str(config), "--output-dir", str(run_dir),
                "--max-steps", str(max_steps)]
@@ -81,7 +85,9 @@ def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float =
             env[FAULT_RANK_ENV] = str(fault_rank)
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a full pipe would stall the run
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True)
+        # from the repository root: configs name files relative to it (zero3_cpu.yaml its DeepSpeed json)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True,
+                                   cwd=Path(__file__).resolve().parents[2])
         try:
             if kill.startswith("timed:"):
                 _kill_after_progress(process, run_dir, before, float(kill.split(":", 1)[1]), timeout_s)
@@ -154,7 +160,13 @@ def check_checkpoint(path: Path) -> int:
     weights = load_file(path / "model.safetensors")
     if not all(torch.isfinite(t).all() for t in weights.values()):
         raise AssertionError(f"{path}: non-finite weights")
-    torch.load(path / "optimizer.pt", weights_only=True)
+    # the optimizer: optimizer.pt (plain), optimizer.bin (FSDP), or DeepSpeed's global_stepN/ shards
+    engine_files = [path / "optimizer.pt", path / "optimizer.bin", *sorted(path.glob("global_step*/*optim_states.pt"))]
+    optimizer = [file for file in engine_files if file.is_file()]
+    if not optimizer:
+        raise AssertionError(f"{path}: no optimizer state")
+    for file in optimizer:
+        torch.load(file, weights_only=False)  # DeepSpeed's shards pickle their own classes
     torch.load(path / "scheduler.pt", weights_only=True)
     # one RNG file per process (rng_state.pth alone, rng_state_R.pth with several), and one state file of ours each
     rng_files = sorted(path.glob("rng_state*.pth"))
@@ -178,7 +190,7 @@ def check_checkpoint(path: Path) -> int:
 
 def kill_and_resume(config: str | Path, run_dir: Path, overrides: list[str], max_steps: int, kills: list[str],
                     rng: random.Random, timed_window_s: float = 0.4, timeout_s: float = 600, nproc: int = 1,
-                    fault_rank: int | None = None) -> list[Attempt]:
+                    fault_rank: int | None = None, accelerate_config: str | Path | None = None) -> list[Attempt]:
     """Run to `max_steps` through one killed launch per entry of `kills`, then one launch to the end.
 
     Each entry is a phase (see `PHASES`) or "timed". A phase kill is placed two steps past the newest complete
@@ -204,7 +216,8 @@ def kill_and_resume(config: str | Path, run_dir: Path, overrides: list[str], max
             kill = f"{kill}:{done + 2}"
         elif attempts and done == max_steps and attempts[-1].returncode == 0:
             break  # a timed kill that came too late: the run already finished
-        command = train_command(config, run_dir, overrides, max_steps, resume=run_dir.exists(), nproc=nproc)
+        command = train_command(config, run_dir, overrides, max_steps, resume=run_dir.exists(), nproc=nproc,
+                                accelerate_config=accelerate_config)
         rank = 0 if fault_rank is not None and kill.split(":")[0] in MAIN_PROCESS_PHASES else fault_rank
         attempts.append(launch(command, run_dir, kill, timeout_s, rank))
     return attempts

@@ -207,8 +207,10 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     from trl import GRPOConfig
 
     from coreward.grpo.compat import checkpointing_settings
+    from coreward.grpo.engines import launcher_precision
 
     on_gpu = torch.cuda.is_available()
+    precision = launcher_precision()  # `accelerate launch`'s mixed_precision: DeepSpeed/FSDP configs need agreement
     settings: dict[str, Any] = {
         "logging_steps": 1,
         "save_strategy": "steps",
@@ -216,7 +218,8 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
         "report_to": ["tensorboard"],
         "remove_unused_columns": False,
         "activation_checkpointing": on_gpu,
-        "bf16": on_gpu and torch.cuda.is_bf16_supported(),
+        "bf16": precision == "bf16" if precision else on_gpu and torch.cuda.is_bf16_supported(),
+        "fp16": precision == "fp16",
         "use_cpu": not on_gpu,
         "model_init_kwargs": {"dtype": config.model.dtype},
     }
@@ -235,10 +238,27 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     )
     if max_steps is not None:
         settings["max_steps"] = max_steps
+    check_precision(settings, precision, on_gpu)
     try:
         return GRPOConfig(**settings)
     except (ValueError, TypeError) as err:
         raise CorewardError(f"invalid grpo settings: {err}") from None
+
+
+def check_precision(settings: dict[str, Any], precision: str | None, on_gpu: bool) -> None:
+    """The trainer's bf16/fp16 must be the launcher's mixed precision (DeepSpeed checks it mid-start-up)."""
+    import torch
+
+    if precision in ("bf16", "fp16", "no"):
+        for flag in ("bf16", "fp16"):
+            if bool(settings.get(flag)) != (precision == flag):
+                raise CorewardError(
+                    f"grpo.{flag}={settings.get(flag)} disagrees with the launcher's mixed_precision={precision!r} "
+                    f"(accelerate config): drop grpo.{flag} or change the accelerate config"
+                )
+    if settings.get("bf16") and on_gpu and not torch.cuda.is_bf16_supported():
+        raise CorewardError("bf16 was asked for (grpo.bf16 or the accelerate config's mixed_precision) but this GPU "
+                            "does not support it: use an accelerate config with mixed_precision: fp16 or 'no'")
 
 
 def build_peft_config(config: TrainConfig):
@@ -374,12 +394,13 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
             trainer.accelerator.wait_for_everyone()  # no process exits (and has torchrun stop the others) early
             return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step,
                                trainer=trainer, preempted=True)
+        from coreward.grpo.publish import export_source_models, write_model_card
+
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
-            from coreward.grpo.publish import export_source_models, write_model_card
-
             tokenizer.save_pretrained(str(final))
-            trainer.save_sources(final)
+        trainer.save_sources(final)  # every process: a sharded teacher is gathered collectively
+        if trainer.accelerator.is_main_process:
             export_source_models(sources, final, tokenizer)  # Cooper's RM, the EMA teacher: loadable folders
             write_model_card(run_dir)
     finally:

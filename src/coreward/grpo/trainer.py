@@ -124,6 +124,22 @@ class CorewardGRPOTrainer(GRPOTrainer):
             names = [f"{n}_{i}" for i, n in enumerate(names)]
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
 
+    def create_accelerator_and_postprocess(self):
+        from coreward.grpo.engines import promote_fsdp_on_cpu
+
+        super().create_accelerator_and_postprocess()
+        if promote_fsdp_on_cpu(self.accelerator):  # a CPU launch with an FSDP config: shard, not DDP
+            self.is_fsdp_enabled = True
+
+    def _prepare_for_training(self, *args, **kwargs):
+        from coreward.grpo.engines import sharding_report
+        from coreward.runtime.distributed import print_once
+
+        prepared = super()._prepare_for_training(*args, **kwargs)
+        print_once(sharding_report(self.accelerator, {"policy": self.model_wrapped,
+                                                      "reference": getattr(self, "ref_model", None)}))
+        return prepared
+
     @property
     def policy(self) -> TrainerPolicy:
         """What reward sources may ask of the policy (built on first use: the accelerator must be ready)."""
@@ -343,8 +359,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
             checkpoint.mkdir(parents=True, exist_ok=True)  # every process writes its own state file
             torch.save(self._resume_state(), checkpoint / TRAINER_STATE.format(rank=self.accelerator.process_index))
             fault_point("checkpoint-sources", self.state.global_step)
-            if self.args.should_save:
-                self.save_sources(checkpoint)
+            self.save_sources(checkpoint)  # every process: a sharded teacher is gathered collectively
             self.accelerator.wait_for_everyone()  # every process's files are written before the marker is
             if self.args.should_save:
                 mark_complete(checkpoint)
@@ -392,6 +407,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
                 source.load_state(directory)
 
     def save_sources(self, directory: Path) -> None:
+        """Every process calls this (sources gather sharded state); the main process writes the files."""
         for source in self.reward_sources:
             target = directory / SOURCES_DIR / source.name
             target.mkdir(parents=True, exist_ok=True)

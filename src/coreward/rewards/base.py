@@ -128,12 +128,19 @@ class RolloutBatch:
         """Rule verification of every completion against its reference (computed once per batch).
 
         Returns a list of `VerifyResult` (`correct`, `extracted`, `timed_out`), or None without references.
+        With several processes each verifies its contiguous share and the verdicts are gathered (every
+        process must call this, as every process runs the same sources on the same batch).
         """
+        from coreward.runtime.distributed import distributed_map
+
         refs = self.references
         if refs is None:
             return None
         if self._verdicts is None:
-            self._verdicts = self.verifier.verify_completions(self.completions, [r or "" for r in refs])
+            def verify(share):
+                return self.verifier.verify_completions([c for c, _ in share], [r for _, r in share])
+
+            self._verdicts = distributed_map(verify, list(zip(self.completions, [r or "" for r in refs])))
         return self._verdicts
 
     def extracted_answers(self, how: str = "default") -> list[str | None]:
@@ -147,9 +154,10 @@ class RolloutBatch:
             return [v.extracted for v in self._verdicts]
         cached = self.context.get("_extracted")
         if cached is None:
+            from coreward.runtime.distributed import distributed_map
             from coreward.verify import extract_answer
 
-            cached = [extract_answer(c) for c in self.completions]
+            cached = distributed_map(lambda share: [extract_answer(c) for c in share], self.completions)
             self.context["_extracted"] = cached
         return cached
 
@@ -196,7 +204,8 @@ class RewardSource:
         """Called once per training step, before its rollouts (an EMA teacher updates here)."""
 
     def save_state(self, directory: Path) -> None:
-        """Write this source's state (models, optimizers, counters) into a checkpoint directory."""
+        """Write this source's state (models, optimizers, counters) into a checkpoint directory. Called on every
+        process (sharded state is gathered collectively); files are written by the main process only."""
 
     def load_state(self, directory: Path) -> None:
         """Restore what `save_state` wrote."""

@@ -89,6 +89,7 @@ class CooperReward(RewardSource):
         eval_data: str | None = None  # held-out pairs: "demo" or a labelled file (question, reference_answer, completion, label)
         batch_size: int = 32  # sequences per RM forward pass (a pair is two)
         device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
+        optimizer_offload: bool = False  # the RM's AdamW state (and float32 master weights) on the CPU, off its device
         seed: int = 0  # seeds the assistant's requests
         # -- the RM's update schedule per RL step (rm/learner.py); defaults: one AdamW step on all pairs, fp32
         minibatch_size: int | None = None  # pairs per RM optimizer step (None: all of a step's pairs at once; the authors: 4)
@@ -132,7 +133,8 @@ class CooperReward(RewardSource):
     def learner_settings(self) -> dict[str, Any]:
         p = self.params
         return {"lr": p.lr, "weight_decay": p.weight_decay, "batch_size": p.batch_size,
-                "minibatch_size": p.minibatch_size, "epochs": p.epochs, "warmup_ratio": p.warmup_ratio}
+                "minibatch_size": p.minibatch_size, "epochs": p.epochs, "warmup_ratio": p.warmup_ratio,
+                "optimizer_offload": p.optimizer_offload}
 
     # -- lazily built parts ---------------------------------------------------------------------------
 
@@ -242,7 +244,9 @@ class CooperReward(RewardSource):
     # -- checkpoints ----------------------------------------------------------------------------------
 
     def save_state(self, directory: Path) -> None:
-        if self.learner is not None:
+        from coreward.runtime.distributed import world
+
+        if self.learner is not None and world()[0] == 0:  # the RM is the same on every process: one writes
             self.learner.save(Path(directory))
 
     def export_models(self, directory: Path) -> dict[str, Path]:

@@ -24,9 +24,10 @@ FSDP2 it updates each process's local shards in place, which is sound because th
 reference with the policy's sharding. Both need `as_reference: true` (the teacher is TRL's prepared
 reference; a deep copy of a sharded module or an adapter added after sharding is refused). Teacher
 rollouts then go through the sharded module's own forward hooks, so every process must hold at least
-one prompt group; and the checkpoint hook runs on the main process only, which can't gather shards, so
-the teacher's weights are not saved there: a resumed sharded run restarts the teacher from the policy
-(with a warning). None of the sharded paths is tested here (CPU only).
+one prompt group. Checkpoints hold the full (gathered) teacher: `save` runs on every process (gathering
+is collective: ZeRO-3 `GatheredParameters`, FSDP2 `DTensor.full_tensor`) and the main process writes it;
+`load` scatters it back into the shards, so a resumed sharded run continues with its teacher.
+Tested on CPU with 2 gloo processes under ZeRO-3 and FSDP2 (tests/grpo/test_sharded.py).
 """
 
 from __future__ import annotations
@@ -199,15 +200,17 @@ class EmaTeacher:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: Path) -> None:
-        """Write the averaged tensors (unless sharded: see the module docstring) and the update counter."""
+        """Write the averaged tensors, full, and the update counter. Called on every process (a sharded
+        teacher is gathered collectively); the main process writes."""
         from safetensors.torch import save_file
 
         if self.pairs is None:
             return
-        state = {"last_update_step": self.last_update_step, "last_alpha": self.last_alpha, "weights": not self.sharded}
-        if not self.sharded:
-            tensors = {name: m.detach().cpu().contiguous() for (name, _, _), m in zip(self.pairs, self.masters)}
-            save_file(tensors, str(directory / WEIGHTS_FILE))
+        tensors = self._full_masters()
+        if self.policy is not None and self.policy.rank != 0:
+            return
+        save_file(tensors, str(directory / WEIGHTS_FILE))
+        state = {"last_update_step": self.last_update_step, "last_alpha": self.last_alpha, "weights": True}
         (directory / STATE_FILE).write_text(json.dumps(state))
 
     def export(self, folder: Path) -> Path | None:
@@ -225,6 +228,17 @@ class EmaTeacher:
         else:
             self.module.save_pretrained(str(folder))
         return folder
+
+    def _full_masters(self) -> dict[str, torch.Tensor]:
+        """name -> full CPU copy of each averaged tensor (ZeRO-3: gathered; FSDP2 DTensor: `full_tensor`)."""
+        full = {}
+        with self._gathered():
+            for (name, _, _), master in zip(self.pairs, self.masters):
+                value = master.detach()
+                if hasattr(value, "full_tensor"):  # an FSDP2 shard (DTensor): all-gather
+                    value = value.full_tensor()
+                full[name] = value.cpu().clone().contiguous()
+        return full
 
     def load(self, directory: Path) -> None:
         """Read what `save` wrote; it's applied when the teacher exists (on the first step after resume)."""
@@ -249,5 +263,10 @@ class EmaTeacher:
             if sorted(weights) != sorted(name for name, _, _ in self.pairs):
                 raise CorewardError("co_rewarding_2: the checkpoint's teacher tensors don't match this run's teacher")
             for (name, _, _), master in zip(self.pairs, self.masters):
-                master.copy_(weights[name].to(master.device, master.dtype))
+                value = weights[name].to(master.device, master.dtype)
+                if hasattr(master, "device_mesh"):  # an FSDP2 shard (DTensor): keep this process's part
+                    from torch.distributed.tensor import distribute_tensor
+
+                    value = distribute_tensor(value, master.device_mesh, master.placements)
+                master.copy_(value)
             self._copy_masters_to_teacher()

@@ -37,8 +37,10 @@ def answer_classes(groups: list[list[str | None]], match: Match, verifier: Any) 
     """A class id per answer of each group (None for no answer); equal ids within a group mean the same answer.
     "verified" sends every group's pairs to math-verify in one batch."""
     groups = [[_clean(a) for a in answers] for answers in groups]
-    if match == "verified":
-        return verifier.equivalence_classes_many(groups)
+    if match == "verified":  # split across processes by group, then gathered in order
+        from coreward.runtime.distributed import distributed_map
+
+        return distributed_map(verifier.equivalence_classes_many, groups)
     classes = []
     for answers in groups:
         ids: dict[str, int] = {}

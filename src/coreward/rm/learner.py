@@ -56,7 +56,7 @@ class RMLearner:
 
     def __init__(self, rm, lr: float = 1e-5, weight_decay: float = 0.01, batch_size: int = 32,
                  max_grad_norm: float = 1.0, minibatch_size: int | None = None, epochs: int = 1,
-                 warmup_ratio: float = 0.0):
+                 warmup_ratio: float = 0.0, optimizer_offload: bool = False):
         self.rm = rm
         self.lr = lr
         self.batch_size = batch_size
@@ -65,7 +65,11 @@ class RMLearner:
         self.epochs = epochs
         self.warmup_ratio = warmup_ratio
         self.parameters = [p for p in rm.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.parameters, lr=lr, weight_decay=weight_decay)
+        # optimizer_offload: AdamW runs on float32 CPU copies ("masters") of the parameters, copied back after
+        # each step, so the RM's device holds weights and gradients only (12 of fp32 AdamW's 16 bytes per
+        # parameter leave it; bf16 weights keep full-precision updates), for two copies per step
+        self.masters = [p.detach().float().cpu().clone() for p in self.parameters] if optimizer_offload else None
+        self.optimizer = torch.optim.AdamW(self.masters or self.parameters, lr=lr, weight_decay=weight_decay)
         self.updates = 0  # optimizer steps taken
         self.skipped = 0  # steps skipped for a non-finite gradient norm
         self.calls = 0  # RL steps whose pairs were learned (seeds the shuffles)
@@ -126,14 +130,28 @@ class RMLearner:
             sums = self._sum_across_processes(sums)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
         if torch.isfinite(grad_norm):
-            self.optimizer.step()
+            self._optimizer_step()
             self.updates += 1
         else:
             self.skipped += 1
             logger.warning("cooper: RM gradient norm is %s, update skipped (%d so far)", grad_norm.item(), self.skipped)
         self.optimizer.zero_grad(set_to_none=True)
+        for p in self.parameters:  # with masters the optimizer's zero_grad reaches only those
+            p.grad = None
         model.eval()
         return sums, float(grad_norm)
+
+    def _optimizer_step(self) -> None:
+        """AdamW on the parameters, or on their CPU masters (then copied back) with optimizer_offload."""
+        if self.masters is None:
+            self.optimizer.step()
+            return
+        for master, p in zip(self.masters, self.parameters):
+            master.grad = p.grad.detach().float().cpu() if p.grad is not None else None
+        self.optimizer.step()
+        with torch.no_grad():
+            for master, p in zip(self.masters, self.parameters):
+                p.copy_(master.to(p.device, p.dtype))
 
     def _sum_across_processes(self, sums: torch.Tensor) -> torch.Tensor:
         """All-reduce every gradient (a process without pairs contributes zeros) and the metric sums."""

@@ -110,8 +110,11 @@ class VerifyRM:
                         dtype: str = "float32", **kwargs) -> VerifyRM:
         """The one way to load an RM: a directory `save_pretrained` wrote (or any one-logit sequence classifier
         in HF format), a hub id, or an asset name ("demo": the demo VerifyRM)."""
+        from coreward.runtime.devices import whole_model_loading
+
         path = resolve_model(name_or_path, "rm", key="rm")
-        model, tokenizer = _load(path, dtype)
+        with whole_model_loading():  # an RM is never partitioned by a ZeRO-3 policy's engine
+            model, tokenizer = _load(path, dtype)
         if model.config.num_labels != 1:
             raise CorewardError(f"{path} is a classifier with {model.config.num_labels} labels; a VerifyRM has 1")
         return cls(model, tokenizer, device, max_length, **kwargs)

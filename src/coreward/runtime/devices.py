@@ -76,3 +76,21 @@ def load_tokenizer(path: str, trust_remote_code: bool = False, key: str = "model
     except (OSError, ValueError) as err:
         raise CorewardError(f"{key}: cannot load a tokenizer from {path}: {err}") from None
     return prepare_tokenizer(tokenizer, padding_side)
+
+
+@contextmanager
+def whole_model_loading() -> Iterator[None]:
+    """Inside a DeepSpeed ZeRO-3 run, transformers' `from_pretrained` partitions every model it builds
+    (`zero.Init`); a model coreward holds itself (Cooper's RM, trained by its own optimizer) must stay whole
+    on each process. This hides the run's DeepSpeed config from transformers for the block."""
+    try:
+        from transformers.integrations import deepspeed as hf_deepspeed
+    except ImportError:  # pragma: no cover - transformers always has it
+        yield
+        return
+    saved = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed._hf_deepspeed_config_weak_ref = None
+    try:
+        yield
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = saved

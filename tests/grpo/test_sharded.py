@@ -1,0 +1,117 @@
+"""Sharded training engines on CPU (2 gloo processes, `accelerate launch` with the shipped CPU configs):
+DeepSpeed ZeRO-2, ZeRO-3 (every parameter partitioned) and FSDP2 (DTensor shards), each running rule,
+Cooper and Co-rewarding-II together (one run, three reward sources, so their state is all exercised), each
+killed (SIGKILL in the reward phase of step 2) and resumed: the resumed run ends where an uninterrupted run of
+the same engine ends — policy weights, EMA teacher, Cooper's RM, its optimizer and counters.
+
+The engine line each run prints (`engine: ... policy P/T tensors partitioned`) is asserted, so a silent
+fall-back to DDP (accelerate's behaviour for FSDP on CPU) or to whole ZeRO-3 tensors fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from coreward.runtime.metrics import read_metrics
+from tests.helpers.kill_resume import kill_and_resume, launch, train_command
+
+REPO = Path(__file__).resolve().parents[2]
+ACCELERATE = REPO / "configs" / "accelerate"
+MAX_STEPS = 3
+
+
+def three_methods(tmp_path: Path, rm: Path) -> Path:
+    """A run with the rule reward, Cooper (a learning RM) and Co-rewarding-II (an EMA teacher that is the
+    KL reference: the only teacher a sharded engine can hold)."""
+    config = tmp_path / "three_methods.yaml"
+    config.write_text(f"""
+base: {REPO / "configs" / "demo" / "rule.yaml"}
+rewards:
+  - name: rule
+  - name: cooper
+    params: {{rm: {rm}, assistant: perturb, positive: first, negative: assistant, lr: 0.001}}
+  - name: co_rewarding_2
+    params: {{alpha_start: 0.05, alpha_end: 0.005, as_reference: true, match: verified}}
+""")
+    return config
+
+
+def overrides(policy: Path) -> list[str]:
+    return [f"model.name_or_path={policy}", "data.limit=4", "data.eval_every=0", "grpo.num_generations=4",
+            "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=16", "grpo.save_steps=1",
+            "grpo.learning_rate=1e-3", "grpo.beta=0.01", "torch_threads=1"]
+
+
+def engine_line(log: str) -> tuple[str, dict[str, tuple[int, int]]]:
+    match = re.search(r"engine: (.+?) on 2 process\(es\); (.*)", log)
+    assert match, log[-3000:]
+    counts = {name: (int(p), int(t)) for name, p, t in re.findall(r"(\w+) (\d+)/(\d+) tensors partitioned", match.group(2))}
+    return match.group(1), counts
+
+
+def assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 1e-6) -> None:
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert torch.allclose(a[name].float(), b[name].float(), atol=atol, rtol=0), (name, (a[name] - b[name]).abs().max())
+
+
+def has_deepspeed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("deepspeed") is not None
+
+
+needs_deepspeed = pytest.mark.skipif(not has_deepspeed(), reason='the deepspeed extra: pip install -e ".[deepspeed]"')
+
+
+@pytest.mark.parametrize("engine", [pytest.param("zero2", marks=needs_deepspeed),
+                                    pytest.param("zero3", marks=needs_deepspeed), "fsdp2"])
+def test_sharded_engine_runs_three_methods_and_resumes_exactly(engine, memorized_policy, tiny_rm_path, tmp_path):
+    accelerate_config = ACCELERATE / f"{engine}_cpu.yaml"
+    config, settings = three_methods(tmp_path, tiny_rm_path), overrides(memorized_policy)
+
+    straight = launch(train_command(config, tmp_path / "reference", settings, MAX_STEPS, resume=False,
+                                    accelerate_config=accelerate_config), tmp_path / "reference")
+    assert straight.returncode == 0, straight.log[-3000:]
+    name, counts = engine_line(straight.log)
+    policy_partial, policy_total = counts["policy"]
+    if engine == "zero2":  # whole parameters, optimizer state split: one shard of it per process
+        assert name == "DeepSpeed ZeRO-2" and policy_partial == 0
+        shards = sorted((tmp_path / "reference" / f"checkpoint-{MAX_STEPS}").glob("global_step*/*optim_states.pt"))
+        assert len(shards) == 2, shards
+    elif engine == "zero3":  # every tensor partitioned (threshold 0), policy and teacher (the reference)
+        assert name == "DeepSpeed ZeRO-3"
+        assert policy_partial == policy_total > 0 and counts["reference"][0] == counts["reference"][1] > 0
+    else:  # FSDP2: DTensor shards, not DDP
+        assert name == "FSDP2" and policy_partial > 0 and counts["reference"][0] > 0
+
+    run_dir = tmp_path / "killed"
+    attempts = kill_and_resume(config, run_dir, settings, MAX_STEPS, ["reward"], random.Random(0),
+                               accelerate_config=accelerate_config)
+    assert [a.kill for a in attempts] == ["reward:2", ""]
+    assert attempts[0].killed, attempts[0].log[-3000:]
+    assert attempts[1].returncode == 0, attempts[1].log[-3000:]
+    assert attempts[1].resumed_from == attempts[1].expected_from is not None
+    assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == list(range(1, MAX_STEPS + 1))
+    assert "restarts from the policy" not in attempts[1].log  # the teacher came back from the checkpoint
+
+    ours, theirs = run_dir / f"checkpoint-{MAX_STEPS}", tmp_path / "reference" / f"checkpoint-{MAX_STEPS}"
+    assert_close(load_file(ours / "model.safetensors"), load_file(theirs / "model.safetensors"))
+    teacher, teacher_ref = ours / "reward_sources" / "co_rewarding_2", theirs / "reward_sources" / "co_rewarding_2"
+    assert_close(load_file(teacher / "teacher.safetensors"), load_file(teacher_ref / "teacher.safetensors"))
+    assert json.loads((teacher / "teacher_state.json").read_text()) == json.loads((teacher_ref / "teacher_state.json").read_text())
+    # the teacher is a whole model (gathered), and it moved away from the initial policy
+    initial = load_file(Path(memorized_policy) / "model.safetensors")
+    saved_teacher = load_file(teacher / "teacher.safetensors")
+    assert all(saved_teacher[k].shape == initial[k].shape for k in initial if k in saved_teacher)
+    assert any(not torch.equal(saved_teacher[k].float(), initial[k].float()) for k in initial if k in saved_teacher)
+    rm, rm_ref = ours / "reward_sources" / "cooper", theirs / "reward_sources" / "cooper"
+    assert json.loads((rm / "cooper_state.json").read_text()) == json.loads((rm_ref / "cooper_state.json").read_text())
+    assert_close(load_file(rm / "rm" / "model.safetensors"), load_file(rm_ref / "rm" / "model.safetensors"))
