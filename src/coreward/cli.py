@@ -12,6 +12,19 @@ import typer
 
 from coreward.runtime.errors import CorewardError
 
+def _flags_without_a_type(option_class) -> None:
+    """typer 0.2x's rich help prints a type after every option, `--resume <bool>` and `--help <bool>` included,
+    as if a flag took a value; a flag shows none (presentation only: parsing is click's, untouched)."""
+    shown = option_class.display_type_rich
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    option_class.display_type_rich = display_type_rich
+
+
+_flags_without_a_type(typer.core.TyperOption)
+
 app = typer.Typer(
     name="coreward",
     help="RL for LLM reasoning with co-optimized (Cooper) and co-derived (Co-rewarding) rewards.",

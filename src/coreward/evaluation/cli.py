@@ -21,8 +21,10 @@ def register(app: typer.Typer) -> None:
     @app.command("eval")
     def eval_command(
         model: str = typer.Option(..., "--model", help="saved model directory, hub id, or 'demo' (the demo policy)"),
-        benchmarks: str = typer.Option(
-            ",".join(PAPER_BENCHMARKS), "--benchmarks", help="comma-separated: a benchmark name, a .jsonl/.json/.parquet/.csv file (verl too), a directory, or a hub dataset id (owner/name[:subset])"
+        benchmarks: str | None = typer.Option(
+            None, "--benchmarks", help="comma-separated: a benchmark name, a .jsonl/.json/.parquet/.csv file (verl too), "
+            f"a directory, or a hub dataset id (owner/name[:subset]) (default: the model's own task, demo, for the demo "
+            f"policy; else the papers' {','.join(PAPER_BENCHMARKS)})"
         ),
         output: Path = typer.Option(..., "--output", help="directory for results.json and samples.parquet"),
         n: int = typer.Option(8, "--n", min=1, help="samples per problem"),
@@ -65,7 +67,7 @@ def register(app: typer.Typer) -> None:
 
         results = evaluate(
             model,
-            benchmarks=parse_benchmarks(benchmarks),
+            benchmarks=parse_benchmarks(benchmarks) if benchmarks is not None else None,
             n=n,
             temperature=temperature,
             top_p=top_p,

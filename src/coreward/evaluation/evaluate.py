@@ -347,7 +347,7 @@ def _placement(loaded, dtype: str) -> dict[str, str]:
 def evaluate(
     model: Any,
     tokenizer: Any = None,
-    benchmarks: dict[str, list[Record]] | Sequence[str] = PAPER_BENCHMARKS,
+    benchmarks: dict[str, list[Record]] | Sequence[str] | None = None,
     n: int = 8,
     temperature: float = 0.7,
     top_p: float = 0.95,
@@ -381,6 +381,10 @@ def evaluate(
     """
     _check_choices(n, prompt_format, backend)
     started, start = datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter()
+    if benchmarks is None:  # what fits the model: its own task for a plain-text model (the demo policy)
+        if tokenizer is None and isinstance(model, (str, Path)):
+            tokenizer = load_tokenizer(resolve_model_path(model), key="--model")
+        benchmarks = ["demo"] if tokenizer is not None and reads_plain_text(tokenizer) else list(PAPER_BENCHMARKS)
     if isinstance(benchmarks, dict):
         records = {name: rows[:limit] for name, rows in benchmarks.items()}
     else:

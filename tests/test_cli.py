@@ -1,0 +1,25 @@
+"""The command line as a newcomer meets it: help that reads right, defaults that fit the model given."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from coreward.cli import app
+
+COMMANDS = [["train"], ["demo"], ["sft"], ["eval"], ["report"], ["verify"], ["rephrase"], ["push"],
+            ["rm", "train"], ["rm", "annotate"], ["rm", "eval"], ["data", "list"], ["data", "show"], ["data", "export"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_shows_flags_without_fake_arguments(command):
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output and "--help" in result.output
+
+
+def test_eval_of_the_demo_policy_defaults_to_the_demo_task(tmp_path):
+    from coreward.evaluation.evaluate import evaluate
+
+    results = evaluate("demo", n=1, limit=2, temperature=0.0, output_dir=tmp_path)
+    assert list(results.benchmarks) == ["demo"]
