@@ -11,6 +11,7 @@ import sys
 import typer
 
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.quiet import quiet_libraries
 
 def _flags_without_a_type(option_class) -> None:
     """typer 0.2x's rich help prints a type after every option, `--resume <bool>` and `--help <bool>` included,
@@ -57,6 +58,7 @@ _register_all()
 
 def main() -> None:
     """Entry point: usage errors are click's (exit 2); a CorewardError is one clear line and exit 2."""
+    quiet_libraries()
     try:
         app()
     except CorewardError as err:

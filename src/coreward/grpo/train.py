@@ -213,6 +213,7 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     precision = launcher_precision()  # `accelerate launch`'s mixed_precision: DeepSpeed/FSDP configs need agreement
     settings: dict[str, Any] = {
         "logging_steps": 1,
+        "disable_tqdm": False,  # the progress bar, whatever the logging level (quiet libraries raise it)
         "save_strategy": "steps",
         "save_steps": 50,
         "report_to": ["tensorboard"],

@@ -136,8 +136,9 @@ class CorewardGRPOTrainer(GRPOTrainer):
         from coreward.runtime.distributed import print_once
 
         prepared = super()._prepare_for_training(*args, **kwargs)
-        print_once(sharding_report(self.accelerator, {"policy": self.model_wrapped,
-                                                      "reference": getattr(self, "ref_model", None)}))
+        if self.accelerator.num_processes > 1:  # a single process has nothing to report
+            print_once(sharding_report(self.accelerator, {"policy": self.model_wrapped,
+                                                          "reference": getattr(self, "ref_model", None)}))
         return prepared
 
     @property
