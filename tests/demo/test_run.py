@@ -1,6 +1,7 @@
 """`coreward demo` end to end on the shipped demo policy and RM, with a budget of a few steps."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +36,21 @@ def test_demo_runs_methods_and_stress_and_writes_table_results_and_reports(tmp_p
 def test_unknown_demo_method_is_an_error_that_lists_the_known_ones():
     with pytest.raises(CorewardError, match="unknown method nope.*known: rule"):
         parse_methods("rule,nope")
+
+
+def test_a_demo_never_overwrites_earlier_results(tmp_path, monkeypatch):
+    from coreward.demo.run import demo_output_dir, report_paths
+    from coreward.runtime.errors import CorewardError
+
+    monkeypatch.chdir(tmp_path)
+    assert demo_output_dir(None, overwrite=False) == Path("runs/demo")
+    (tmp_path / "runs" / "demo").mkdir(parents=True)
+    (tmp_path / "runs" / "demo" / "table.md").write_text("earlier")
+    second = demo_output_dir(None, overwrite=False)
+    assert second != Path("runs/demo") and second.name.startswith("demo-")  # a new directory, the old one kept
+    with pytest.raises(CorewardError, match="already holds demo results.*--overwrite"):
+        demo_output_dir("runs/demo", overwrite=False)
+    assert demo_output_dir("runs/demo", overwrite=True) == Path("runs/demo")
+    paths = report_paths(Path("runs/demo"), {"stress_rows": [{}]})
+    assert [str(p) for p in paths] == ["runs/demo/table.md", "runs/demo/report/report.md",
+                                       "runs/demo/stress/report/report.md"]

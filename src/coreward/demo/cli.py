@@ -27,12 +27,22 @@ def register(app: typer.Typer) -> None:
     def demo(
         methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
         quick: bool = typer.Option(False, "--quick", help="a smaller budget (about 5 minutes on 2 CPU cores)"),
-        output_dir: str = typer.Option("runs/demo", "--output-dir", help="where runs, evaluations and the report go"),
+        output_dir: Optional[str] = typer.Option(
+            None, "--output-dir", help="where runs, evaluations and the reports go (default: runs/demo, or "
+            "runs/demo-<time> when runs/demo holds an earlier demo)"),
+        overwrite: bool = typer.Option(False, "--overwrite", help="replace the results in --output-dir"),
         seed: int = typer.Option(0, "--seed"),
     ) -> None:
-        """Train the demo policy with every reward method from the same warm start and compare them."""
-        from coreward.demo.run import parse_methods, run_demo
+        """Train the demo policy with every reward method from the same warm start and compare them.
 
-        summary = run_demo(parse_methods(methods), quick, output_dir, seed)
+        Example: coreward demo --quick
+        """
+        from coreward.demo.run import demo_output_dir, parse_methods, report_paths, run_demo
+
+        chosen = parse_methods(methods)
+        directory = demo_output_dir(output_dir, overwrite)
+        summary = run_demo(chosen, quick, directory, seed)
         typer.echo("\n" + summary["table"])
-        typer.echo(f"\nfinished in {summary['seconds']:.0f} s; report: {output_dir}/report/report.md")
+        typer.echo(f"\nfinished in {summary['seconds']:.0f} s; results in {directory}:")
+        for path in report_paths(directory, summary):
+            typer.echo(f"  {path}")

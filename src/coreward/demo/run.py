@@ -130,6 +130,27 @@ def heldout_avg(model: Path | str, heldout: dict, n: int, seed: int, output_dir:
     return result["demo"].avg
 
 
+def demo_output_dir(output_dir: str | Path | None, overwrite: bool) -> Path:
+    """Where a demo writes: the given directory (refused when it holds earlier results, unless `overwrite`),
+    or by default runs/demo, and runs/demo-<time> once runs/demo holds a demo, so no result is ever lost."""
+    if output_dir is None:
+        default = Path("runs/demo")
+        return default if overwrite or not default.exists() else Path(f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}")
+    output_dir = Path(output_dir)
+    if output_dir.exists() and any(output_dir.iterdir()) and not overwrite:
+        raise CorewardError(f"{output_dir} already holds demo results (table.md, runs, reports): pass --overwrite to "
+                            "replace them, or pick another --output-dir")
+    return output_dir
+
+
+def report_paths(output_dir: Path, summary: dict[str, Any]) -> list[Path]:
+    """Every report a demo wrote: the table, the main report and, with stress runs, the stress report."""
+    paths = [output_dir / "table.md", output_dir / "report" / "report.md"]
+    if summary.get("stress_rows"):
+        paths.append(output_dir / "stress" / "report" / "report.md")
+    return paths
+
+
 def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int = 0,
              budget: Budget | None = None) -> dict[str, Any]:
     from coreward.data.benchmarks import load_benchmark
