@@ -131,3 +131,20 @@ def test_reward_panel_switches_to_symlog_only_when_run_scales_differ():
     assert scales_differ([[0.3, 0.6], [11.8, 12.0]])
     assert not scales_differ([[0.3, 0.6], [0.1, 0.9], []])
     assert not scales_differ([[12.0]])
+
+
+def test_axes_show_change_honestly():
+    from matplotlib.figure import Figure
+
+    from coreward.evaluation.plots import honest_axes
+
+    ax = Figure().subplots()
+    ax.plot([1, 2, 3], [0.6425, 0.6440, 0.6450])
+    honest_axes(ax, [0.6425, 0.6440, 0.6450])
+    low, high = ax.get_ylim()
+    assert high - low >= 0.1 - 1e-9  # a 0.0025 wiggle is not stretched over the whole panel
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+    wide = Figure().subplots()
+    wide.plot([1, 2], [0.0, 0.9])
+    honest_axes(wide, [0.0, 0.9])
+    assert wide.get_ylim()[1] - wide.get_ylim()[0] < 1.2  # a real change keeps matplotlib's own limits

@@ -126,7 +126,7 @@ def plot_figure(spec: FigureSpec, runs: list[Run], output_dir: Path, smooth: flo
     axes = figure.subplots(1, len(panels), squeeze=False)[0]
     for ax, panel in zip(axes, panels):
         for index, run in enumerate(runs):
-            _draw_run(ax, run, panel, f"C{index % 10}", smooth)
+            _draw_run(ax, run, panel, f"C{index % 10}", smooth, LINESTYLES[index % len(LINESTYLES)])
         key = next(k for k in (run.key_like(panel.pattern) for run in runs) if k)
         title = panel.title.format(metric=key.rsplit("/", 1)[-1])
         if len(panels) > 1:
@@ -138,11 +138,29 @@ def plot_figure(spec: FigureSpec, runs: list[Run], output_dir: Path, smooth: flo
         if panel.symlog_when_scales_differ and scales_differ([run.series(panel.pattern)[1] for run in runs]):
             ax.set_yscale("symlog", linthresh=1.0)
             ax.set_title(f"{ax.get_title()} (symlog: linear in [-1, 1])")
+        else:
+            honest_axes(ax, [v for run in runs for v in run.series(panel.pattern)[1]])
     _legend(figure, axes)
     figure.suptitle(spec.heading, fontweight="bold")
     path = output_dir / spec.filename
     figure.savefig(path)
     return path
+
+
+def honest_axes(ax, values: list[float], min_span: float = 0.1) -> None:
+    """Integer step ticks, and a y-axis at least `min_span` tall (or 10% of the values' size) around the data:
+    matplotlib would stretch a change of 0.0025 over the whole panel and make it look like a cliff."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    finite = [v for v in values if _finite(v)]
+    if not finite:
+        return
+    low, high = min(finite), max(finite)
+    span = max(min_span, 0.1 * max(abs(low), abs(high)))
+    if high - low < span:
+        middle = (low + high) / 2
+        ax.set_ylim(middle - span / 2, middle + span / 2)
 
 
 def scales_differ(series: list[list[float]], ratio: float = 10.0) -> bool:
@@ -162,16 +180,19 @@ def _legend(figure, axes) -> None:
     )
 
 
-def _draw_run(ax, run: Run, panel: Panel, color: str, smooth: float) -> None:
+LINESTYLES = ("-", "--", ":", "-.")  # runs with equal values would hide each other under one colour
+
+
+def _draw_run(ax, run: Run, panel: Panel, color: str, smooth: float, style: str = "-") -> None:
     steps, values = run.series(panel.pattern)
     if not steps:
         return
     if panel.smooth and smooth > 0 and len(values) > 2:
-        ax.plot(steps, values, color=color, alpha=0.25, linewidth=1)
-        ax.plot(steps, ema(values, smooth), color=color, linewidth=2, label=run.name)
+        ax.plot(steps, values, color=color, alpha=0.25, linewidth=1, linestyle=style)
+        ax.plot(steps, ema(values, smooth), color=color, linewidth=2, label=run.name, linestyle=style)
     else:
         marker = "o" if not panel.smooth or len(values) < 30 else None
-        ax.plot(steps, values, color=color, linewidth=2, marker=marker, markersize=4, label=run.name)
+        ax.plot(steps, values, color=color, linewidth=2, marker=marker, markersize=4, label=run.name, linestyle=style)
 
 
 def _finite(value: Any) -> bool:
