@@ -71,8 +71,8 @@ def test_report_plots_and_summary(two_runs, tmp_path):
     for name in FIGURES:
         assert f"]({name})" in report
     rows = {line.split(" | ")[0].strip("| "): line for line in report.splitlines() if line.startswith("| ")}
-    assert rows["rule"] == "| rule | 40 | 2m05s | 0.800 | 80.0% | 72.0% | 72.0% (40) |"
-    assert rows["model"] == "| model | 40 | – | 0.980 | 13.0% | 21.0% | 39.0% (10) |"
+    assert rows["rule"] == "| rule | 40 | 2m05s | 0.800 | 80.0% | 72.0% (avg@4) | 72.0% (40) |"
+    assert rows["model"] == "| model | 40 | – | 0.980 | 13.0% | 21.0% (avg@4) | 39.0% (10) |"
 
 
 def test_missing_metrics_are_skipped(tmp_path):

@@ -85,9 +85,18 @@ def test_bad_input_file_names_file_line_and_field(tmp_path, lines, message):
         (["5"], "PRED needs --gold"),
         (["5", "--gold", "5", "--timeout", "0"], "--timeout must be > 0"),
         ([], "give either PRED"),
-        (["--input", "x.jsonl"], "--input needs --output"),
+        (["--input", "x.jsonl"], "x.jsonl: no such file"),  # without --output the verdicts go to standard output
     ],
 )
 def test_usage_errors(args, message):
     result = run_cli(*args)
     assert result.returncode == 2 and message in result.stderr
+
+
+def test_input_without_output_writes_verdicts_to_standard_output(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"pred": "so \\\\boxed{4}", "gold": "4"}\n{"pred": "no idea at all", "gold": "4"}\n')
+    result = run_cli("--input", str(pairs))
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines == [{"correct": True, "extracted": "4"}, {"correct": False, "extracted": None}]

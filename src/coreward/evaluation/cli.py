@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Optional
+
 import typer
 
 from coreward.runtime.errors import CorewardError
@@ -101,11 +103,21 @@ def register(app: typer.Typer) -> None:
     @app.command("report")
     def report_command(
         run_dirs: list[Path] = typer.Argument(..., help="training run directories (each with metrics.jsonl)"),
-        output: Path = typer.Option(..., "--output", help="directory for the PNG plots and report.md"),
+        output: Optional[Path] = typer.Option(
+            None, "--output", help="directory for the PNG plots and report.md (default: RUN_DIR/report for one run, "
+            "else report/ in the runs' common parent directory)"),
         smooth: float = typer.Option(0.6, "--smooth", help="EMA weight for per-step curves, 0 = none"),
     ) -> None:
-        """Plot training runs (reward, verified and held-out accuracy, length, reward model) and summarize them."""
+        """Plot training runs (reward, verified and held-out accuracy, length, reward model) and summarize them.
+
+        Example: coreward report runs/demo/rule runs/demo/cooper
+        """
+        import os
+
         from coreward.evaluation.report import make_report
 
+        if output is None:
+            parent = run_dirs[0] if len(run_dirs) == 1 else Path(os.path.commonpath([p.resolve() for p in run_dirs]))
+            output = parent / "report"
         for path in make_report(run_dirs, output, smooth=smooth):
             typer.echo(f"wrote {path}")

@@ -44,7 +44,10 @@ def make_report(run_dirs: Sequence[str | Path], output_dir: str | Path, smooth: 
 def render_report(runs: list[Run], drawn: dict[str, Path | None], smooth: float) -> str:
     lines = ["# Training report", ""]
     lines += [f"- **{run.name}**: `{run.path.resolve()}`" for run in runs]
-    lines += ["", "## Final numbers", "", final_numbers_table(runs), ""]
+    lines += ["", "## Final numbers", "", final_numbers_table(runs), "",
+              "Periodic evaluation is the held-out check during training (`data.eval_*`: fewer problems and samples "
+              "than `coreward eval`, avg@N as the column says); the demo's table.md is avg@8 on 500 problems: "
+              "the two are different protocols, not to be compared.", ""]
     missing = []
     for spec in FIGURES:
         if drawn[spec.filename] is None:
@@ -67,8 +70,8 @@ def final_numbers_table(runs: list[Run]) -> str:
         "Wall time",
         "Last reward",
         "Last verified acc.",
-        "Last eval acc.",
-        "Best eval acc. (step)",
+        "Last periodic eval",
+        "Best periodic eval (step)",
     ]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for run in runs:
@@ -83,7 +86,7 @@ def final_numbers_table(runs: list[Run]) -> str:
             _duration(run.summary.get("train_runtime")),
             f"{rewards[-1]:.3f}" if rewards else "–",
             _percent(accuracies[-1] if accuracies else None),
-            _percent(evals[-1] if evals else None),
+            f"{_percent(evals[-1])} ({run.key_like(r'eval/avg@[0-9]+').split('/')[-1]})" if evals else "–",
             f"{_percent(evals[best])} ({eval_steps[best]})" if best is not None else "–",
         ]
         lines.append("| " + " | ".join(cells) + " |")

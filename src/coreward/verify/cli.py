@@ -39,7 +39,7 @@ def verify_command(
     if timeout is not None and timeout <= 0:
         raise CorewardError(f"--timeout must be > 0, got {timeout}")
     if (pred is None) == (input_path is None):
-        raise CorewardError("give either PRED with --gold, or --input FILE.jsonl with --output")
+        raise CorewardError("give either PRED with --gold, or --input FILE.jsonl (and --output, else standard output)")
     with Verifier(**({} if timeout is None else {"timeout_s": timeout}), decimal_comma=decimal_comma) as verifier:
         if pred is not None:
             if gold is None:
@@ -47,24 +47,25 @@ def verify_command(
             [result] = verifier.verify_completions([pred], [gold], last_number_fallback)
             typer.echo("true" if result.correct else "false")
             return
-        if output is None:
-            raise CorewardError("--input needs --output")
         _verify_file(verifier, input_path, output, last_number_fallback)
 
 
-def _verify_file(verifier, input_path: Path, output: Path, last_number_fallback: bool) -> None:
+def _verify_file(verifier, input_path: Path, output: Path | None, last_number_fallback: bool) -> None:
+    """One {"correct", "extracted"} line per input line, into `output` or, without it, to standard output."""
     rows = read_pairs(input_path)
     results = verifier.verify_completions([pred for pred, _ in rows], [gold for _, gold in rows], last_number_fallback)
     verdicts = [result.correct for result in results]
-    try:
-        with open(output, "w", encoding="utf-8") as out:
-            for result in results:
-                out.write(json.dumps({"correct": result.correct, "extracted": result.extracted}) + "\n")
-    except OSError as err:
-        raise CorewardError(f"{output}: cannot write ({err.strerror})") from None
+    lines = "".join(json.dumps({"correct": r.correct, "extracted": r.extracted}) + "\n" for r in results)
+    if output is None:
+        typer.echo(lines, nl=False)
+    else:
+        try:
+            Path(output).write_text(lines, encoding="utf-8")
+        except OSError as err:
+            raise CorewardError(f"{output}: cannot write ({err.strerror})") from None
     typer.echo(
         f"{sum(verdicts)}/{len(rows)} correct, {verifier.stats.timeouts + verifier.stats.over_budget} "
-        f"timed out; wrote {output}",
+        f"timed out" + (f"; wrote {output}" if output is not None else ""),
         err=True,
     )
 
