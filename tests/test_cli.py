@@ -23,3 +23,17 @@ def test_eval_of_the_demo_policy_defaults_to_the_demo_task(tmp_path):
 
     results = evaluate("demo", n=1, limit=2, temperature=0.0, output_dir=tmp_path)
     assert list(results.benchmarks) == ["demo"]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_shows_an_example_that_parses(command):
+    import re
+    import shlex
+
+    help_text = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "400"}).output
+    examples = re.findall(r"Examples?: (coreward [^│\n]+)", help_text)
+    assert examples, f"coreward {' '.join(command)} --help shows no example"
+    for example in examples:
+        args = shlex.split(example.strip())[1:]
+        result = CliRunner().invoke(app, [*args, "--help"])
+        assert result.exit_code == 0, f"{example}\n{result.output}"

@@ -45,7 +45,10 @@ def _count_cell(name: str, split: str, data_dir: Path | None) -> str:
 
 
 def list_command(data_dir: DataDir = None) -> None:
-    """Every benchmark with the row count of each split found in the data directory."""
+    """Every benchmark with the row count of each split found in the data directory.
+
+    Example: coreward data list
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -87,7 +90,10 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of panels.")] = False,
     source: Source = "local",
 ) -> None:
-    """Print the first K records of a benchmark split."""
+    """Print the first K records of a benchmark split.
+
+    Example: coreward data show math500 --limit 3
+    """
     records = _load(name, split, data_dir, limit, source)
     if as_json:
         for record in records:
@@ -109,7 +115,10 @@ def export_command(
     data_dir: DataDir = None,
     source: Source = "local",
 ) -> None:
-    """Write a benchmark split as verl parquet (for training) or as JSON lines."""
+    """Write a benchmark split as verl parquet (for training) or as JSON lines.
+
+    Example: coreward data export gsm8k --split train --format verl --output gsm8k_train.parquet
+    """
     from coreward.data.readers import write_records_jsonl
     from coreward.data.verl import write_verl
 
@@ -126,7 +135,10 @@ def preprocess_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="verl parquet to write.")],
     data_source: Annotated[str, typer.Option("--data-source", help="data_source of amc rows (amc.py's argument)")] = "AMC-TTT",
 ) -> None:
-    """Turn a downloaded DAPO / Open-RS / AMC file into verl parquet laid out as the authors' scripts write it."""
+    """Turn a downloaded DAPO / Open-RS / AMC file into verl parquet laid out as the authors' scripts write it.
+
+    Example: coreward data preprocess dapo --input dapo.parquet --output dapo_verl.parquet
+    """
     from coreward.data.preprocess import preprocess_file
 
     count = preprocess_file(name, input, output, data_source)

@@ -24,7 +24,10 @@ def register(app: typer.Typer) -> None:
         top_p: float = typer.Option(1.0, "--top-p", help="the authors used 0.8"),
         thinking: Optional[bool] = typer.Option(None, "--thinking/--no-thinking", help="Qwen3 chat-template switch (the authors: off); unset passes nothing"),
     ) -> None:
-        """Rewrite each question with new wording and scenario, same numbers and answer."""
+        """Rewrite each question with new wording and scenario, same numbers and answer.
+
+        Example: coreward rephrase --input math --limit 100 --model http://localhost:8000/v1#Qwen/Qwen3-32B --output rephrased.jsonl
+        """
         from coreward.data.rephrase import demo_pairs, rephrase_records, write_pairs
         from coreward.runtime.errors import CorewardError
         from coreward.data.benchmarks import load_named, parse_columns

@@ -17,7 +17,10 @@ def register(app: typer.Typer) -> None:
         set_: list[str] = typer.Option([], "--set", help=SET_HELP),
         output_dir: Optional[str] = typer.Option(None, "--output-dir", help="where the model is saved"),
     ) -> None:
-        """Warm-start the demo policy with supervised fine-tuning."""
+        """Warm-start the demo policy with supervised fine-tuning.
+
+        Example: coreward sft --config configs/demo/sft.yaml --output-dir runs/demo_sft
+        """
         from coreward.demo.sft import sft_main
 
         path = sft_main(config, set_, output_dir)

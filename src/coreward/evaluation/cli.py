@@ -63,7 +63,10 @@ def register(app: typer.Typer) -> None:
             help="vllm: share of GPU memory it reserves (on CPU: of the machine's memory; default vLLM's 0.92)",
         ),
     ) -> None:
-        """Sample n completions per problem and report avg@n, pass@k and maj@n (the papers' protocol)."""
+        """Sample n completions per problem and report avg@n, pass@k and maj@n (the papers' protocol).
+
+        Example: coreward eval --model demo --n 8 --limit 100 --output runs/eval/demo
+        """
         from coreward.data.benchmarks import parse_columns
         from coreward.evaluation.evaluate import evaluate
 

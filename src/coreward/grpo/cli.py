@@ -21,7 +21,10 @@ def register(app: typer.Typer) -> None:
         allow_config_change: bool = typer.Option(False, "--allow-config-change",
                                                  help="with --resume: accept a config that differs from the run's"),
     ) -> None:
-        """Run GRPO with the configured reward sources."""
+        """Run GRPO with the configured reward sources.
+
+        Example: coreward train --config configs/demo/cooper.yaml --max-steps 10 --output-dir runs/try
+        """
         from coreward.runtime.distributed import print_once
         from coreward.grpo.train import train_main
 
@@ -41,7 +44,10 @@ def register(app: typer.Typer) -> None:
                                  "the EMA teacher go to REPO-rm and REPO-teacher"),
         private: bool = typer.Option(False, "--private", help="create private repositories"),
     ) -> None:
-        """Publish a run: the policy with its model card, and the reward model / teacher it learnt."""
+        """Publish a run: the policy with its model card, and the reward model / teacher it learnt.
+
+        Example: coreward push runs/paper/cooper_gsm8k --repo me/qwen2.5-1.5b-cooper --private
+        """
         from pathlib import Path
 
         from coreward.grpo.publish import push as push_run

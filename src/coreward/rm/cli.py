@@ -24,7 +24,10 @@ def register(app: typer.Typer) -> None:
         set_: list[str] = typer.Option([], "--set", help="override a config key, e.g. --set training.learning_rate=1e-5"),
         output_dir: Optional[str] = typer.Option(None, "--output-dir", help="run directory (default: the config's)"),
     ) -> None:
-        """Train a VerifyRM with BCE on (question, reference_answer, completion, label) rows."""
+        """Train a VerifyRM with BCE on (question, reference_answer, completion, label) rows.
+
+        Example: coreward rm train --config configs/rm/demo.yaml
+        """
         from coreward.rm.train import train_main
 
         result = train_main(config, set_, output_dir)
@@ -52,7 +55,10 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed"),
         data_dir: Optional[str] = typer.Option(None, "--data-dir"),
     ) -> None:
-        """Sample a policy's completions and label them by rule verifier (+ LLM judge) agreement."""
+        """Sample a policy's completions and label them by rule verifier (+ LLM judge) agreement.
+
+        Example: coreward rm annotate --policy demo --data demo --limit 100 --output runs/rm/rows.jsonl
+        """
         from coreward.llm import build_generator
         from coreward.rm.annotate import annotate as run_annotation, write_rows
         from coreward.data.benchmarks import default_instruction, load_named, parse_columns
@@ -86,7 +92,10 @@ def register(app: typer.Typer) -> None:
         limit: Optional[int] = typer.Option(None, "--limit"),
         output: Optional[str] = typer.Option(None, "--output", help="also write the metrics as JSON"),
     ) -> None:
-        """Accuracy, precision, recall and F1 of RMs and/or the rule verifier on a labelled set."""
+        """Accuracy, precision, recall and F1 of RMs and/or the rule verifier on a labelled set.
+
+        Example: coreward rm eval --data runs/rm/rows.jsonl --rm rule --rm demo
+        """
         from coreward.rm.evaluate import evaluate_verifiers
 
         report = evaluate_verifiers(data, rm, threshold, device, batch_size, limit)

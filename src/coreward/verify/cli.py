@@ -33,7 +33,11 @@ def verify_command(
 ) -> None:
     """Does PRED's final answer verify equal to GOLD? Prints true or false.
 
-    The same path as the training reward (`Verifier.verify_completions`), so the same verdict."""
+    The same path as the training reward (`Verifier.verify_completions`), so the same verdict.
+
+    Examples: coreward verify "so the answer is \\boxed{1/2}" --gold 0.5
+              coreward verify --input pairs.jsonl --output verdicts.jsonl
+    """
     from coreward.verify import Verifier
 
     if timeout is not None and timeout <= 0:
