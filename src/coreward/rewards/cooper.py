@@ -10,8 +10,10 @@ Each training step, on the global batch of G rollouts o_1..o_G per prompt q (ref
                    (variant, not the paper's: negative="rollout" takes o⁻ = the rejected o_i of highest r_i,
                    the policy's own wrong answer the RM likes most; no rejected o_i → no pair)
     4. RM update   L(θ) = mean over valid pairs of −log σ(f_θ(q, a, o⁺) − f_θ(q, a, o⁻))
-                   one AdamW step (lr 1e-5, wd 0.01), gradient norm clipped to 1.0; a step whose norm is
-                   not finite is skipped (and counted). The next step's rewards come from the new θ.
+                   AdamW (lr 1e-5, wd 0.01), gradient norm clipped to 1.0; a step whose norm is not finite
+                   is skipped (and counted). Schedule (`rm/learner.py`): one step on all pairs by default; the
+                   authors': mini-batches of 4 pairs × ppo_epochs, 1% warmup, bf16 RM (`minibatch_size`,
+                   `epochs`, `warmup_ratio`, `rm_dtype`). The next step's rewards come from the new θ.
 
 Why it resists reward hacking: the RM's negatives are made fresh from what the policy writes *now*,
 rewritten to be wrong, so a kind of wrong completion the policy drifts toward soon shows up as a negative;
@@ -87,6 +89,10 @@ class CooperReward(RewardSource):
         batch_size: int = 32  # sequences per RM forward pass (a pair is two)
         device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
         seed: int = 0  # seeds the assistant's requests
+        minibatch_size: int | None = None  # pairs per RM optimizer step; None: all of a step's pairs in one step (authors: 4)
+        epochs: int = 1  # passes over each step's pairs (authors: ppo_epochs)
+        warmup_ratio: float = 0.0  # linear LR warmup over this fraction of the run's steps, then constant (authors: 0.01)
+        rm_dtype: Literal["float32", "bfloat16"] = "float32"  # the RM's weights while it learns (authors: bfloat16)
 
         def validate(self) -> None:
             if not self.rm:
@@ -94,9 +100,14 @@ class CooperReward(RewardSource):
             if not isinstance(self.assistant, (str, dict, Assistant)) or not self.assistant:
                 raise ValueError(f"assistant must be 'perturb', an endpoint URL, a model path or a generator dict, "
                                  f"got {self.assistant!r}")
-            for name, least in (("weight_decay", 0), ("max_retries", 0), ("eval_every", 0), ("batch_size", 2)):
+            for name, least in (("weight_decay", 0), ("max_retries", 0), ("eval_every", 0), ("batch_size", 2),
+                                ("epochs", 1), ("warmup_ratio", 0)):
                 if getattr(self, name) < least:
                     raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
+            if self.minibatch_size is not None and self.minibatch_size < 1:
+                raise ValueError(f"minibatch_size must be >= 1 or null, got {self.minibatch_size}")
+            if self.warmup_ratio > 1:
+                raise ValueError(f"warmup_ratio must be <= 1, got {self.warmup_ratio}")
             if not self.lr > 0:
                 raise ValueError(f"lr must be > 0, got {self.lr}")
             if self.eval_every and self.eval_data is None:
@@ -113,7 +124,8 @@ class CooperReward(RewardSource):
 
     @property
     def learner_settings(self) -> dict[str, Any]:
-        return {"lr": self.params.lr, "weight_decay": self.params.weight_decay, "batch_size": self.params.batch_size}
+        names = ("lr", "weight_decay", "batch_size", "minibatch_size", "epochs", "warmup_ratio", "rm_dtype")
+        return {name: getattr(self.params, name) for name in names}
 
     # -- lazily built parts ---------------------------------------------------------------------------
 
@@ -121,11 +133,13 @@ class CooperReward(RewardSource):
         """The RM and its optimizer, on the policy's device: from the checkpoint when resuming, else from `rm`."""
         if self.learner is None:
             device = policy.device if self.params.device == "auto" and policy is not None else self.params.device
+            # the warmup is a fraction of the run's steps; without a policy (tests, tools) there is no run
+            settings = {**self.learner_settings, "total_steps": policy.max_steps if policy is not None else 0}
             if self._resume_from is not None:
-                self.learner = RMLearner.load(self._resume_from, device, **self.learner_settings)
+                self.learner = RMLearner.load(self._resume_from, device, **settings)
             else:
                 rm = VerifyRM.from_pretrained(self.params.rm, device=device, batch_size=self.params.batch_size)
-                self.learner = RMLearner(rm, **self.learner_settings)
+                self.learner = RMLearner(rm, **settings)
         return self.learner
 
     def get_assistant(self) -> Assistant:
