@@ -28,11 +28,13 @@ def register(app: typer.Typer) -> None:
         methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
         quick: bool = typer.Option(False, "--quick", help="a smaller budget (about 5 minutes on 2 CPU cores)"),
         output_dir: str = typer.Option("runs/demo", "--output-dir", help="where runs, evaluations and the report go"),
-        seed: int = typer.Option(0, "--seed"),
+        seed: int = typer.Option(0, "--seed", help="the first seed"),
+        seeds: int = typer.Option(1, "--seeds", min=1, help="run every row with N seeds (seed, seed+1, ...); the table shows mean ± std"),
     ) -> None:
         """Train the demo policy with every reward method from the same warm start and compare them."""
-        from coreward.demo.run import parse_methods, run_demo
+        from coreward.demo.run import parse_methods, run_demo_seeds
 
-        summary = run_demo(parse_methods(methods), quick, output_dir, seed)
+        summary = run_demo_seeds(parse_methods(methods), quick, output_dir, list(range(seed, seed + seeds)))
         typer.echo("\n" + summary["table"])
-        typer.echo(f"\nfinished in {summary['seconds']:.0f} s; report: {output_dir}/report/report.md")
+        report = f"{output_dir}/report/report.md" if seeds == 1 else f"{output_dir}/seed-<s>/report/report.md"
+        typer.echo(f"\nfinished in {summary['seconds']:.0f} s; report: {report}")
