@@ -76,6 +76,7 @@ class RMLearner:
     def update(self, pairs: list[Pair]) -> dict[str, float]:
         """`epochs` passes over `pairs` (the same list on every process), one optimizer step per mini-batch."""
         if not pairs:
+            self.scheduler.step()  # the warmup counts RL steps, with pairs or without
             return {}
         model = self.rm.model
         model.train()
