@@ -66,6 +66,34 @@ def run(variant: str, seed: int, steps: int, output: Path) -> dict:
             "heldout_pair_acc_last": heldout[-1] if heldout else None, **final_metrics(run_dir)}
 
 
+PANELS = (("reward", "training reward"), ("verified_accuracy", "verified accuracy of the rollouts"),
+          ("rm/rollout_pair_accuracy", "RM pair accuracy on current rollouts"),
+          ("rm/positive_rate", "prompts with a verified rollout (pairs)"))
+
+
+def plot(run_dirs: list[Path], path: Path) -> None:
+    """Per step, for every run: reward, verified accuracy, the RM's pair accuracy on the current rollouts and
+    the positive rate (the mechanism: as positives vanish, so do the pairs the RM could learn from)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from coreward.runtime.metrics import read_metrics
+
+    figure, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 3.8), layout="constrained")
+    for run_dir in run_dirs:
+        rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "reward" in r]
+        for ax, (key, _) in zip(axes, PANELS):
+            points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+            ax.plot(*zip(*points), label=run_dir.name, linewidth=1) if points else None
+    for ax, (_, title) in zip(axes, PANELS):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+    axes[0].legend(fontsize=7)
+    figure.savefig(path, dpi=100)
+
+
 def cell(values: list[float | None]) -> str:
     values = [v for v in values if v is not None]
     if not values:
@@ -79,8 +107,11 @@ def main() -> None:
     parser.add_argument("--seeds", default="10,11,12")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--output", default="runs/cooper_stress")
+    parser.add_argument("--plot", nargs="*", help="only draw OUTPUT/stress.png from these run directories")
     args = parser.parse_args()
     output = Path(args.output)
+    if args.plot:
+        return plot([Path(d) for d in args.plot], output / "stress.png")
     output.mkdir(parents=True, exist_ok=True)
     results = []
     for variant in args.variants.split(","):
@@ -94,6 +125,7 @@ def main() -> None:
     for variant in dict.fromkeys(r["variant"] for r in results):
         mine = [r for r in results if r["variant"] == variant]
         print(f"| {variant} | " + " | ".join(cell([r[c] for r in mine]) for c in columns) + " |")
+    plot(sorted(d for d in output.iterdir() if (d / "metrics.jsonl").is_file()), output / "stress.png")
 
 
 if __name__ == "__main__":
