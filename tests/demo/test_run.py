@@ -54,3 +54,23 @@ def test_a_demo_never_overwrites_earlier_results(tmp_path, monkeypatch):
     paths = report_paths(Path("runs/demo"), {"stress_rows": [{}]})
     assert [str(p) for p in paths] == ["runs/demo/table.md", "runs/demo/report/report.md",
                                        "runs/demo/stress/report/report.md"]
+
+
+def test_demo_over_seeds_reports_mean_and_std_and_keeps_every_seeds_values(tmp_path):
+    from coreward.demo.run import run_demo_seeds
+
+    budget = Budget(steps=2, eval_problems=8, eval_n=2, curve_every=0, curve_problems=0,
+                    stress=Stress(learning_rate=5e-4, steps=2, methods=("rule",)))
+    summary = run_demo_seeds(["rule"], quick=False, output_dir=tmp_path, seeds=[3, 4], budget=budget)
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["seeds"] == [3, 4] and [r["method"] for r in results["rows"]] == ["baseline", "rule"]
+    for seed, index in ((3, 0), (4, 1)):  # each seed's own run, and its value kept in the combined results
+        own = json.loads((tmp_path / f"seed-{seed}" / "results.json").read_text())
+        assert own["seed"] == seed
+        assert results["rows"][1]["heldout_avg"][index] == own["rows"][1]["heldout_avg"]
+        assert results["stress_rows"][0]["train_reward"][index] == own["stress_rows"][0]["train_reward"]
+    table = (tmp_path / "table.md").read_text()
+    assert "2 seeds (3, 4)" in table and table == summary["table"] + "\n"
+    rule_row = next(line for line in table.splitlines() if line.startswith("| Rule-based"))
+    assert rule_row.count(" ± ") == 4  # held-out, Δ, reward, verified accuracy

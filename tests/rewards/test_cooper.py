@@ -328,10 +328,17 @@ def test_params_are_validated(tmp_path):
         ({"eval_every": 5, "eval_data": str(tmp_path / "missing.jsonl")}, "eval_data: no such file"),
         ({"batch_size": 1}, r"params\.batch_size must be >= 2"),
         ({"assistant": 3}, r"params\.assistant must be"),
+        ({"minibatch_size": 0}, r"params\.minibatch_size must be >= 1 or null"),
+        ({"epochs": 0}, r"params\.epochs must be >= 1"),
+        ({"warmup_ratio": 2}, r"params\.warmup_ratio must be <= 1"),
+        ({"rm_dtype": "float16"}, r"params\.rm_dtype must be one of"),
     ]:
         with pytest.raises(CorewardError, match=message):
             CooperReward(**params)
     assert CooperReward(lr="1e-5").learner_settings["lr"] == 1e-5  # YAML reads 1e-5 as a string
+    authors = CooperReward(minibatch_size=4, epochs=2, warmup_ratio=0.01, rm_dtype="bfloat16").learner_settings
+    assert {k: authors[k] for k in ("minibatch_size", "epochs", "warmup_ratio", "rm_dtype")} == \
+        {"minibatch_size": 4, "epochs": 2, "warmup_ratio": 0.01, "rm_dtype": "bfloat16"}
     assert isinstance(build_assistant("perturb"), PerturbationAssistant)
 
 
@@ -422,7 +429,7 @@ def test_save_and_load_state_round_trip(tiny_rm, tmp_path):
     assert fresh.get_learner().updates == 0
 
 
-def test_two_processes_keep_identical_rms(policy, tiny_rm, tmp_path):
+def test_two_processes_keep_identical_rms_under_a_minibatch_schedule(policy, tiny_rm, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
                __file__, "worker", str(policy), str(tiny_rm), str(tmp_path), "2"]
@@ -430,7 +437,8 @@ def test_two_processes_keep_identical_rms(policy, tiny_rm, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     ranks = [load_file(tmp_path / f"rank{r}.safetensors") for r in range(2)]
     states = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
-    assert [s["updates"] for s in states] == [2, 2] and [s["world"] for s in states] == [2, 2]
+    # the authors' kind of schedule (mini-batches of 1 pair, so one process often has none; 2 epochs; warmup)
+    assert states[0]["updates"] == states[1]["updates"] > 2 and [s["world"] for s in states] == [2, 2]
     assert [s["assistant_calls"] for s in states] == [2, 0]  # once per step, on the main process only
     initial = load_file(tiny_rm / "model.safetensors")
     assert any(not torch.equal(ranks[0][n], initial[n]) for n in initial)  # the RM did learn
@@ -444,7 +452,8 @@ def worker(policy: str, rm: str, out: str, steps: str) -> None:
     get_assistant = CooperReward.get_assistant
     CooperReward.get_assistant = lambda self: calls.append(1) or get_assistant(self)
     result = train(Path(policy), Path(rm), Path(out) / "run", int(steps), "grpo.per_device_train_batch_size=8",
-                   "grpo.save_steps=100")
+                   "grpo.save_steps=100", "rewards.0.params.minibatch_size=1", "rewards.0.params.epochs=2",
+                   "rewards.0.params.warmup_ratio=0.5")
     trainer = result.trainer
     source = trainer.reward_sources[0]
     rank = trainer.accelerator.process_index

@@ -34,17 +34,18 @@ def register(app: typer.Typer) -> None:
             None, "--output-dir", help="where runs, evaluations and the reports go (default: runs/demo, or "
             "runs/demo-<time> when runs/demo holds an earlier demo)"),
         overwrite: bool = typer.Option(False, "--overwrite", help="replace the results in --output-dir"),
-        seed: int = typer.Option(0, "--seed"),
+        seed: int = typer.Option(0, "--seed", help="the first seed"),
+        seeds: int = typer.Option(1, "--seeds", min=1, help="run every row with N seeds (seed, seed+1, ...); the table shows mean ± std"),
     ) -> None:
         """Train the demo policy with every reward method from the same warm start and compare them.
 
         Example: coreward demo --quick
         """
-        from coreward.demo.run import demo_output_dir, parse_methods, report_paths, run_demo
+        from coreward.demo.run import demo_output_dir, parse_methods, report_paths, run_demo_seeds
 
         chosen = parse_methods(methods)
         directory = demo_output_dir(output_dir, overwrite)
-        summary = run_demo(chosen, quick, directory, seed)
+        summary = run_demo_seeds(chosen, quick, directory, list(range(seed, seed + seeds)))
         typer.echo("\n" + summary["table"])
         typer.echo(f"\nfinished in {summary['seconds']:.0f} s; results in {directory}:")
         for path in report_paths(directory, summary):

@@ -145,9 +145,13 @@ def demo_output_dir(output_dir: str | Path | None, overwrite: bool) -> Path:
 
 def report_paths(output_dir: Path, summary: dict[str, Any]) -> list[Path]:
     """Every report a demo wrote: the table, the main report and, with stress runs, the stress report."""
-    paths = [output_dir / "table.md", output_dir / "report" / "report.md"]
-    if summary.get("stress_rows"):
-        paths.append(output_dir / "stress" / "report" / "report.md")
+    seeds = summary.get("seeds") or []
+    runs = [output_dir / f"seed-{s}" for s in seeds] if len(seeds) > 1 else [output_dir]
+    paths = [output_dir / "table.md"]
+    for run in runs:
+        paths.append(run / "report" / "report.md")
+        if summary.get("stress_rows"):
+            paths.append(run / "stress" / "report" / "report.md")
     return paths
 
 
@@ -215,14 +219,16 @@ def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int 
     return summary
 
 
-def stress_table(rows: list[dict[str, Any]], baseline: float, budget: Budget) -> str:
-    """The stress runs: reward and verified accuracy of the rollouts at the start and the end, and held out."""
+def stress_table(rows: list[dict[str, Any]], baseline: Any, budget: Budget) -> str:
+    """The stress runs: reward and verified accuracy of the rollouts at the start and the end, and held out.
+
+    A value is one run's, or a list of per-seed values (shown as mean ± std over seeds)."""
+    from coreward.evaluation.tables import spread_cell
 
     def pair(row: dict[str, Any], key: str, percent: bool) -> str:
-        start, end = row[f"start_{key}"], row[key]
-        if start is None or end is None:
-            return "–"
-        return f"{100 * start:.1f} → {100 * end:.1f}" if percent else f"{start:.3f} → {end:.3f}"
+        scale, digits = (100, 1) if percent else (1, 3)
+        start, end = spread_cell(row[f"start_{key}"], scale, digits), spread_cell(row[key], scale, digits)
+        return "–" if "–" in (start, end) else f"{start} → {end}"
 
     stress = budget.stress
     lines = [
@@ -233,17 +239,22 @@ def stress_table(rows: list[dict[str, Any]], baseline: float, budget: Budget) ->
         "|---|---:|---:|---:|---:|",
     ]
     for row in rows:
-        lines.append(f"| {LABELS[row['method']]} | {100 * row['heldout_avg']:.1f} | "
-                     f"{100 * (row['heldout_avg'] - baseline):+.1f} | {pair(row, 'train_reward', False)} | "
-                     f"{pair(row, 'train_verified_accuracy', True)} |")
+        lines.append(f"| {LABELS[row['method']]} | {spread_cell(row['heldout_avg'], 100)} | "
+                     f"{spread_cell(delta(row['heldout_avg'], baseline), 100, sign=True)} | "
+                     f"{pair(row, 'train_reward', False)} | {pair(row, 'train_verified_accuracy', True)} |")
     return "\n".join(lines)
 
 
-def demo_table(rows: list[dict[str, Any]], budget: Budget) -> str:
-    """Markdown in the Cooper paper's layout: one row per method, held-out accuracy first."""
+def delta(value: Any, baseline: Any) -> Any:
+    """value − baseline, per seed when both are per-seed lists (paired: the same seed's baseline)."""
+    if isinstance(value, list):
+        return [v - b for v, b in zip(value, baseline)]
+    return value - baseline
 
-    def pct(value: float | None) -> str:
-        return "–" if value is None else f"{100 * value:.1f}"
+
+def demo_table(rows: list[dict[str, Any]], budget: Budget) -> str:
+    """Markdown in the Cooper paper's layout: one row per method, held-out accuracy first (per-seed lists: mean ± std)."""
+    from coreward.evaluation.tables import spread_cell
 
     baseline = rows[0]["heldout_avg"]
     lines = [
@@ -252,8 +263,36 @@ def demo_table(rows: list[dict[str, Any]], budget: Budget) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for row in rows:
-        delta = "" if row["method"] == "baseline" else f"{100 * (row['heldout_avg'] - baseline):+.1f}"
-        reward = "–" if row["train_reward"] is None else f"{row['train_reward']:.3f}"
-        lines.append(f"| {LABELS[row['method']]} | {pct(row['heldout_avg'])} | {delta} | {reward} | "
-                     f"{pct(row['train_verified_accuracy'])} |")
+        change = "" if row["method"] == "baseline" else spread_cell(delta(row["heldout_avg"], baseline), 100, sign=True)
+        lines.append(f"| {LABELS[row['method']]} | {spread_cell(row['heldout_avg'], 100)} | {change} | "
+                     f"{spread_cell(row['train_reward'], 1, 3)} | {spread_cell(row['train_verified_accuracy'], 100)} |")
     return "\n".join(lines)
+
+
+def combine_seeds(summaries: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Rows of several seeds' summaries merged: each number becomes the list of its per-seed values."""
+    merged = []
+    for rows in zip(*(s[key] for s in summaries)):
+        assert len({r["method"] for r in rows}) == 1, "every seed runs the same methods in the same order"
+        merged.append({k: rows[0][k] if k == "method" else [r[k] for r in rows] for k in rows[0]})
+    return merged
+
+
+def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seeds: list[int],
+                   budget: Budget | None = None) -> dict[str, Any]:
+    """`run_demo` once per seed (in `seed-<s>/`), then one table of mean ± std over seeds; results.json keeps
+    every seed's value. One seed: `run_demo` itself."""
+    if len(seeds) == 1:
+        return run_demo(methods, quick, output_dir, seeds[0], budget)
+    output_dir, started = Path(output_dir), time.perf_counter()
+    budget = budget or (QUICK if quick else FULL)
+    summaries = [run_demo(methods, quick, output_dir / f"seed-{s}", s, budget) for s in seeds]
+    rows, stress_rows = combine_seeds(summaries, "rows"), combine_seeds(summaries, "stress_rows")
+    table = f"{len(seeds)} seeds ({', '.join(map(str, seeds))}): mean ± std over seeds\n\n" + demo_table(rows, budget)
+    if stress_rows:
+        table += "\n\n" + stress_table(stress_rows, rows[0]["heldout_avg"], budget)
+    summary = {"budget": asdict(budget), "seeds": seeds, "quick": quick, "rows": rows, "stress_rows": stress_rows,
+               "table": table, "seconds": round(time.perf_counter() - started, 1)}
+    (output_dir / "results.json").write_text(json.dumps(summary, indent=2))
+    (output_dir / "table.md").write_text(table + "\n")
+    return summary

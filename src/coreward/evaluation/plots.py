@@ -104,11 +104,12 @@ FIGURES = (
         "reward_model.png",
         "Reward model",
         (
+            Panel("rm/rollout_pair_accuracy", "pair accuracy on the current rollouts (before the step's update)"),
             Panel("rm/loss", "reward-model loss (pairs of the step)"),
             Panel("rm/accuracy", "held-out accuracy (σ > 0.5)", smooth=False),
             Panel("rm/pair_accuracy", "held-out pair accuracy (positive ranked first)", smooth=False),
         ),
-        "Only for runs that train a reward model (Cooper).",
+        "Runs with a reward model: the static RM logs its accuracy on the current rollouts; Cooper also its training.",
     ),
 )
 

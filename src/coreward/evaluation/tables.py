@@ -61,3 +61,22 @@ def comparison_table(runs: dict[str, Any], metric: str = "avg") -> str:
 
 def _line(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (n − 1; 0 for one value) of per-seed results."""
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
+    return mean, var ** 0.5
+
+
+def spread_cell(value: float | Sequence[float | None] | None, scale: float = 1.0, digits: int = 1,
+                sign: bool = False) -> str:
+    """A table cell for one result or per-seed results: `x`, or `mean ± std` over seeds; `–` when missing."""
+    if isinstance(value, (list, tuple)):
+        values = [v for v in value if v is not None]
+        if len(values) != len(value) or not values:
+            return "–"
+        mean, std = mean_std([scale * v for v in values])
+        return f"{mean:{'+' if sign else ''}.{digits}f} ± {std:.{digits}f}"
+    return "–" if value is None else f"{scale * value:{'+' if sign else ''}.{digits}f}"

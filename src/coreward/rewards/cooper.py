@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rm.assistant import Assistant, NegativeRequest, Negatives, build_assistant, request_seed, write_negatives
-from coreward.rm.evaluate import evaluate_rm, score_unique
+from coreward.rm.evaluate import evaluate_rm, rollout_pair_accuracy, score_unique
 from coreward.rm.labelled import read_labelled
 from coreward.rm.learner import STATE_FILE, Pair, RMLearner
 from coreward.rm.model import VerifyRM
@@ -173,6 +173,9 @@ class CooperReward(RewardSource):
                 self._eval_rows = read_labelled(resolve_file(self.params.eval_data, "rm_pairs", key="eval_data"))
             for name, value in evaluate_rm(learner.rm, self._eval_rows).items():
                 batch.log(name, value)
+        accuracy = rollout_pair_accuracy([v.correct for v in batch.verdicts()], scores, batch.num_generations)
+        if accuracy is not None:  # the RM that scored this step, on this step's rollouts
+            batch.log("rm/rollout_pair_accuracy", accuracy)
         pairs = self.make_pairs(batch, scores)  # 2 and 3
         start = time.perf_counter()
         if batch.policy is not None:

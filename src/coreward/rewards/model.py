@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
-from coreward.rm.evaluate import score_unique
+from coreward.rm.evaluate import rollout_pair_accuracy, score_unique
 from coreward.rm.model import VerifyRM
 
 
@@ -60,6 +60,10 @@ class ModelReward(RewardSource):
         batch.log("model/nonfinite_logits", float(len(scores) - len(finite)))
         if finite:
             batch.log("model/score_mean", sum(finite) / len(finite))
+        verdicts = batch.verdicts() if batch.mode == "train" and "verifier" in batch.context else None
+        accuracy = rollout_pair_accuracy([v.correct for v in verdicts], scores, batch.num_generations) if verdicts else None
+        if accuracy is not None:  # the frozen RM on what the policy writes now (falls when it is hacked)
+            batch.log("rm/rollout_pair_accuracy", accuracy)
         if self.params.threshold is None:
             return scores
         return [s if not math.isfinite(s) else 1.0 if s > self.params.threshold else 0.0 for s in scores]

@@ -7,6 +7,7 @@ to hacking); recall is where the rule verifier is weak (a correct answer in a fo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,3 +103,14 @@ def evaluate_rm(rm: VerifyRM, rows: list[dict]) -> dict[str, float]:
     if ranked is not None:
         metrics["rm/pair_accuracy"] = ranked
     return metrics
+
+
+def rollout_pair_accuracy(correct: list[bool], scores: list[float], G: int) -> float | None:
+    """How well the RM ranks the policy's *current* rollouts: P(s⁺ > s⁻) over (verified, rejected) rollouts of
+    the same prompt (groups of G rows; non-finite scores left out). None when no group has both kinds.
+
+    Held-out accuracy says how the RM does on the distribution it was built for; this says how it does on what
+    the policy writes now, which is what a hacked RM gets wrong."""
+    rows = [{"question": i // G, "reference_answer": "", "label": int(ok)} for i, ok in enumerate(correct)]
+    kept = [(row, s) for row, s in zip(rows, scores) if math.isfinite(s)]
+    return pair_accuracy([row for row, _ in kept], [s for _, s in kept])
