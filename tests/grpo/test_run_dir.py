@@ -99,7 +99,8 @@ def test_secrets_are_redacted_from_everything_the_run_writes(tiny_policy, tmp_pa
         [sys.executable, "-m", "coreward.cli", *tiny_train_args(
             tiny_policy, run_dir, "--max-steps", "1",
             "--set", "rewards=[{name: rule}, {name: 'tests.grpo.test_run_dir:KeyedReward', weight: 0.0, "
-                     f"params: {{api_key: {PLANTED}}}}}]")],
+                     f"params: {{api_key: {PLANTED}}}}}]",
+            "--set", f"grpo.hub_token=hf_{PLANTED}")],  # TRL pickles its args into every checkpoint
         capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     assert REDACTED in (run_dir / "config.yaml").read_text()

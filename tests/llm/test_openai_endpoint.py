@@ -190,3 +190,19 @@ def test_factory_builds_endpoints_from_urls_and_dicts():
 
 
 # -- local Hugging Face model --------------------------------------------------------------------------
+
+
+def test_api_key_comes_from_a_key_file_or_a_named_environment_variable(server, tmp_path, monkeypatch):
+    key_file = tmp_path / "key"
+    key_file.write_text("from-file\n")
+    with endpoint(server, api_key_file=str(key_file)) as generator:
+        generator.generate(asks("1+1"))
+    monkeypatch.setenv("MY_JUDGE_KEY", "from-env")
+    with build_generator({"backend": "openai", "base_url": server.url, "model": "test-model",
+                          "api_key_env": "MY_JUDGE_KEY", **FAST}) as generator:
+        generator.generate(asks("1+1"))
+    assert [h["Authorization"] for h in server.headers] == ["Bearer from-file", "Bearer from-env"]
+    with pytest.raises(CorewardError, match="api_key_file: can't read .*missing"):
+        endpoint(server, api_key_file=str(tmp_path / "missing"))
+    with pytest.raises(CorewardError, match="environment variable NOT_SET_HERE is not set"):
+        endpoint(server, api_key_env="NOT_SET_HERE")

@@ -228,6 +228,8 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
         settings["model_init_kwargs"]["attn_implementation"] = config.model.attn_implementation
     settings.update(config.grpo)
     settings.pop("resume_from_checkpoint", None)  # read by run_training: the same path as --resume
+    if settings.get("hub_token"):  # TRL pickles its args into every checkpoint: the token goes where the hub reads it
+        os.environ["HF_TOKEN"] = settings.pop("hub_token")
     settings = checkpointing_settings(settings)  # either spelling, as the installed transformers names it
     settings.update(
         output_dir=str(run_dir),

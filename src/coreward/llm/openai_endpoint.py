@@ -54,6 +54,8 @@ class OpenAIEndpointGenerator(TextGenerator):
         model: str | None = None,
         api_key: str | None = None,
         *,
+        api_key_env: str | None = None,
+        api_key_file: str | None = None,
         max_concurrency: int = 16,
         timeout_s: float = 60.0,
         max_retries: int = 4,
@@ -70,7 +72,10 @@ class OpenAIEndpointGenerator(TextGenerator):
         self.backoff_s = backoff_s
         self.deadline_s = deadline_s
         self.max_backoff_s = max_backoff_s
-        api_key = api_key or os.environ.get("COREWARD_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        # keys belong outside configs (a config is copied into the run directory, redacted): a key file,
+        # an environment variable named here, or COREWARD_API_KEY / OPENAI_API_KEY
+        api_key = api_key or _key_from(api_key_env, api_key_file) or os.environ.get("COREWARD_API_KEY") \
+            or os.environ.get("OPENAI_API_KEY")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._jitter = random.Random()
         self._slots = asyncio.Semaphore(max_concurrency)  # shared by concurrent generate() calls
@@ -235,3 +240,22 @@ def _served_models(response: httpx.Response) -> list[str]:
         return [entry["id"] for entry in response.json()["data"]]
     except (ValueError, KeyError, TypeError):
         return []
+
+
+def _key_from(env: str | None, file: str | None) -> str | None:
+    """The key in environment variable `env` or in file `file` (first line); a named but missing one is an error."""
+    from coreward.runtime.errors import CorewardError
+
+    if env:
+        if not os.environ.get(env):
+            raise CorewardError(f"api_key_env: environment variable {env} is not set")
+        return os.environ[env]
+    if file:
+        try:
+            key = open(os.path.expanduser(file)).read().strip().splitlines()
+        except OSError as err:
+            raise CorewardError(f"api_key_file: can't read {file}: {err.strerror}") from None
+        if not key or not key[0].strip():
+            raise CorewardError(f"api_key_file: {file} is empty")
+        return key[0].strip()
+    return None
