@@ -119,3 +119,17 @@ def test_redaction_and_config_differences():
     assert changed_keys(saved, {"grpo": {"max_steps": 9, "learning_rate": 1e-6}}) == []
     assert changed_keys(saved, {"grpo": {"max_steps": 3, "learning_rate": 1e-5}}) == ["grpo.learning_rate"]
     assert Path(REPO / "configs").is_dir()
+
+
+def test_a_run_whose_last_checkpoint_is_its_last_step_builds_final_without_training_on(tiny_policy, tmp_path):
+    """Preempted (or killed) after the checkpoint of its last step, before final/ was written: --resume makes
+    final/ from that checkpoint and logs no step past the requested ones."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    assert coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2")).returncode == 0
+    shutil.rmtree(run_dir / "final")
+    again = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2", "--resume"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == [1, 2]
+    assert (run_dir / "final" / "config.json").is_file() and "finished at step 2" in again.stdout + again.stderr

@@ -392,7 +392,14 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     trainer.add_callback(preemption)
     final = run_dir / "final"
     try:
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        if checkpoint is not None and checkpoint_step(checkpoint) >= args.max_steps > 0:
+            # every step is done (a run preempted, or killed, after its last checkpoint): the final model is built
+            # from that checkpoint, not by training on (which would run a step past the requested ones)
+            trainer._load_from_checkpoint(str(checkpoint))
+            trainer.load_sources(checkpoint)
+            trainer.state.global_step = checkpoint_step(checkpoint)
+        else:
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         if preemption.preempted_at is not None:  # its checkpoint is complete; the final model comes on resume
             trainer.accelerator.wait_for_everyone()  # no process exits (and has torchrun stop the others) early
             return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step,

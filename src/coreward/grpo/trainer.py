@@ -402,6 +402,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
             self._step = state["step"]
             self._buffered_inputs = state["buffered_inputs"]
             self.fault_counts.update(state["fault_counts"])
+        self.load_sources(checkpoint)
+
+    def load_sources(self, checkpoint) -> None:
+        """Each reward source's state from a checkpoint (an RM and its optimizer, a teacher)."""
         for source in self.reward_sources:
             directory = Path(checkpoint) / SOURCES_DIR / source.name
             if directory.is_dir():
