@@ -12,14 +12,12 @@ is an error that names the key.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from coreward.data.prompts import INSTRUCTION
-from coreward.runtime.config import check_type
+from coreward.runtime.config import check_args_keys
 from coreward.runtime.errors import CorewardError
 
 
@@ -239,19 +237,10 @@ def validate_grpo_keys(grpo: dict[str, Any]) -> None:
 
     from coreward.grpo.compat import NAMES as CHECKPOINTING_NAMES
 
-    fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
-    hints = typing.get_type_hints(GRPOConfig)
-    for key, value in grpo.items():
-        if key not in fields and key not in CHECKPOINTING_NAMES:  # either spelling works on every transformers
-            raise CorewardError(f"key grpo.{key}: not a trl.GRPOConfig option")
-        if key in _MANAGED:
-            raise CorewardError(f"key grpo.{key}: set it with {_MANAGED[key]} instead")
+    for key, value in grpo.items():  # before the general check: a value coreward can't honour is its own error
         if key in _FIXED and value != _FIXED[key][0]:
             raise CorewardError(f"key grpo.{key}: coreward needs {_FIXED[key][0]!r} ({_FIXED[key][1]})")
-        expected = hints.get(key)
-        options = [a for a in typing.get_args(expected) if a is not type(None)] or [expected]
-        if all(o in _SCALARS for o in options) and value is not None:
-            grpo[key] = check_type(expected, value, f"grpo.{key}", "config")
+    check_args_keys(GRPOConfig, grpo, "grpo", _MANAGED, aliases=tuple(CHECKPOINTING_NAMES))
 
 
 # GRPOConfig fields that coreward derives from its own keys

@@ -11,8 +11,6 @@ HF directories, written to a staging directory and renamed into place.
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from coreward.runtime.config import check_type, load_config, save_yaml
+from coreward.runtime.config import check_args_keys, load_config, save_yaml
 from coreward.runtime.assets import resolve_model
 from coreward.runtime.devices import torch_threads
 from coreward.runtime.errors import CorewardError
@@ -166,16 +164,8 @@ def training_arguments(config: RMTrainConfig, run_dir: Path):
 def _check_training_keys(training: dict[str, Any]) -> None:
     from transformers import TrainingArguments
 
-    fields = {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
-    hints = typing.get_type_hints(TrainingArguments)
-    for key, value in training.items():
-        if key not in fields:
-            raise CorewardError(f"key training.{key}: not a transformers.TrainingArguments option")
-        if key in ("output_dir", "seed"):
-            raise CorewardError(f"key training.{key}: set the top-level key {key} instead")
-        options = [a for a in typing.get_args(hints.get(key)) if a is not type(None)] or [hints.get(key)]
-        if value is not None and all(o in (int, float, bool, str) for o in options):
-            training[key] = check_type(hints[key], value, f"training.{key}", "config")
+    check_args_keys(TrainingArguments, training, "training",
+                    {"output_dir": "the top-level key output_dir", "seed": "the top-level key seed"})
 
 
 

@@ -231,3 +231,21 @@ def _describe(value: Any) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{type(value).__name__} {text}"
+
+
+def check_args_keys(args_class: type, settings: dict[str, Any], section: str, managed: dict[str, str],
+                    aliases: tuple[str, ...] = ()) -> None:
+    """Check a config section passed to a Hugging Face arguments dataclass (`training:` -> TrainingArguments,
+    `grpo:` -> GRPOConfig): every key is one of its fields (or an alias), none is one coreward sets itself
+    (`managed`: key -> where to set it instead), and scalar values get their field's type (in place)."""
+    fields = {f.name for f in dataclasses.fields(args_class) if f.init}
+    hints = typing.get_type_hints(args_class)
+    for key, value in settings.items():
+        if key not in fields and key not in aliases:
+            raise CorewardError(f"key {section}.{key}: not a {args_class.__module__.split('.')[0]}.{args_class.__name__} option")
+        if key in managed:
+            raise CorewardError(f"key {section}.{key}: set it with {managed[key]} instead")
+        expected = hints.get(key)
+        options = [a for a in typing.get_args(expected) if a is not type(None)] or [expected]
+        if value is not None and all(o in (int, float, bool, str) for o in options):
+            settings[key] = check_type(expected, value, f"{section}.{key}", "config")
