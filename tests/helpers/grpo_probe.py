@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.kill_resume import free_port
+
 WORKER = Path(__file__).parent / "grpo_probe_worker.py"
 G = 4
 
@@ -20,7 +22,7 @@ def run_worker(model: Path, out: Path, nproc: int, per_device: int, steps: int =
         cmd = [sys.executable, str(WORKER), str(model), str(out), str(steps), str(per_device), reward]
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-               "--master_port", "29517", str(WORKER), str(model), str(out), str(steps), str(per_device), reward]
+               "--master_port", str(free_port()), str(WORKER), str(model), str(out), str(steps), str(per_device), reward]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)]

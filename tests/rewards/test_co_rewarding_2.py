@@ -27,7 +27,8 @@ from coreward.rewards.ema_teacher import (
     full_pairs,
 )
 from coreward.verify import Verifier
-from tests.helpers.batches import batch_of  # the same hand-built groups
+from tests.helpers.batches import batch_of
+from tests.helpers.kill_resume import free_port  # the same hand-built groups
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "demo" / "co_rewarding_2.yaml"
@@ -264,7 +265,7 @@ def two_process_worker(model_dir: str, out: str) -> None:
 
 def test_two_processes_split_teacher_rollouts(tiny_policy, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
            "-m", "tests.rewards.test_co_rewarding_2", str(tiny_policy), str(tmp_path)]
     done = subprocess.run(cmd, check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
