@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
         methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
-        quick: bool = typer.Option(False, "--quick", help="a smaller budget (about 5 minutes on 2 CPU cores)"),
+        quick: bool = typer.Option(False, "--quick", help="a smaller budget (about 2 minutes on 2 idle CPU cores)"),
         output_dir: Optional[str] = typer.Option(
             None, "--output-dir", help="where runs, evaluations and the reports go (default: runs/demo, or "
             "runs/demo-<time> when runs/demo holds an earlier demo)"),
