@@ -143,6 +143,12 @@ def demo_output_dir(output_dir: str | Path | None, overwrite: bool) -> Path:
     return output_dir
 
 
+def write_summary(output_dir: Path, summary: dict[str, Any]) -> None:
+    """results.json (every number, every seed) and table.md (what the command prints)."""
+    (output_dir / "results.json").write_text(json.dumps(summary, indent=2))
+    (output_dir / "table.md").write_text(summary["table"] + "\n")
+
+
 def report_paths(output_dir: Path, summary: dict[str, Any]) -> list[Path]:
     """Every report a demo wrote: the table, the main report and, with stress runs, the stress report."""
     seeds = summary.get("seeds") or []
@@ -208,8 +214,7 @@ def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int 
         table += "\n\n" + stress_table(stress_rows, rows[0]["heldout_avg"], budget)
     summary = {"budget": asdict(budget), "seed": seed, "quick": quick, "rows": rows, "stress_rows": stress_rows,
                "table": table, "seconds": round(time.perf_counter() - started, 1)}
-    (output_dir / "results.json").write_text(json.dumps(summary, indent=2))
-    (output_dir / "table.md").write_text(table + "\n")
+    write_summary(output_dir, summary)
     from coreward.evaluation.report import make_report
 
     if run_dirs:
@@ -293,6 +298,5 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
         table += "\n\n" + stress_table(stress_rows, rows[0]["heldout_avg"], budget)
     summary = {"budget": asdict(budget), "seeds": seeds, "quick": quick, "rows": rows, "stress_rows": stress_rows,
                "table": table, "seconds": round(time.perf_counter() - started, 1)}
-    (output_dir / "results.json").write_text(json.dumps(summary, indent=2))
-    (output_dir / "table.md").write_text(table + "\n")
+    write_summary(output_dir, summary)
     return summary
