@@ -194,6 +194,7 @@ def test_killed_while_saving_the_final_model(memorized_policy, tmp_path):
     run = tmp_path / "run"
     train_here(RULE, settings(memorized_policy), run, 2)
     (run / "final" / "model.safetensors").write_bytes(b"torn")
+    (run / "final" / "COREWARD_COMPLETE").unlink()  # a kill while final/ is written leaves no marker
     result = train_here(RULE, settings(memorized_policy), run, 2, resume=True)
     assert result.global_step == 2 and steps_of(run) == [1, 2]
     assert_same_tensors(load_file(run / "final" / "model.safetensors"), load_file(run / "checkpoint-2" / "model.safetensors"))

@@ -328,7 +328,7 @@ def test_params_are_validated(tmp_path):
         ({"eval_every": 5, "eval_data": str(tmp_path / "missing.jsonl")}, "eval_data: no such file"),
         ({"batch_size": 1}, r"params\.batch_size must be >= 2"),
         ({"assistant": 3}, r"params\.assistant must be"),
-        ({"minibatch_size": 0}, r"params\.minibatch_size must be >= 1 or null"),
+        ({"minibatch_size": 0}, r"params\.minibatch_size must be >= 1"),
         ({"epochs": 0}, r"params\.epochs must be >= 1"),
         ({"warmup_ratio": 2}, r"params\.warmup_ratio must be <= 1"),
         ({"rm_dtype": "float16"}, r"params\.rm_dtype must be one of"),
@@ -336,7 +336,7 @@ def test_params_are_validated(tmp_path):
         with pytest.raises(CorewardError, match=message):
             CooperReward(**params)
     assert CooperReward(lr="1e-5").learner_settings["lr"] == 1e-5  # YAML reads 1e-5 as a string
-    authors = CooperReward(minibatch_size=4, epochs=2, warmup_ratio=0.01, rm_dtype="bfloat16").learner_settings
+    authors = vars(CooperReward(minibatch_size=4, epochs=2, warmup_ratio=0.01, rm_dtype="bfloat16").params)
     assert {k: authors[k] for k in ("minibatch_size", "epochs", "warmup_ratio", "rm_dtype")} == \
         {"minibatch_size": 4, "epochs": 2, "warmup_ratio": 0.01, "rm_dtype": "bfloat16"}
     assert isinstance(build_assistant("perturb"), PerturbationAssistant)

@@ -285,6 +285,13 @@ def keep_checkpoints(config: TrainConfig) -> int | None:
     return config.grpo.get("save_total_limit", DEFAULT_SAVE_TOTAL_LIMIT)
 
 
+def final_complete(run_dir: Path) -> bool:
+    """Whether the run's final model was written whole (its completeness marker is written last)."""
+    from coreward.grpo.checkpoints import COMPLETE_MARKER
+
+    return (run_dir / "final" / COMPLETE_MARKER).is_file()
+
+
 def resume_checkpoint(config: TrainConfig, run_dir: Path, resume: bool) -> Path | None:
     """The checkpoint to resume from: grpo.resume_from_checkpoint (a complete checkpoint), else with --resume
     the newest complete one of the run."""
@@ -330,8 +337,8 @@ def run_training(
         done = checkpoint_step(checkpoint) if checkpoint is not None else 0
         if not resume and (run_dir / "metrics.jsonl").exists():
             raise CorewardError(f"run directory {run_dir} already holds a run; pick another --output-dir"
-                                + ("" if (run_dir / "final").is_dir() else " (or pass --resume to continue it)"))
-        if resume and checkpoint is not None and done >= args.max_steps > 0 and (run_dir / "final").is_dir():
+                                + ("" if final_complete(run_dir) else " (or pass --resume to continue it)"))
+        if resume and checkpoint is not None and done >= args.max_steps > 0 and final_complete(run_dir):
             print_once(f"--resume: the run in {run_dir} already finished step {done} of {args.max_steps}; "
                        f"nothing to do (final model: {run_dir / 'final'})")
             for source in sources:
@@ -351,7 +358,7 @@ def run_training(
 
 def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks) -> TrainResult:
     """Build the trainer and run it (the run directory is locked and its config written)."""
-    from coreward.grpo.checkpoints import checkpoint_step
+    from coreward.grpo.checkpoints import checkpoint_step, discard, mark_complete
     from coreward.grpo.periodic_eval import add_periodic_eval
     from coreward.grpo.preemption import PreemptionCallback, signal_numbers
     from coreward.grpo.trainer import CorewardGRPOTrainer
@@ -392,6 +399,9 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     trainer.add_callback(preemption)
     final = run_dir / "final"
     try:
+        if final.exists() and trainer.accelerator.is_main_process:
+            discard(final)  # an incomplete final/ (killed while it was written) is written again whole
+        trainer.accelerator.wait_for_everyone()
         if checkpoint is not None and checkpoint_step(checkpoint) >= args.max_steps > 0:
             # every step is done (a run preempted, or killed, after its last checkpoint): the final model is built
             # from that checkpoint, not by training on (which would run a step past the requested ones)
@@ -413,6 +423,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         if trainer.accelerator.is_main_process:
             export_source_models(sources, final, tokenizer)  # Cooper's RM, the EMA teacher: loadable folders
             write_model_card(run_dir)
+            mark_complete(final)  # last: a final/ without it (a kill while writing) is rebuilt on --resume
     finally:
         for source in sources:
             source.close()

@@ -110,8 +110,8 @@ class CooperReward(RewardSource):
                                  f"got {self.assistant!r}")
             if self.minibatch_size is not None and self.minibatch_size < 1:
                 raise ValueError(f"minibatch_size must be >= 1 (or null: all pairs), got {self.minibatch_size}")
-            if not 0 <= self.warmup_ratio < 1:
-                raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+            if not 0 <= self.warmup_ratio <= 1:
+                raise ValueError(f"warmup_ratio must be <= 1 (and >= 0), got {self.warmup_ratio}")
             for name, least in (("weight_decay", 0), ("max_retries", 0), ("eval_every", 0), ("batch_size", 2), ("epochs", 1)):
                 if getattr(self, name) < least:
                     raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
