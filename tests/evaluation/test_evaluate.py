@@ -92,6 +92,37 @@ def test_summarize_hand_built_samples(verifier):
     assert result.metrics() == {"avg@4": result.avg, "pass@1": result.pass_at[1], "pass@4": 1.0, "maj@4": result.maj}
 
 
+def test_summarize_without_references_reports_agreement_and_the_majority_answer(verifier):
+    samples = hand_samples(
+        "unlabeled",
+        [
+            ["\\boxed{0.5}", "\\boxed{\\frac{1}{2}}", "\\boxed{3}", "no answer"],  # majority 1/2: 2 of 4
+            ["#### 9", "#### 9", "#### 9", "#### 9"],  # 4 of 4
+        ],
+        ["", ""],
+    )
+    score(samples, verifier)
+    (result,) = summarize(samples, verifier).values()
+    assert all(s.correct is None for s in samples)  # nothing to verify against
+    assert not result.labelled and result.avg is None and result.maj is None
+    assert result.metrics() == {"agree@4": pytest.approx((2 / 4 + 1) / 2), "answered": pytest.approx(7 / 8)}
+    assert [s.majority_answer for s in samples[:4]] == ["0.5"] * 4 and samples[4].majority_answer == "9"
+    assert "maj@4" not in result.to_dict() and result.to_dict()["labelled"] is False
+
+
+def test_summarize_labelled_data_also_reports_agreement(verifier):
+    samples = hand_samples("toy", [["#### 9", "#### 8", "#### 9", "#### 9"]], ["9"])
+    score(samples, verifier)
+    (result,) = summarize(samples, verifier).values()
+    assert result.labelled and result.agree == pytest.approx(3 / 4) and result.to_dict()["agree@4"] == result.agree
+
+
+def test_a_benchmark_with_some_rows_unanswered_is_refused_by_row():
+    records = [Record("a", "q", "1", "mine", "test"), Record("b", "q", "", "mine", "test")]
+    with pytest.raises(CorewardError, match=r"benchmark mine: rows \[1\] have no reference answer"):
+        evaluate("no-such-model", benchmarks={"mine": records})
+
+
 class ScriptedBackend:
     """Answers each prompt with scripted completions: the pipeline without a model."""
 

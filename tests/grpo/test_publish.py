@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from coreward.data.synthetic import load_demo
 from coreward.grpo.config import TrainConfig
 from coreward.grpo.publish import model_card, push, push_plan, write_model_card
 from coreward.runtime.config import load_config
@@ -53,8 +54,14 @@ def test_co_rewarding_2_run_card_teacher_and_plan(memorized_policy, tmp_path, mo
 
     # an evaluation saved in the run directory shows in the card
     evaluate(str(final), benchmarks=["demo"], n=2, limit=4, output_dir=run / "eval", seed=0)
+    from coreward.data.records import Record
+
+    unlabeled = [Record(r.id, r.question, "", "mine", "test") for r in load_demo("test", 3)]
+    evaluate(str(final), benchmarks={"mine": unlabeled}, n=2, output_dir=run / "eval-unlabeled", seed=0)
     write_model_card(run)
-    assert "| eval | avg@2 |" in (final / "README.md").read_text()
+    card = (final / "README.md").read_text()
+    assert "| eval | avg@2 |" in card and "| eval-unlabeled | agree@2 |" in card
+    assert "| eval-unlabeled | avg@2 |" not in card  # no accuracy without reference answers
 
     plan = push_plan(run, "me/cr2")
     assert [(u.repo_id, u.folder) for u in plan] == [("me/cr2", final), ("me/cr2-teacher", folder)]

@@ -1,5 +1,5 @@
 """Data without reference answers: the self-supervised methods train on it (verified accuracy is simply not
-logged), and a method that scores against references is refused before any model loads."""
+logged; a held-out set without answers logs agreement), and a method that scores against references is refused before any model loads."""
 
 from __future__ import annotations
 
@@ -44,8 +44,13 @@ def train(overrides: list[str], run_dir: Path):
 def test_self_supervised_rewards_train_without_references(memorized_policy, tmp_path):
     data = unlabeled_file(tmp_path)
     rewards = ["majority", "self_certainty", "entropy", "co_rewarding_2"]
+    held_out = [f"data.eval={data}", "data.eval_every=1", "data.eval_n=2", "data.eval_columns.question=problem"]
     rows = train(settings(memorized_policy, data, "rewards=[{name: majority}, {name: self_certainty}, {name: entropy}, "
-                          "{name: co_rewarding_2}]"), tmp_path / "run")
+                          "{name: co_rewarding_2}]", *held_out), tmp_path / "run")
+    # the held-out set has no answers either: label-free agreement is logged (steps 0, 1, 2), never an accuracy
+    assert [row["step"] for row in rows if "eval/agree@2" in row and "eval/answered" in row] == [0, 1, 2], rows
+    assert not any(key.startswith(("eval/avg", "eval/maj", "eval/pass")) for row in rows for key in row)
+    rows = [row for row in rows if row["step"] > 0]
     assert len(rows) == 2
     for row in rows:
         assert "verified_accuracy" not in row  # no references: nothing to verify against

@@ -6,6 +6,15 @@ For problem i with c_i of its n samples verified correct:
     pass@k = mean_i [1 - C(n - c_i, k) / C(n, k)]             (unbiased estimator, Chen et al. 2021)
     maj@n  = mean_i [the most common extracted answer is correct]
 
+On data without reference answers (a benchmark whose rows have no answer) nothing can be verified, so those
+three are absent and the label-free figures are reported instead, the majority vote's own statistics:
+
+    agree@n  = mean_i (size of problem i's largest answer class) / n   (self-consistency)
+    answered = share of samples with an extracted final answer
+
+and every sample carries its problem's majority answer (`majority_answer` in samples.parquet), the
+pseudo-label the label-free methods train on. Both figures are also reported for labelled data.
+
 pass@1 equals avg@n; it is reported anyway because it is the name most readers look for. For maj@n the
 answers are grouped by verified equivalence ("0.5" and "\\frac{1}{2}" vote together), samples without an
 extracted answer do not vote, and a tie goes to the answer seen first.
@@ -52,14 +61,19 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod(1.0 - k / m for m in range(n - c + 1, n + 1))
 
 
-def majority_correct(classes: Sequence[int | None], correct: Sequence[bool]) -> bool:
-    """Whether the majority answer is correct; `classes[j]` is sample j's answer class (None: no answer)."""
+def _majority_index(classes: Sequence[int | None]) -> int | None:
+    """The first sample of the largest answer class (ties: the class seen first); None when no sample answered."""
     votes = Counter(c for c in classes if c is not None)
     if not votes:
-        return False
+        return None
     top = max(votes.values())
-    winner = next(j for j, c in enumerate(classes) if c is not None and votes[c] == top)  # first seen wins ties
-    return bool(correct[winner])
+    return next(j for j, c in enumerate(classes) if c is not None and votes[c] == top)
+
+
+def majority_correct(classes: Sequence[int | None], correct: Sequence[bool]) -> bool:
+    """Whether the majority answer is correct; `classes[j]` is sample j's answer class (None: no answer)."""
+    winner = _majority_index(classes)  # first seen wins ties
+    return winner is not None and bool(correct[winner])
 
 
 # --------------------------------------------------------------------------- data
@@ -83,12 +97,13 @@ class Sample:
     sample_index: int
     prompt: str
     completion: str
-    gold: str
+    gold: str  # "" when the benchmark has no reference answers
     completion_tokens: int
     truncated: bool
     extracted: str | None = None
-    correct: bool = False
+    correct: bool | None = False  # None: nothing to verify against (no reference answer)
     timed_out: bool = False
+    majority_answer: str | None = None  # the problem's most common answer class (first-seen member)
 
 
 @dataclass
@@ -96,15 +111,24 @@ class BenchmarkResult:
     name: str
     num_problems: int
     n: int
-    avg: float
+    avg: float | None  # None (with pass_at empty and maj None): the benchmark has no reference answers
     pass_at: dict[int, float]
-    maj: float
+    maj: float | None
+    agree: float
+    answered: float
     mean_completion_tokens: float
     truncated_fraction: float
     verifier_timeouts: int
 
+    @property
+    def labelled(self) -> bool:
+        return self.avg is not None
+
     def metrics(self) -> dict[str, float]:
-        """The headline numbers under their usual names: avg@n, pass@k, maj@n (fractions in [0, 1])."""
+        """The headline numbers under their usual names: avg@n, pass@k, maj@n (fractions in [0, 1]); without
+        reference answers, the label-free agree@n and answered."""
+        if not self.labelled:
+            return {f"agree@{self.n}": self.agree, "answered": self.answered}
         values = {f"avg@{self.n}": self.avg}
         values.update({f"pass@{k}": v for k, v in self.pass_at.items()})
         values[f"maj@{self.n}"] = self.maj
@@ -114,7 +138,10 @@ class BenchmarkResult:
         return {
             "num_problems": self.num_problems,
             "num_samples": self.num_problems * self.n,
+            "labelled": self.labelled,
             **self.metrics(),
+            f"agree@{self.n}": self.agree,
+            "answered": self.answered,
             "mean_completion_tokens": self.mean_completion_tokens,
             "truncated_fraction": self.truncated_fraction,
             "verifier_timeouts": self.verifier_timeouts,
@@ -133,9 +160,14 @@ class EvalResults:
         return self.benchmarks[name]
 
     def average(self) -> dict[str, float]:
-        """Unweighted mean over benchmarks of each metric, as the papers' Average column."""
-        results = list(self.benchmarks.values())
-        return {key: sum(r.metrics()[key] for r in results) / len(results) for key in results[0].metrics()}
+        """Unweighted mean over benchmarks of each metric, as the papers' Average column (a metric over the
+        benchmarks that have it: accuracies over the labelled ones)."""
+        keys = dict.fromkeys(key for r in self.benchmarks.values() for key in r.metrics())
+        averages = {}
+        for key in keys:
+            values = [r.metrics()[key] for r in self.benchmarks.values() if key in r.metrics()]
+            averages[key] = sum(values) / len(values)
+        return averages
 
     def table(self, label: str | None = None) -> str:
         from coreward.evaluation.tables import results_table
@@ -191,10 +223,12 @@ def sample(
 
 
 def score(samples: list[Sample], verifier) -> None:
-    """Fill each sample's extracted answer and verdict (a verifier timeout counts as incorrect)."""
+    """Fill each sample's extracted answer and verdict (a verifier timeout counts as incorrect). A sample with
+    no reference answer gets its extracted answer only: its verdict stays None."""
     verdicts = verifier.verify_completions([s.completion for s in samples], [s.gold for s in samples])
     for s, v in zip(samples, verdicts):
-        s.extracted, s.correct, s.timed_out = v.extracted, bool(v.correct), bool(v.timed_out)
+        s.extracted, s.timed_out = v.extracted, bool(v.timed_out)
+        s.correct = bool(v.correct) if s.gold else None
 
 
 def summarize(samples: list[Sample], verifier) -> dict[str, BenchmarkResult]:
@@ -209,25 +243,32 @@ def _benchmark_result(name: str, groups: list[list[Sample]], verifier) -> Benchm
     n = len(groups[0])
     if any(len(g) != n for g in groups):
         raise ValueError(f"{name}: every problem needs the same number of samples")
-    counts = [sum(s.correct for s in g) for g in groups]
     flat = [s for g in groups for s in g]
+    labelled = all(s.correct is not None for s in flat)
+    if not labelled and any(s.correct is not None for s in flat):
+        raise CorewardError(f"{name}: some problems have reference answers and some do not; give all or none")
+    classes = verifier.equivalence_classes_many([[s.extracted for s in group] for group in groups])
+    winners = [_majority_index(c) for c in classes]
+    for group, winner in zip(groups, winners):
+        for s in group:
+            s.majority_answer = None if winner is None else group[winner].extracted
+    counts = [sum(bool(s.correct) for s in g) for g in groups]
+    majority_sizes = [0 if w is None else c.count(c[w]) for c, w in zip(classes, winners)]
     return BenchmarkResult(
         name=name,
         num_problems=len(groups),
         n=n,
-        avg=sum(c / n for c in counts) / len(groups),
-        pass_at={k: sum(pass_at_k(n, c, k) for c in counts) / len(groups) for k in sorted({1, n})},
-        maj=sum(_majority_correct(groups, verifier)) / len(groups),
+        avg=sum(c / n for c in counts) / len(groups) if labelled else None,
+        pass_at={k: sum(pass_at_k(n, c, k) for c in counts) / len(groups) for k in sorted({1, n})} if labelled else {},
+        maj=sum(w is not None and bool(g[w].correct) for g, w in zip(groups, winners)) / len(groups) if labelled
+        else None,
+        agree=sum(size / n for size in majority_sizes) / len(groups),
+        answered=sum(s.extracted is not None for s in flat) / len(flat),
         mean_completion_tokens=sum(s.completion_tokens for s in flat) / len(flat),
         truncated_fraction=sum(s.truncated for s in flat) / len(flat),
         verifier_timeouts=sum(s.timed_out for s in flat),
     )
 
-
-def _majority_correct(groups: list[list[Sample]], verifier) -> list[bool]:
-    """Is each problem's majority answer correct? (one batch of equivalence checks for all problems)"""
-    classes = verifier.equivalence_classes_many([[s.extracted for s in group] for group in groups])
-    return [majority_correct(c, [s.correct for s in group]) for c, group in zip(classes, groups)]
 
 
 # --------------------------------------------------------------------------- prompts and defaults
@@ -295,11 +336,17 @@ def load_benchmarks(
         raise CorewardError("no benchmarks given")
     records = {name: load_named(name, split, limit, data_dir, key="--benchmarks", columns=columns)
                for name in names}
-    for name, rows in records.items():  # every metric here is accuracy against the reference
-        if not any(r.answer for r in rows):
-            raise CorewardError(f"--benchmarks {name}: no reference answers (no answer column; map one with --columns "
-                                "answer=COLUMN): avg@n, pass@k and maj@n are measured against them")
+    for name, rows in records.items():
+        check_references(rows, f"--benchmarks {name}")
     return records
+
+
+def check_references(records: list[Record], where: str) -> None:
+    """All rows with a reference answer (accuracies), or none (label-free agree@n); a mix is refused by row."""
+    missing = [i for i, r in enumerate(records) if not r.answer]
+    if missing and len(missing) < len(records):
+        raise CorewardError(f"{where}: rows {missing[:5]}{' ...' if len(missing) > 5 else ''} have no reference answer "
+                            f"while {len(records) - len(missing)} others have one; give every row an answer or none")
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -387,6 +434,8 @@ def evaluate(
         benchmarks = ["demo"] if tokenizer is not None and reads_plain_text(tokenizer) else list(PAPER_BENCHMARKS)
     if isinstance(benchmarks, dict):
         records = {name: rows[:limit] for name, rows in benchmarks.items()}
+        for name, rows in records.items():
+            check_references(rows, f"benchmark {name}")
     else:
         records = load_benchmarks(benchmarks, split, limit, data_dir, columns)
     label, loaded, tokenizer = _load(model, tokenizer, backend, device, dtype, seed, vllm_memory)

@@ -96,6 +96,14 @@ FIGURES = (
         "Mean accuracy over n samples per held-out problem, logged every eval_every steps.",
     ),
     FigureSpec(
+        "validation_agreement.png",
+        "Held-out agreement (no reference answers)",
+        (Panel(r"eval/agree@\d+", "share of samples in the majority answer ({metric})", smooth=False),
+         Panel("eval/answered", "share of samples with a final answer", smooth=False)),
+        "On a held-out set without reference answers: self-consistency, not accuracy (it also rises when a policy "
+        "collapses onto one wrong answer).",
+    ),
+    FigureSpec(
         "completion_length.png",
         "Completion length",
         (Panel("completions/mean_length", "mean completion length (tokens)"),),

@@ -43,11 +43,16 @@ def render_table(rows: Sequence[tuple[str, str, dict[str, float]]]) -> str:
 
 
 def results_table(results: Any, label: str | None = None) -> str:
-    """One evaluation: a row per metric (avg@n, pass@n, maj@n). pass@1 is left out: it equals avg@n."""
+    """One evaluation: a row per metric (avg@n, pass@n, maj@n; agree@n and answered for benchmarks without
+    reference answers). pass@1 is left out: it equals avg@n."""
     label = label or results.model
     n = results.settings["n"]
-    metrics = [f"avg@{n}", f"pass@{n}", f"maj@{n}"] if n > 1 else [f"avg@{n}"]
-    return render_table([(label, m, {name: r.metrics()[m] for name, r in results.benchmarks.items()}) for m in metrics])
+    metrics = [m for r in results.benchmarks.values() for m in r.metrics() if m != "pass@1" or n == 1]
+    if n == 1:
+        metrics = [m for m in metrics if m not in ("pass@1", "maj@1")]
+    rows = [(label, m, {name: r.metrics()[m] for name, r in results.benchmarks.items() if m in r.metrics()})
+            for m in dict.fromkeys(metrics)]
+    return render_table(rows)
 
 
 def comparison_table(runs: dict[str, Any], metric: str = "avg") -> str:
@@ -55,7 +60,7 @@ def comparison_table(runs: dict[str, Any], metric: str = "avg") -> str:
     rows = []
     for label, results in runs.items():
         name = f"{metric}@{results.settings['n']}"
-        rows.append((label, name, {b: r.metrics()[name] for b, r in results.benchmarks.items()}))
+        rows.append((label, name, {b: r.metrics()[name] for b, r in results.benchmarks.items() if name in r.metrics()}))
     return render_table(rows)
 
 

@@ -2,7 +2,8 @@
 
 The numbers go through the trainer's own logging (HF `Trainer.log`), so TensorBoard, the progress bar,
 `state.log_history` and coreward's metrics.jsonl (`MetricsFileCallback.on_log` merges them into the step's
-row) all see them as `eval/avg@n`, `eval/pass@n`, `eval/maj@n` and `time/eval`.
+row) all see them as `eval/avg@n`, `eval/pass@n`, `eval/maj@n` and `time/eval`. A held-out set without reference
+answers logs the label-free `eval/agree@n` (majority-class share) and `eval/answered` instead.
 
 Multi-process runs shard the held-out problems: each process samples and verifies its share, the scored
 samples are gathered, and the main process computes and logs the metrics. Shards are padded to equal size so
@@ -23,7 +24,9 @@ from coreward.data.benchmarks import load_named
 from coreward.data.records import Record
 from coreward.runtime.errors import CorewardError
 from coreward.evaluation.backends import HFBackend
-from coreward.evaluation.evaluate import Problem, build_problems, model_defaults, sample, score, summarize
+from coreward.evaluation.evaluate import (
+    Problem, build_problems, check_references, model_defaults, sample, score, summarize,
+)
 
 DEFAULT_MAX_NEW_TOKENS = 256  # when the trainer's args have no max_completion_length
 
@@ -37,9 +40,7 @@ def load_eval_records(data) -> list[Record] | None:
         return None
     records = load_named(data.eval, data.eval_split, data.eval_limit, data.data_dir, key="data.eval",
                          columns=data.eval_columns)
-    if not any(r.answer for r in records):
-        raise CorewardError(f"key data.eval: {data.eval} has no reference answers (map a column with "
-                            "data.eval_columns.answer): held-out accuracy is measured against them")
+    check_references(records, f"key data.eval: {data.eval}")  # none: label-free agree@n instead of accuracy
     return records
 
 

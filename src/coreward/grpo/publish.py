@@ -64,9 +64,13 @@ def _eval_tables(run_dir: Path) -> list[str]:
             continue
         results = json.loads(path.read_text())
         n = results["settings"]["n"]
-        metrics = [f"avg@{n}", f"pass@{n}", f"maj@{n}"] if n > 1 else [f"avg@{n}"]
-        rows = [(str(path.parent.relative_to(run_dir)), m, {b: r[m] for b, r in results["benchmarks"].items() if m in r})
-                for m in metrics]
+        accuracies = [f"avg@{n}", f"pass@{n}", f"maj@{n}"] if n > 1 else [f"avg@{n}"]
+        label_free = [f"agree@{n}", "answered"]  # benchmarks without reference answers
+        label = str(path.parent.relative_to(run_dir))
+        rows = [(label, m, {b: r[m] for b, r in results["benchmarks"].items()
+                            if m in r and r.get("labelled", True) == (m in accuracies)})
+                for m in accuracies + label_free]
+        rows = [row for row in rows if row[2]]
         settings = ", ".join(f"{k} {v}" for k, v in results["settings"].items() if k in ("n", "temperature", "top_p", "split"))
         tables.append(f"{render_table(rows)}\n\n({settings}; `{path.relative_to(run_dir)}`)")
     return tables
