@@ -63,7 +63,8 @@ def register(app: typer.Typer) -> None:
             help="vllm: share of GPU memory it reserves (on CPU: of the machine's memory; default vLLM's 0.92)",
         ),
     ) -> None:
-        """Sample n completions per problem and report avg@n, pass@k and maj@n (the papers' protocol).
+        """Sample n completions per problem and report avg@n, pass@k and maj@n (the papers' protocol); on data
+        without reference answers, agree@n (majority-answer share) and answered instead.
 
         Example: coreward eval --model demo --n 8 --limit 100 --output runs/eval/demo
         """
