@@ -33,7 +33,9 @@ VARIANTS = {
     "minibatch_4": ["minibatch_size=4"],  # more RM steps per RL step, float32
     "rm_lr_5e-4": ["lr=5e-4"],  # RM/policy lr ratio 1 instead of 0.2
     "rollout_negatives": ["negative=rollout"],  # negatives from the policy's own wrong rollouts
+    "static_rm": [],  # the frozen demo RM (`configs/demo/model.yaml`): the row Cooper is compared with
 }
+METHOD = {"static_rm": "model"}  # the demo method a variant runs; Cooper unless named here
 
 
 def run(variant: str, seed: int, steps: int, output: Path) -> dict:
@@ -42,7 +44,7 @@ def run(variant: str, seed: int, steps: int, output: Path) -> dict:
     from coreward.runtime.metrics import read_metrics
 
     budget = replace(FULL, stress=replace(FULL.stress, steps=steps))
-    config = stress_config("cooper", budget, seed)
+    config = stress_config(METHOD.get(variant, "cooper"), budget, seed)
     for override in VARIANTS[variant]:
         key, value = override.split("=")
         config.rewards[0].params[key] = yaml.safe_load(value)  # typed as a YAML config would be
@@ -82,14 +84,23 @@ def plot(run_dirs: list[Path], path: Path) -> None:
     from coreward.runtime.metrics import read_metrics
 
     figure, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 3.8), layout="constrained")
+    # one colour per method/variant (the directory's name), one line style per seed (a `seed-N` directory
+    # above it, as `coreward demo --seeds` writes), so demo runs of several seeds read side by side
+    colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(d.name for d in run_dirs))}
+    seeds = {d: next((part for part in d.parts if part.startswith("seed-")), "") for d in run_dirs}
+    styles = {seed: style for seed, style in zip(dict.fromkeys(seeds.values()), ("-", "--", ":", "-."))}
     for run_dir in run_dirs:
         rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "reward" in r]
+        label = f"{run_dir.name} {seeds[run_dir]}".strip()
         for ax, (key, _) in zip(axes, PANELS):
             points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
-            ax.plot(*zip(*points), label=run_dir.name, linewidth=1) if points else None
+            if points:
+                ax.plot(*zip(*points), label=label, linewidth=1, color=colours[run_dir.name],
+                        linestyle=styles.get(seeds[run_dir], "-"))
     for ax, (_, title) in zip(axes, PANELS):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
+        ax.set_ylim(-0.02, 1.02)  # every panel is a share or a σ(logit): the whole range, so change shows honestly
     axes[0].legend(fontsize=7)
     figure.savefig(path, dpi=100)
 
