@@ -20,7 +20,11 @@ Each PATH is a checkout of the repository (or the test file itself):
   pair of `test_latex_normalization` is an equivalence: gold the normalized string, pred the input.
 
 The output directory gets one `<suite>.jsonl` per suite, one `{"suite", "category", "gold", "pred",
-"expected"}` per line. The cases are other projects' data: write them outside this repository.
+"expected"}` per line, and `"options"` where the case tests a convention coreward makes an option (a
+`Verifier` keyword): `{"decimal_comma": true}` for math-verify's `number_extraction` cases that write a
+decimal comma (`1000,99`, `0,111`, `2,74`; a comma before exactly three digits is a thousands separator),
+`{"ordered_lists": true}` for every Hendrycks case (its grader compares lists position by position, and its
+tests `order`/`decimals` say so). `verify_peer_suites.py` reports those verdicts in a column of their own. The cases are other projects' data: write them outside this repository.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import re
 import warnings
 from pathlib import Path
 
+DECIMAL_COMMA = re.compile(r"(?<![\d,])(?:0,\d+|\d+,(?:\d{1,2}|\d{4,}))(?![\d,])")
 NON_DEFAULT_OPTIONS = {"allow_set_relation_comp": False, "strict": True}  # math-verify's defaults
 
 
@@ -98,7 +103,11 @@ def math_verify_cases(path: Path) -> list[dict]:
                 continue  # e.g. test_string_extraction.py: parse() output, no gold
             if any(row.get(option, default) != default for option, default in NON_DEFAULT_OPTIONS.items()):
                 continue
-            cases.append(_case("math-verify", function.removeprefix("test_"), row["gold"], row["pred"], expected))
+            case = _case("math-verify", function.removeprefix("test_"), row["gold"], row["pred"], expected)
+            if case["category"] == "number_extraction" and any(
+                    DECIMAL_COMMA.search(str(text)) for text in (row["gold"], row["pred"])):
+                case["options"] = {"decimal_comma": True}
+            cases.append(case)
     return cases
 
 
@@ -137,7 +146,8 @@ def hendrycks_cases(path: Path) -> list[dict]:
                         expected = statement.func.attr == "assertTrue"
             if expected is not None and "test_in" in values and "test_out" in values:
                 category = re.sub(r"\d+$", "", node.name.removeprefix("test_"))
-                cases.append(_case("hendrycks", category, values["test_in"], values["test_out"], expected))
+                case = _case("hendrycks", category, values["test_in"], values["test_out"], expected)
+                cases.append({**case, "options": {"ordered_lists": True}})
     return cases
 
 
