@@ -4,7 +4,9 @@ math-verify compares two expressions; an answer can claim more than one thing, a
 learns hide there. So before any comparison an answer is read as:
 
 * a list of elements: several boxes (joined by extraction), top-level commas, `or`, `and`, `\\lor`, `\\vee`,
-  `\\quad`, a line break `\\\\` outside a matrix, the rows of `cases`. A list is a set: it is correct only
+  `\\quad`, a line break `\\\\` outside a matrix, the rows of `cases`, top-level semicolons (`-12;-11`; a
+  group of assignments between them is a tuple: `p=5,q=2;p=7,q=2` is `(5,2), (7,2)`). `a \\pm b` is the two
+  elements `a + b`, `a - b` (so `\\pm 2021` equals `\\{-2021, 2021\\}`, and is wrong for gold `2021`). A list is a set: it is correct only
   when every element equals some gold element and every gold element is matched (so `3, 5` is wrong for
   gold `5`, and `(2, 2), (6, 2)` right for `(6, 2), (2, 2)`); `ordered_lists=True` compares by position.
 * per element, a chain of `=` / `\\approx` between values (`5 = 3`, `x = 5 = 3`, `5 \\approx 3`): every value
@@ -110,13 +112,15 @@ _OPENERS, _CLOSERS = "([{", ")]}"
 def elements(answer: str) -> list[str]:
     """The members of an answer read as a list (one member when it is not a list); a set written with
     braces (`\\{1, 2\\}`, `{1,2,3}`) is a list too."""
-    text = answer.strip()
+    text = _SPACING.sub(r"\1 ", answer.strip()).strip()
     for opening, closing in (("\\{", "\\}"), ("\\left\\{", "\\right\\}"), ("{", "}")):
         if text.startswith(opening) and text.endswith(closing) and _top_level_commas(text[len(opening):-len(closing)]):
             text = text[len(opening) : -len(closing)]
             break
     if THOUSANDS.fullmatch(text):
         return [text]
+    if len(groups := _split_top_level(text, ";")) > 1:
+        text = ", ".join(_as_tuple(group) for group in groups)
     text = _TEXT_CONNECTIVE.sub(",", text)
     text = _SEPARATOR_COMMANDS.sub(",", _WORD_CONNECTIVE.sub(",", text))
     if _CASES.search(text):
@@ -124,7 +128,34 @@ def elements(answer: str) -> list[str]:
     if not _MATRIX.search(text):
         text = text.replace("\\\\", ",")
     parts = [_balanced(part) for part in _split_top_level(text, ",")]
-    return [part for part in parts if part] or [answer]
+    parts = [expanded for part in parts if part for expanded in _plus_minus(part)]
+    return parts or [answer]
+
+
+# `\,` `\;` `\:` `\!` (thin spaces; not the second backslash of a line break `\\`)
+_SPACING = re.compile(r"(?<!\\)((?:\\\\)*)\\[,;:!]")
+_ASSIGNMENT = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+?)\s*")
+_PLUS_MINUS = re.compile(r"\\(pm|mp)(?![a-zA-Z])")
+
+
+def _as_tuple(group: str) -> str:
+    """A `;`-separated group of assignments as a tuple (`p=5,q=2` -> `(5, 2)`); any other group unchanged."""
+    parts = _split_top_level(group, ",")
+    values = [_ASSIGNMENT.fullmatch(part) for part in parts]
+    if len(parts) > 1 and all(values):
+        return "(" + ", ".join(value.group(1) for value in values) + ")"
+    return group.strip()
+
+
+def _plus_minus(part: str) -> list[str]:
+    """`a \\pm b` -> [`a + b`, `a - b`] for one top-level `\\pm` (or `\\mp`); anything else unchanged."""
+    signs = [m for m in _PLUS_MINUS.finditer(part) if len(_split_top_level(part[: m.start()] + ",", ",")) == 2]
+    if len(signs) != 1 or len(_PLUS_MINUS.findall(part)) != 1:
+        return [part]
+    sign = signs[0]
+    before, after = part[: sign.start()].strip(), part[sign.end() :].strip()
+    plus, minus = (f"{before} + {after}" if before else after), f"{before} - {after}".strip()
+    return [plus, minus] if sign.group(1) == "pm" else [minus, plus]
 
 
 def _top_level_commas(text: str) -> bool:
@@ -241,6 +272,9 @@ _UNIT = re.compile(
 )
 
 
+_ONE_LETTER_UNITS = frozenset("mgshLKAVWJN")
+
+
 def split_unit(answer: str) -> tuple[str, str | None]:
     """(`5`, `kg`) for `5 \\text{ kg}`, (`28`, `%`) for `28 %`, (answer, None) when no unit follows a number."""
     match = _UNIT.fullmatch(answer.strip())
@@ -248,7 +282,10 @@ def split_unit(answer: str) -> tuple[str, str | None]:
         return answer, None
     if match.group("percent"):
         return match.group("value"), "%"
-    unit = (match.group("wrapped") or match.group("word")).lower().replace(" ", "").rstrip(".")
+    word = match.group("word")
+    if word is not None and len(word) == 1 and word not in _ONE_LETTER_UNITS:
+        return answer, None  # `\\frac{3}{4}i`, `2x`, `5e`: a variable or a constant, not a unit
+    unit = (match.group("wrapped") or word).lower().replace(" ", "").rstrip(".")
     if unit in ("percent", "percentage", "pct"):
         return match.group("value"), "%"
     if len(unit) > 2 and unit.endswith("s"):

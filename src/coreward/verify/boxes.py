@@ -14,7 +14,7 @@ BOX_COMMANDS = ("\\boxed", "\\fbox")
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 # A plain number written with thousands separators and no space after them: `1,234`, `-12,345.5`.
 # `32, 349` is not one (that is a list of two numbers, as MATH writes them).
-THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+THOUSANDS = re.compile(r"-?(?!0,)\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # `0,111` is no thousands group
 
 
 @dataclass(frozen=True)

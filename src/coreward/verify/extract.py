@@ -16,7 +16,16 @@ Rules, in order (docs/verification.md has an example of each):
   * an answer sentence: "the answer is x", "Final Answer: The largest $n$ is 34.", "Answer $$ 9 $$";
   * a completion that is itself a short one-line answer ("0.5", "$x^2+1$"), as `coreward verify` has always read it;
   * the one formula of the last sentence ("Therefore $x \\geq 5$ is the solution."; two formulas: none);
+  * the one value of the last sentence, when that sentence is a conclusion ("Therefore, there are 12
+    sequences ...") or the value ends it, with at most a unit, currency or percent after it ("... which is
+    1,000.99€", "... increases by 100%."), or a label and a colon introduce it ("Total: 42 apples"); a value
+    the sentence negates ("not 10") does not count, and two
+    values, or a sentence that calls something wrong, are no answer;
   * only with `last_number_fallback`: the last number (`-1,234.5`, `3/4`).
+
+The last sentence is read after cutting what follows an end-of-turn token (`<|im_start|>user ...`, another
+turn) and a closing formula ("I hope it is correct."). Inline math (`$...$`, `\\(...\\)`) does not span
+a line break (as in Markdown), so a stray `$` does not pair with one on another line.
 """
 
 from __future__ import annotations
@@ -40,15 +49,15 @@ _ANSWER_PHRASE = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|;")
-_DISPLAY_MATH = re.compile(r"\s*(?:\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$(.+?)\$)", re.DOTALL)
-_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
+_DISPLAY_MATH = re.compile(r"\s*(?:\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\(([^\n]+?)\\\)|\$([^\n$]+?)\$)", re.DOTALL)
+_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$([^\n$]+?)\$|\\\[(.+?)\\\]|\\\(([^\n]+?)\\\)", re.DOTALL)
 # "18 dollars per week" -> "18 dollars": the number and its unit (a differing unit makes it wrong).
 _NUMBER_THEN_WORDS = re.compile(r"(-?\d[\d,]*(?:\.\d+)?\s+[A-Za-z]+)(?:\s+[A-Za-z ]*)?")
 # A sign only where it can't be a binary minus ("10-3" ends in 3, not -3).
 _NUMBER = re.compile(r"(?:(?<![\w)\]}])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|(?<!\d)\.\d+")
 _WORD = re.compile(r"[A-Za-z]{2,}")
 _LATEX_COMMAND = re.compile(r"\\[a-zA-Z]+")
-_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mbox|textit|mathbf|operatorname)\s*\{[^{}]*\}")
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mbox|textit|mathbf|operatorname)\s*\{[^{}]*\}|\\(?:begin|end)\s*\{\w+\*?\}")
 # Text that talks to whoever scores the answer is an attempt to steer the score, not an answer.
 _JUDGE = re.compile(
     r"\b(?:grader|grading|judge|evaluator|annotator|reward\s+model|expected\s+answer|reference\s+answer|"
@@ -74,22 +83,51 @@ def extract_answer(text: str, last_number_fallback: bool = False) -> str | None:
         return None
 
 
-def _extract(tail: str, last_number_fallback: bool) -> str | None:
+def _extract(tail: str, last_number_fallback: bool, reference: bool = False) -> str | None:
     if _JUDGE.search(tail[-JUDGE_WINDOW:]):
         return None
+    tail = _this_turn(tail)
     found = [box for box in boxes(tail) if box.content is not None]  # an unclosed box was cut off, not given
     phrase = _last_match(_ANSWER_PHRASE, tail)
     if found:
         if phrase is not None and phrase.start() >= found[-1].end and _states_value(stated := _phrase_answer(tail, phrase)):
             return stated
-        return _from_boxes(tail, found)
+        return _from_boxes(tail, _last_group(tail, found) if reference else found)
     for answer in (_after_hashes(tail), phrase and _phrase_answer(tail, phrase), _bare_answer(tail),
-                   _math_of_last_sentence(tail)):
+                   _math_of_last_sentence(tail), _value_of_last_sentence(tail)):
         if (answer := clean_answer(answer)) is not None:
             return answer
     if last_number_fallback:
         return clean_answer(_last_number(tail))
     return None
+
+
+# What follows an end-of-turn or start-of-turn token is another turn (a model that went on to write the
+# user's next message), not this answer.
+_TURN_TOKEN = re.compile(r"<\|(?:im_start|im_end|eot_id|eom_id|endoftext|end_of_text|start_header_id|end)\|>|</s>")
+
+
+def _this_turn(text: str) -> str:
+    """`text` up to the first turn token that follows some text (leading tokens are skipped)."""
+    for token in _TURN_TOKEN.finditer(text):
+        if text[: token.start()].strip() and not _TURN_TOKEN.fullmatch(text[: token.start()].strip()):
+            return text[: token.start()]
+    return text
+
+
+def _last_group(tail: str, found) -> list:
+    """For a reference solution: the last box, with the boxes right before it that only separators part
+    (`\\boxed{1}\\boxed{2}`, `\\boxed{1}, \\boxed{2}`); boxes that prose parts from the last are the
+    solution's intermediate steps (`\\boxed{1} no no no \\boxed{2}` is 2)."""
+    group = [found[-1]]
+    for box in reversed(found[:-1]):
+        if _is_prose(_WORD_CONNECTIVES.sub(" ", tail[box.end : group[0].start])):
+            break
+        group.insert(0, box)
+    return group
+
+
+_WORD_CONNECTIVES = re.compile(r"\b(?:and|or)\b|\\(?:text|quad|qquad)\b", re.IGNORECASE)
 
 
 def _from_boxes(tail: str, found) -> str | None:
@@ -191,17 +229,41 @@ def clean_answer(raw: str | None) -> str | None:
                 text = text[len(opening) : -len(closing)]
         if text.endswith(".") and not text.endswith(".."):
             text = text[:-1]
-    return drop_thousands_separators(text) or None
+        if text.endswith("\\") and not text.endswith("\\\\"):
+            text = text[:-1]  # `185\`: a stray backslash after the answer
+    if text in ("\\(", "\\[", "\\)", "\\]"):
+        return None  # a delimiter whose other half is on another line
+    return drop_thousands_separators(_DOUBLED_COMMAND.sub(r"\\", text)) or None
+
+
+# `\\le` where `\le` was meant (a string escaped twice): a line break followed by the name of a relation
+# or a common command is that command.
+_DOUBLED_COMMAND = re.compile(
+    r"(?<!\\)\\\\(?=(?:le|leq|ge|geq|lt|gt|ne|neq|in|notin|cup|cap|frac|dfrac|tfrac|sqrt|pm|mp|cdot|times|"
+    r"infty|pi|text|mathrm|approx)(?![a-zA-Z]))")
 
 
 def gold_answer(gold: str | None) -> str | None:
-    """A reference answer as the verifier compares it: `$...$`, `\\[...\\]` and a box around it removed
-    (a reference written as a solution, with boxes, reads like a completion)."""
+    """A reference answer as the verifier compares it: `$...$`, `\\[...\\]` and a box around it removed.
+
+    A reference written as a solution (with boxes, or prose over `BARE_ANSWER_CHARS` characters) is read
+    like a completion, except that its boxes count from the last group only: a reference is trusted, and
+    the boxes a worked solution puts on intermediate steps are not its answer (`\\boxed{1} no no \\boxed{2}`
+    is 2; `\\boxed{1}\\boxed{2}` is `1, 2`)."""
     if not isinstance(gold, str):
         return None
     if any(command in gold for command in ("\\boxed", "\\fbox")):
-        return extract_answer(gold)
+        return _extract_reference(gold)
+    if len(gold) > BARE_ANSWER_CHARS and _is_prose(gold):
+        return _extract_reference(gold) or clean_answer(gold)
     return clean_answer(gold)
+
+
+def _extract_reference(gold: str) -> str | None:
+    try:
+        return _extract(gold[-TAIL_CHARS:], False, reference=True)
+    except Exception:  # noqa: BLE001 - as extract_answer
+        return None
 
 
 def _after_hashes(text: str) -> str | None:
@@ -282,12 +344,92 @@ def _bare_answer(text: str) -> str | None:
 
 def _math_of_last_sentence(text: str) -> str | None:
     """The math of the last sentence when it holds exactly one formula ("Therefore $x \\geq 5$ is the
-    solution."); two formulas there ("either $3$ or $5$") are no answer."""
-    body = text.rstrip().rstrip(".").rstrip()
-    start = max(body.rfind("\n"), max((m.end() for m in _SENTENCE_END.finditer(body)), default=-1) - 1)
-    sentence = body[start + 1 :]
+    solution."); two formulas there ("either $3$ or $5$") are no answer. A formula of names only (the
+    `$(x, y)$` of "the ordered pair $(x, y)$ is $(7, 6)$") is not a second one."""
+    sentence = _final_sentence(text)
     math = [next(g for g in m.groups() if g is not None) for m in _INLINE_MATH.finditer(sentence)]
-    return math[0] if len(math) == 1 else None
+    values = [formula for formula in math if _holds_value(formula)]
+    if len(math) == 1:
+        return math[0]
+    return values[0] if len(values) == 1 and len(set(map(str.strip, values))) == 1 else None
+
+
+# A closing formula after the answer ("I hope it is correct."): skipped when looking for the last sentence.
+_CLOSING = re.compile(
+    r"(?:I\s+hope\s+(?:it|this|that)\s+(?:is\s+correct|helps)|Hope\s+(?:it|this)\s+helps|Thank\s+you|Good\s+luck)"
+    r"[^.!?\n]{0,40}[.!]*\s*$", re.IGNORECASE)
+# A sentence that draws the conclusion starts here, even without a period before it ("... = 2/3 Therefore, ...").
+_CONCLUSION = re.compile(r"\b(?:Therefore|Thus|Hence|So|Finally|Consequently|In\s+(?:conclusion|summary|total))\b")
+LAST_SENTENCE_CHARS = 2_000
+
+
+def _final_sentence(text: str) -> str:
+    """The completion's last sentence: on its last line, after the last period (outside `$...$`) or
+    conclusion word, closing formulas skipped."""
+    body = text[-LAST_SENTENCE_CHARS:].rstrip()
+    for _ in range(3):
+        if (closing := _CLOSING.search(body, max(0, len(body) - 120))) is None:
+            break
+        body = body[: closing.start()].rstrip()
+    body = body.rstrip(".").rstrip()
+    body = body[body.rfind("\n") + 1 :]
+    start, in_math = 0, False
+    for i, char in enumerate(body):
+        if char == "$":
+            in_math = not in_math
+        elif not in_math and _SENTENCE_END.match(body, i):
+            start = i + 1
+    if (conclusion := _last_match(_CONCLUSION, body[start:])) is not None:
+        start += conclusion.start()
+    return body[start:]
+
+
+def _holds_value(formula: str) -> bool:
+    """A formula that states a value (`7`, `(7, 6)`, `\\pi`), not only names (`x`, `(x, y)`, `P(A)`)."""
+    return re.search(r"\d|\\(?:pi|infty|sqrt|emptyset|varnothing)(?![a-zA-Z])", formula) is not None
+
+
+# A number in prose: `12`, `-3`, `1,000.99`, `2/3`, `.5`, `2,74` (kept whole: the comparison reads its comma).
+_PROSE_NUMBER = re.compile(r"(?<![\w.,/\\^_])-?(?:\d+(?:,\d+)*(?:\.\d+)?|\.\d+)(?:/\d+)?(?![\d/])")
+# What may follow the value that ends a sentence: a percent, a currency, a short unit (`m²`, `cm`, `kg`).
+_TRAILER = re.compile(r"\s*(?:(?P<percent>\\?%|\s*percent\b)|(?P<currency>[$€£¥]|\\\$|USD|EUR)|"
+                      r"(?P<unit>[a-zA-Zµ°]{1,3}(?:\^?\{?[23]\}?|[²³])?)(?![a-zA-Z]))?\s*[.!]*\s*$")
+_LABEL = re.compile(r"\s*[A-Za-z][A-Za-z ]{0,30}?\s*:\s*")  # "Total: 42 ...", "Soucis : 2,74 $ ..."
+_NEGATED = re.compile(r"(?:\bnot|n't|\bno)\s*$", re.IGNORECASE)
+
+
+def _value_of_last_sentence(text: str) -> str | None:
+    """The one value of the last sentence: a number in the prose or a formula holding a value. Read when the
+    sentence draws a conclusion ("Therefore, there are 12 sequences that ..."), the value ends it (with a
+    unit, currency or percent at most: "which is 1,000.99€", "increases by 100%."), or a label and a colon
+    come right before it ("Total: 42 apples"). A value the sentence
+    negates ("it's not 10, it's 12") does not count; two values ("10 which is 1,000.99"), or a sentence that
+    calls something wrong ("a common mistake is 7"), are no answer."""
+    sentence = _final_sentence(text)
+    if not sentence or len(sentence) > MAX_ANSWER_CHARS or _DISOWN.search(sentence):
+        return None
+    candidates: list[tuple[str, int, int]] = []  # (value, start, end)
+    for m in _INLINE_MATH.finditer(sentence):
+        formula = next(g for g in m.groups() if g is not None).strip()
+        if _holds_value(formula) and not _NEGATED.search(sentence[: m.start()]):
+            candidates.append((formula, m.start(), m.end()))
+    prose = _INLINE_MATH.sub(lambda m: " " * len(m.group(0)), sentence)
+    for m in _PROSE_NUMBER.finditer(prose):
+        if not _NEGATED.search(prose[: m.start()]):
+            candidates.append((m.group(0), m.start(), m.end()))
+    if len({value for value, _, _ in candidates}) != 1:
+        return None
+    value, start, end = max(candidates, key=lambda candidate: candidate[2])
+    value = drop_thousands_separators(value)
+    trailer = _TRAILER.match(sentence, end)
+    labelled = _LABEL.fullmatch(sentence[: min(c[1] for c in candidates)]) is not None
+    if trailer is None and not labelled and _CONCLUSION.match(sentence) is None:
+        return None
+    if trailer is not None and trailer.group("percent"):
+        return value + "\\%"
+    if trailer is not None and trailer.group("unit"):
+        return f"{value} {trailer.group('unit')}"
+    return value
 
 
 def _last_number(text: str) -> str | None:
