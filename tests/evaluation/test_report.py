@@ -80,7 +80,7 @@ def test_missing_metrics_are_skipped(tmp_path):
     written = make_report([run], tmp_path / "out", smooth=0)
     assert [p.name for p in written] == ["training_reward_accuracy.png", "report.md"]
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "Not plotted (no run logged them): held-out accuracy, completion length, reward model." in report
+    assert "Not plotted (no run logged them): held-out accuracy, held-out agreement (no reference answers), completion length, reward model." in report
     assert "| only_reward | 4 | – | 0.400 | – | – | – |" in report
 
 

@@ -51,6 +51,8 @@ def test_unboxed_final_sentences(text, expected):
         "we get 42 apples",  # no conclusion, no label, a word (not a unit) after the value
         "Answer $ \n 9 \n $",  # inline math does not span a line break
         "Answer \\( \n 9 \n \\)",
+        "12+5=17;17-3=14;ans 14",  # one word before the value: the demo's unread format stays unread
+        "about 5.",
     ],
 )
 def test_loose_text_that_stays_unread(text):

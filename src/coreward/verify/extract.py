@@ -425,6 +425,11 @@ def _value_of_last_sentence(text: str) -> str | None:
     labelled = _LABEL.fullmatch(sentence[: min(c[1] for c in candidates)]) is not None
     if trailer is None and not labelled and _CONCLUSION.match(sentence) is None:
         return None
+    # a value ending the sentence counts in prose ("which is 1,000.99€"), not after one word ("ans 14", the
+    # demo's unread format, "about 5"): a format the rule does not read stays unread on every path
+    if trailer is not None and not labelled and _CONCLUSION.match(sentence) is None \
+            and not _is_prose(sentence[: min(c[1] for c in candidates)]):
+        return None
     if trailer is not None and trailer.group("percent"):
         return value + "\\%"
     if trailer is not None and trailer.group("unit"):
