@@ -73,6 +73,9 @@ PANELS = (("reward", "training reward"), ("verified_accuracy", "verified accurac
           ("rm/positive_rate", "prompts with a verified rollout (pairs)"))
 
 
+DISPLAY = {"model": "static RM", "cooper": "Cooper", "rule": "rule"}  # demo run directories' names
+
+
 def plot(run_dirs: list[Path], path: Path) -> None:
     """Per step, for every run: reward, verified accuracy, the RM's pair accuracy on the current rollouts and
     the positive rate (the mechanism: as positives vanish, so do the pairs the RM could learn from)."""
@@ -91,7 +94,7 @@ def plot(run_dirs: list[Path], path: Path) -> None:
     styles = {seed: style for seed, style in zip(dict.fromkeys(seeds.values()), ("-", "--", ":", "-."))}
     for run_dir in run_dirs:
         rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "reward" in r]
-        label = f"{run_dir.name} {seeds[run_dir]}".strip()
+        label = f"{DISPLAY.get(run_dir.name, run_dir.name)} {seeds[run_dir]}".strip()
         for ax, (key, _) in zip(axes, PANELS):
             points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
             if points:
@@ -121,9 +124,9 @@ def main() -> None:
     parser.add_argument("--plot", nargs="*", help="only draw OUTPUT/stress.png from these run directories")
     args = parser.parse_args()
     output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
     if args.plot:
         return plot([Path(d) for d in args.plot], output / "stress.png")
-    output.mkdir(parents=True, exist_ok=True)
     results = []
     for variant in args.variants.split(","):
         for seed in map(int, args.seeds.split(",")):
