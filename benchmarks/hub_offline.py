@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 from huggingface_hub import constants
@@ -24,7 +24,9 @@ def failure_time(source: str) -> tuple[float, str]:
 
 
 def main() -> None:
-    source = sys.argv[1] if len(sys.argv) > 1 else "openai/gsm8k:main"
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dataset", nargs="?", default="openai/gsm8k:main", help="a hub dataset id[:subset]")
+    source = parser.parse_args().dataset
     seconds, message = failure_time(source)
     print(f"no offline mode: {seconds:.2f} s: {message}")
     constants.HF_HUB_OFFLINE = True

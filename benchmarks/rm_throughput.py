@@ -22,9 +22,14 @@ from coreward.rm.model import VerifyRM
 
 
 def load_rows(limit: int) -> list[dict]:
+    """The demo RM's verification set when it was built here, else the held-out rows the package ships with it
+    (the policy's samples, labelled by the rule verifier: the same kind of rows)."""
     from coreward.demo.rm import ensure_demo_rm
+    from coreward.runtime.assets import shipped_path
 
     path = ensure_demo_rm().parents[1] / "verification.jsonl"
+    if not path.is_file():
+        path = shipped_path("demo", "rm_pairs")
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     return (rows * (limit // len(rows) + 1))[:limit]
 
