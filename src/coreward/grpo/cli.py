@@ -25,10 +25,11 @@ def register(app: typer.Typer) -> None:
 
         Example: coreward train --config configs/demo/cooper.yaml --max-steps 10 --output-dir runs/try
         """
-        from coreward.runtime.distributed import print_once
+        from coreward.runtime.distributed import leave_process_group, print_once
         from coreward.grpo.train import train_main
 
         result = train_main(config, set_, output_dir, max_steps, resume, allow_config_change)
+        leave_process_group()
         if result.preempted:
             from coreward.grpo.preemption import PREEMPTED_EXIT
 

@@ -76,3 +76,14 @@ def load_location(device: Any) -> Any:
 
     device = torch.device(device)
     return "cpu" if device.type == "cpu" else device
+
+
+def leave_process_group() -> None:
+    """Leave the process group together before the interpreter exits. A process that exits while the group's
+    background threads still run can abort at teardown ("terminate called without an active exception", exit
+    -6) after its work is done, failing a finished run; seen with ZeRO-3 on gloo. No-op without a group."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
