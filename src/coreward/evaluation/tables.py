@@ -46,12 +46,10 @@ def results_table(results: Any, label: str | None = None) -> str:
     """One evaluation: a row per metric (avg@n, pass@n, maj@n; agree@n and answered for benchmarks without
     reference answers). pass@1 is left out: it equals avg@n."""
     label = label or results.model
-    n = results.settings["n"]
-    metrics = [m for r in results.benchmarks.values() for m in r.metrics() if m != "pass@1" or n == 1]
-    if n == 1:
-        metrics = [m for m in metrics if m not in ("pass@1", "maj@1")]
+    # pass@1 equals avg@n, and with n = 1 so does maj@1
+    metrics = dict.fromkeys(m for r in results.benchmarks.values() for m in r.metrics() if m not in ("pass@1", "maj@1"))
     rows = [(label, m, {name: r.metrics()[m] for name, r in results.benchmarks.items() if m in r.metrics()})
-            for m in dict.fromkeys(metrics)]
+            for m in metrics]
     return render_table(rows)
 
 

@@ -422,14 +422,13 @@ def _value_of_last_sentence(text: str) -> str | None:
     value, start, end = max(candidates, key=lambda candidate: candidate[2])
     value = drop_thousands_separators(value)
     trailer = _TRAILER.match(sentence, end)
-    labelled = _LABEL.fullmatch(sentence[: min(c[1] for c in candidates)]) is not None
-    if trailer is None and not labelled and _CONCLUSION.match(sentence) is None:
-        return None
-    # a value ending the sentence counts in prose ("which is 1,000.99€"), not after one word ("ans 14", the
-    # demo's unread format, "about 5"): a format the rule does not read stays unread on every path
-    if trailer is not None and not labelled and _CONCLUSION.match(sentence) is None \
-            and not _is_prose(sentence[: min(c[1] for c in candidates)]):
-        return None
+    before = sentence[: min(c[1] for c in candidates)]
+    if _LABEL.fullmatch(before) is None and _CONCLUSION.match(sentence) is None:
+        # neither labelled nor a conclusion: the value must end a sentence of prose ("which is 1,000.99€"), not
+        # follow one word ("ans 14", the demo's unread format, "about 5"): a format the rule does not read stays
+        # unread on every path
+        if trailer is None or not _is_prose(before):
+            return None
     if trailer is not None and trailer.group("percent"):
         return value + "\\%"
     if trailer is not None and trailer.group("unit"):
