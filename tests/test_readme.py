@@ -1,41 +1,65 @@
-"""The README's commands still run: every `coreward ...` line of its bash blocks names a real command with
-real options (parsed by the CLI itself, `--help` appended so nothing trains), and every file it names exists."""
+"""The README is a front page: short, with the sections a newcomer looks for, a methods table that matches the
+registry and links each method to its docs section, commands the CLI accepts, a config that loads, and links and
+files that exist. The detail lives in the docs site (tests/test_docs.py)."""
 
 from __future__ import annotations
 
 import re
-import shlex
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+import yaml
 
-from coreward.cli import app
+from tests.helpers.markdown_checks import NARRATION, REPO, anchors, commands, local_links, named_files, parse_command
 
-REPO = Path(__file__).resolve().parents[1]
+
 README = (REPO / "README.md").read_text()
+SECTIONS = ["Two commands", "Methods", "The command line", "A config", "Python",
+            "Running the papers' settings on GPUs", "Documentation"]
 
 
-def readme_commands() -> list[str]:
-    commands = []
-    for block in re.findall(r"```(?:bash|sh)\n(.*?)```", README, re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            line = line.split("  #")[0].strip()
-            found = re.search(r"(?:^|\s)(?:coreward|-m coreward\.cli)\s+(.*)$", line)
-            if found and not line.startswith("#"):
-                commands.append(found.group(1))
-    return commands
+def test_readme_is_a_front_page():
+    assert len(README.splitlines()) <= 250
+    headings = re.findall(r"^## (.+)$", README, re.M)
+    assert headings == SECTIONS
+    assert "bash .ci/run" in README and "python -m pip install -e . && coreward demo" in README
 
 
-@pytest.mark.parametrize("command", readme_commands())
+@pytest.mark.parametrize("command", commands(README))
 def test_readme_command_parses(command):
-    args = [a for a in shlex.split(command) if a not in ("|", "&&")]
-    result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0, f"coreward {command}\n{result.output}"
+    code, output = parse_command(command)
+    assert code == 0, f"coreward {command}\n{output}"
 
 
-def test_readme_names_files_that_exist():
-    named = set(re.findall(r"`((?:configs|benchmarks|docs|tests|src)/[\w./-]+\.(?:py|yaml|json|md|png))`", README))
-    missing = sorted(p for p in named if not (REPO / p).exists())
+def test_readme_names_files_and_links_that_exist():
+    missing = sorted(p for p in named_files(README) if not (REPO / p).exists())
     assert not missing, missing
-    assert len(readme_commands()) >= 4
+    for path, anchor in local_links(README):
+        assert (REPO / path).exists(), path
+        if anchor:
+            assert anchor in anchors(REPO / path), f"{path}#{anchor}"
+    assert len(commands(README)) >= 4
+
+
+def test_methods_table_matches_the_registry_and_links_each_method():
+    from coreward.rewards import registered_sources
+
+    section = README.split("## Methods", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)`.*\[\w+\]\((docs/methods\.md#[\w-]+)\) \|$", section, re.M)
+    assert sorted(name for name, _ in rows) == sorted(registered_sources())
+    methods_anchors = anchors(REPO / "docs" / "methods.md")
+    assert all(link.split("#")[1] in methods_anchors for _, link in rows)
+
+
+def test_readme_config_loads():
+    from coreward.grpo.config import TrainConfig
+    from coreward.runtime.config import build
+
+    blocks = re.findall(r"```yaml\n(.*?)```", README, re.S)
+    assert blocks
+    for block in blocks:
+        config = build(TrainConfig, yaml.safe_load(block))
+        assert config.rewards and config.grpo
+
+
+def test_readme_dates_figures_instead_of_narrating():
+    assert not NARRATION.findall(README)
