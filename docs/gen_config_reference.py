@@ -3,7 +3,8 @@
 Every key of `coreward train`'s config (grpo/config.py), of every registered reward's `Params`
 (rewards/*.py), of `coreward rm train` (rm/train.py) and of `coreward sft` (demo/sft.py): its type, its
 default and its help. The help of a field is, in this order: `metadata={"help": ...}`, the comment on its
-line, or the comment block right above it (a block starting with `--` heads a group and belongs to no field).
+line, the comment block right above it (a block that heads a group of fields, `# -- ...` or one word such as
+`# model (...)`, belongs to none), or the line written for it in WRITTEN_HERE below.
 
 Two ways to run it:
     python docs/gen_config_reference.py [OUTPUT.md]     # prints (or writes) the page
@@ -90,6 +91,7 @@ WRITTEN_HERE = {
     "RMTrainConfig.output_dir": "where the RM is written (`--output-dir` overrides it)",
     "DemoSFTConfig.output_dir": "where the policy is written (`--output-dir` overrides it)",
     "DemoSFTConfig.seed": "seed of the model's initialization and of the data order",
+    "DemoSFTConfig.hidden": "hidden size of the demo model (`demo/model.py`'s build_demo_model)",
     "DemoSFTConfig.layers": "decoder layers",
     "DemoSFTConfig.heads": "attention heads",
     "DemoSFTConfig.kv_heads": "key/value heads (grouped-query attention)",
@@ -145,11 +147,16 @@ def _source_comments(cls: type) -> dict[str, str]:
             continue
         match = _FIELD_LINE.match(line)
         if match and not line.lstrip().startswith(("def ", "class ", "@")):
-            above = " ".join(block) if block and not block[0].startswith("--") else ""
+            above = " ".join(block) if block and not _is_heading(block) else ""
             beside = (match.group(2) or "").strip()
             found[match.group(1)] = " ".join(t for t in (above, beside) if t)
         block = []
     return found
+
+
+def _is_heading(block: list[str]) -> bool:
+    """A comment that heads a group of fields (`# -- the RM's update schedule`, `# model (see build_demo_model)`)."""
+    return block[0].startswith("--") or (len(block) == 1 and re.fullmatch(r"\w+( \(.*\))?", block[0]) is not None)
 
 
 # --------------------------------------------------------------------------- types and defaults as YAML spells them
