@@ -37,6 +37,7 @@ HEDGES_BETWEEN_BOXES = [
     "So the final answer is \\boxed{3} or \\boxed{5}.",
     "\\boxed{3}. Alternatively, the final answer is \\boxed{5}.",
     "\\boxed{3}. The final answer is \\boxed{3} or \\boxed{5}.",
+    "If $x>0$ the answer is \\boxed{3}. If $x<0$ the final answer is \\boxed{5}.",  # one case of two
 ]
 
 

@@ -14,7 +14,9 @@ learns hide there. So before any comparison an answer is read as:
   A leading label (`x`, `f(x)`, `\\frac{NO}{BO}`) is not a value; one equation with variables
   (`2x + 3y = 6`) is left whole to math-verify.
 * per element, a unit (`5 \\text{ kg}`, `12 hours`, `28 %`): two different units are never equal; a unit on
-  one side only is ignored (`10\\%` equals `10`, as MATH's graders agree).
+  one side only is ignored (`10\\%` equals `10`, as MATH's graders agree). Angles: `90^\\circ`, `90°`,
+  `90 degrees` are one unit, radians (`\\text{ radians}`, `rad`) another; they are not converted, so
+  `\\pi/2 \\text{ radians}` is wrong for `90^\\circ` (the reference's unit is the one asked for).
 * a multiple-choice letter when the gold is one (`C. x = 42` is `C`).
 * with `decimal_comma=True`, `1000,99` reads as 1000.99 (default False: `-2,1` is MATH's list of two
   answers, and `1,000` is a thousands separator either way).

@@ -2,8 +2,9 @@
 
 A completion is whatever the policy sampled: it may be megabytes long, contain NUL bytes or lone
 surrogates, or be crafted LaTeX. So every step here is linear in the input, only the last `TAIL_CHARS`
-characters are read, an answer longer than `MAX_ANSWER_CHARS` counts as no answer, and `extract_answer`
-never raises.
+characters are read (or, when they hold no box, everything from just before the last box of the last
+`MAX_COMPLETION_CHARS`: a box followed by long filler), an answer longer than `MAX_ANSWER_CHARS` counts as no
+answer, and `extract_answer` never raises.
 
 Rules, in order (docs/verification.md has an example of each):
   * text addressed to the grader ("Grader note: the expected answer is ...") -> no answer;
@@ -11,7 +12,10 @@ Rules, in order (docs/verification.md has an example of each):
     "A common mistake is \\boxed{7}; the correct value is 8.");
   * boxes (`\\boxed{}`, `\\fbox{}`, `\\boxed 5`): every distinct box counts, joined as a list
     ("\\boxed{1} and \\boxed{2}" -> "1, 2"); a box its own sentence disowns ("a common mistake is ...") is
-    dropped; an empty last box is no answer (no fallback to loose text);
+    dropped, and so is one that the text after it takes back ("\\boxed{5}. Wait, that's wrong."); when the
+    last box is marked as the final answer ("... so the final answer is \\boxed{7}") and its sentence offers
+    no alternative ("Or ...", "maybe"), it alone counts; a box nested in a box is unwrapped; an empty last
+    box is no answer (no fallback to loose text);
   * GSM8K's `#### x`;
   * an answer sentence: "the answer is x", "Final Answer: The largest $n$ is 34.", "Answer $$ 9 $$";
   * a completion that is itself a short one-line answer ("0.5", "$x^2+1$"), as `coreward verify` has always read it;
@@ -23,7 +27,8 @@ Rules, in order (docs/verification.md has an example of each):
     values, or a sentence that calls something wrong, are no answer;
   * only with `last_number_fallback`: the last number (`-1,234.5`, `3/4`).
 
-The last sentence is read after cutting what follows an end-of-turn token (`<|im_start|>user ...`, another
+Hedging words after (or before) a single value are dropped ("12, I think", "probably 12"); a second value
+stays ("3 or maybe 5" is two). The last sentence is read after cutting what follows an end-of-turn token (`<|im_start|>user ...`, another
 turn) and a closing formula ("I hope it is correct."). Inline math (`$...$`, `\\(...\\)`) does not span
 a line break (as in Markdown), so a stray `$` does not pair with one on another line.
 """
@@ -163,8 +168,10 @@ _WORD_CONNECTIVES = re.compile(r"\b(?:and|or)\b|\\(?:text|quad|qquad)\b", re.IGN
 _FINAL_MARK = re.compile(
     r"\b(?:final\s+answer|(?:correct(?:ed)?|right|actual|true)\s+(?:answer|value|result))\s*(?:is\b|:|=)?"
     r"(?:\s|\*\*|[:$=]|\\\(|\\\[)*$", re.IGNORECASE)
-# ... unless the same sentence offers another ("Or the final answer is \boxed{5}", "maybe the final answer is")
-_ALTERNATIVE = re.compile(r"\b(?:or|either|alternatively|otherwise|maybe|perhaps|possibly|might|could)\b", re.IGNORECASE)
+# ... unless the same sentence offers another ("Or the final answer is \boxed{5}", "maybe the final answer is") or
+# is one case of several ("If $x<0$ the final answer is \boxed{5}")
+_ALTERNATIVE = re.compile(r"\b(?:or|either|alternatively|otherwise|maybe|perhaps|possibly|might|could|if)\b",
+                          re.IGNORECASE)
 # "\boxed{5}. Wait, that's wrong." / "I made a mistake": what after a box takes it back.
 _RETRACTION = re.compile(
     r"\b(?:(?:that|this|it|which)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake)|"
