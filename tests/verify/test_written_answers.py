@@ -89,6 +89,7 @@ def test_hedging_words_never_make_a_second_value_disappear(verifier):
     # a hedge word that is the whole answer stays the answer
     assert extract_answer("\\boxed{maybe}") == "maybe"
     assert extract_answer("The answer is maybe.") == "maybe"
+    assert extract_answer("\\boxed{\\text{probably}}") == "\\text{probably}"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from itertools import pairwise
 
 from coreward.verify.boxes import (BOX_COMMANDS, MAX_ANSWER_CHARS, THOUSANDS, boxes, drop_thousands_separators, unbox,
                                    unescaped_braces)
@@ -200,7 +201,7 @@ def _unretracted(tail: str, found) -> list:
     """The boxes not taken back by what follows them before the next box ("\\boxed{5}. Wait, that's wrong.
     ... \\boxed{7}" keeps 7). The last box is never dropped here: a retraction with nothing after it leaves
     two boxes or one, never a free pick."""
-    return [box for box, following in zip(found, found[1:]) if not _RETRACTION.search(tail, box.end, following.start)] \
+    return [box for box, following in pairwise(found) if not _RETRACTION.search(tail, box.end, following.start)] \
         + found[-1:]
 
 
@@ -323,8 +324,9 @@ _LEADING_HEDGE = re.compile(r"(?:probably|maybe|perhaps|possibly|I\s+(?:think|be
 def _without_hedge(text: str) -> str:
     """`12, I think` -> `12`; `\\frac{1}{2} probably` -> `\\frac{1}{2}`; `probably 12` -> `12`; `maybe` (the answer
     itself) unchanged: what is left must hold a digit or a command."""
-    if (hedge := _HEDGE.search(text, max(0, len(text) - 80))) is not None and re.search(r"[\d\\}]", text[: hedge.start()]):
-        text = text[: hedge.start()].rstrip()
+    if (hedge := _HEDGE.search(text, max(0, len(text) - 80))) is not None and re.search(r"[\d\\}]", kept := text[: hedge.start()]) \
+            and kept.count("{") == kept.count("}"):  # `\\text{probably}` is an answer, not a hedge
+        text = kept.rstrip()
     if (hedge := _LEADING_HEDGE.match(text)) is not None and re.search(r"[\d\\]", text[hedge.end() :]):
         text = text[hedge.end() :]
     return text
