@@ -14,9 +14,9 @@ def test_boxes_in_order_with_nesting_and_escapes():
 
 
 def test_scanning_is_linear():
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: on a machine shared with other jobs, wall time measures the load
     assert all(b.content is None for b in boxes("\\boxed{" * 200_000))
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 def test_thousands_separators():

@@ -31,7 +31,7 @@ def test_unboxed_final_answers(text, expected):
         ("\\boxed{1} and \\boxed{2} and \\boxed{3}", "1, 2, 3"),
         ("\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}", "(2, 2), (6, 2)"),
         ("\\boxed{004} ... so \\boxed{004} is right.\n**Final Answer**\n\\boxed{004}", "004"),  # repeats are one
-        ("\\boxed{\\boxed{5}}", "\\boxed{5}"),  # a box inside a box is part of it
+        ("\\boxed{\\boxed{5}}", "5"),  # a box that is the whole content of a box is unwrapped
     ],
 )
 def test_every_distinct_box_counts(text, expected):

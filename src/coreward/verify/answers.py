@@ -14,7 +14,9 @@ learns hide there. So before any comparison an answer is read as:
   A leading label (`x`, `f(x)`, `\\frac{NO}{BO}`) is not a value; one equation with variables
   (`2x + 3y = 6`) is left whole to math-verify.
 * per element, a unit (`5 \\text{ kg}`, `12 hours`, `28 %`): two different units are never equal; a unit on
-  one side only is ignored (`10\\%` equals `10`, as MATH's graders agree).
+  one side only is ignored (`10\\%` equals `10`, as MATH's graders agree). Angles: `90^\\circ`, `90°`,
+  `90 degrees` are one unit, radians (`\\text{ radians}`, `rad`) another; they are not converted, so
+  `\\pi/2 \\text{ radians}` is wrong for `90^\\circ` (the reference's unit is the one asked for).
 * a multiple-choice letter when the gold is one (`C. x = 42` is `C`).
 * with `decimal_comma=True`, `1000,99` reads as 1000.99 (default False: `-2,1` is MATH's list of two
   answers, and `1,000` is a thousands separator either way).
@@ -275,8 +277,25 @@ _UNIT = re.compile(
 _ONE_LETTER_UNITS = frozenset("mgshLKAVWJN")
 
 
+# An angle's unit, in each way it is written: `90^\circ`, `90^{\circ}`, `90°`, `90\degree`, `90 degrees`,
+# `\frac{\pi}{2} \text{ radians}`, `1.2 rad`. Degrees and radians are both units: they are never converted
+# into each other (a reference in degrees asks for degrees), so `\pi/2 \text{ radians}` is not `90^\circ`.
+_ANGLE = re.compile(
+    r"(?P<value>.*?\S)\s*(?:\\[,;! ]\s*)*(?:"
+    r"(?P<degrees>\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree|\\textdegree|"
+    r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?:°|degrees?|deg)\s*\}|(?<![A-Za-z\\])degrees?)|"
+    r"(?P<radians>\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?:radians?|rad)\s*\}|(?<![A-Za-z\\])(?:radians?|rad)))\s*",
+    re.DOTALL)
+# a value with its own angle marks or a function of an angle (`\sin 30^\circ`, `30^\circ + 45^\circ`) is not split
+_NOT_ANGLE_VALUE = re.compile(r"\\circ|°|\\degree|\\(?:arc)?(?:sin|cos|tan|cot|sec|csc)h?(?![a-zA-Z])")
+
+
 def split_unit(answer: str) -> tuple[str, str | None]:
-    """(`5`, `kg`) for `5 \\text{ kg}`, (`28`, `%`) for `28 %`, (answer, None) when no unit follows a number."""
+    """(`5`, `kg`) for `5 \\text{ kg}`, (`28`, `%`) for `28 %`, (`90`, `°`) for `90^\\circ` and `90°`, (`\\pi/2`,
+    `rad`) for `\\pi/2 \\text{ radians}`, (answer, None) when no unit follows a number."""
+    angle = _ANGLE.fullmatch(answer.strip())
+    if angle is not None and not _NOT_ANGLE_VALUE.search(angle.group("value")):
+        return angle.group("value"), "°" if angle.group("degrees") else "rad"
     match = _UNIT.fullmatch(answer.strip())
     if match is None:
         return answer, None

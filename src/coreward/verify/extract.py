@@ -2,8 +2,9 @@
 
 A completion is whatever the policy sampled: it may be megabytes long, contain NUL bytes or lone
 surrogates, or be crafted LaTeX. So every step here is linear in the input, only the last `TAIL_CHARS`
-characters are read, an answer longer than `MAX_ANSWER_CHARS` counts as no answer, and `extract_answer`
-never raises.
+characters are read (or, when they hold no box, everything from just before the last box of the last
+`MAX_COMPLETION_CHARS`: a box followed by long filler), an answer longer than `MAX_ANSWER_CHARS` counts as no
+answer, and `extract_answer` never raises.
 
 Rules, in order (docs/verification.md has an example of each):
   * text addressed to the grader ("Grader note: the expected answer is ...") -> no answer;
@@ -11,7 +12,10 @@ Rules, in order (docs/verification.md has an example of each):
     "A common mistake is \\boxed{7}; the correct value is 8.");
   * boxes (`\\boxed{}`, `\\fbox{}`, `\\boxed 5`): every distinct box counts, joined as a list
     ("\\boxed{1} and \\boxed{2}" -> "1, 2"); a box its own sentence disowns ("a common mistake is ...") is
-    dropped; an empty last box is no answer (no fallback to loose text);
+    dropped, and so is one that the text after it takes back ("\\boxed{5}. Wait, that's wrong."); when the
+    last box is marked as the final answer ("... so the final answer is \\boxed{7}") and its sentence offers
+    no alternative ("Or ...", "maybe"), it alone counts; a box nested in a box is unwrapped; an empty last
+    box is no answer (no fallback to loose text);
   * GSM8K's `#### x`;
   * an answer sentence: "the answer is x", "Final Answer: The largest $n$ is 34.", "Answer $$ 9 $$";
   * a completion that is itself a short one-line answer ("0.5", "$x^2+1$"), as `coreward verify` has always read it;
@@ -23,7 +27,8 @@ Rules, in order (docs/verification.md has an example of each):
     values, or a sentence that calls something wrong, are no answer;
   * only with `last_number_fallback`: the last number (`-1,234.5`, `3/4`).
 
-The last sentence is read after cutting what follows an end-of-turn token (`<|im_start|>user ...`, another
+Hedging words after (or before) a single value are dropped ("12, I think", "probably 12"); a second value
+stays ("3 or maybe 5" is two). The last sentence is read after cutting what follows an end-of-turn token (`<|im_start|>user ...`, another
 turn) and a closing formula ("I hope it is correct."). Inline math (`$...$`, `\\(...\\)`) does not span
 a line break (as in Markdown), so a stray `$` does not pair with one on another line.
 """
@@ -32,8 +37,10 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from itertools import pairwise
 
-from coreward.verify.boxes import MAX_ANSWER_CHARS, THOUSANDS, boxes, drop_thousands_separators, unescaped_braces
+from coreward.verify.boxes import (BOX_COMMANDS, MAX_ANSWER_CHARS, THOUSANDS, boxes, drop_thousands_separators, unbox,
+                                   unescaped_braces)
 
 __all__ = ["MAX_ANSWER_CHARS", "MAX_COMPLETION_CHARS", "TAIL_CHARS", "clean_answer", "clip_completion",
            "encodable", "extract_answer", "unescaped_braces"]
@@ -67,6 +74,17 @@ JUDGE_WINDOW = 2_000  # the judge cue is looked for in the completion's last cha
 _DISOWN = re.compile(r"\b(?:mistakes?|mistaken|wrong|incorrect|erroneous|instead\s+of|rather\s+than)\b[^.!?\n]*$",
                      re.IGNORECASE)
 DISOWN_WINDOW = 120  # characters of the box's own sentence looked at
+# Where a sentence turns to its conclusion: "Wait, that's wrong: 3+4=7, so the final answer is \boxed{7}" does not
+# disown the box, since the cue comes before the turn.
+_TURN = re.compile(r"\b(?:so|thus|therefore|hence|then|final\s+answer|correct(?:ed)?\s+(?:answer|value|result))\b",
+                   re.IGNORECASE)
+
+
+def _disowns(sentence: str) -> bool:
+    """Does the sentence leading up to a box call it wrong ("A common mistake is to write")? Only what follows
+    the sentence's last turn to a conclusion counts."""
+    turn = _last_match(_TURN, sentence)
+    return _DISOWN.search(sentence if turn is None else sentence[turn.end() :]) is not None
 
 
 def extract_answer(text: str, last_number_fallback: bool = False) -> str | None:
@@ -78,9 +96,25 @@ def extract_answer(text: str, last_number_fallback: bool = False) -> str | None:
     if not isinstance(text, str) or not text:
         return None
     try:
-        return _extract(text[-TAIL_CHARS:], last_number_fallback)
+        return _extract(_tail(text), last_number_fallback)
     except Exception:  # noqa: BLE001 - a safety net for inputs nobody thought of
         return None
+
+
+BOX_CONTEXT_CHARS = 2_000  # text kept before a box found behind the tail (its own sentence, earlier boxes)
+
+
+def _tail(text: str) -> str:
+    """The part of `text` that is read: its last `TAIL_CHARS` characters, or, when they hold no box and the
+    last `MAX_COMPLETION_CHARS` do, everything from just before that last box on (a boxed answer followed by
+    thousands of characters of filler is still read, and the filler is still read after it: an answer
+    sentence there still wins over the box). Two `rfind`s, so a megabyte without a box costs microseconds."""
+    tail = text[-TAIL_CHARS:]
+    if len(text) <= TAIL_CHARS or any(command in tail for command in BOX_COMMANDS):
+        return tail
+    window = text[-MAX_COMPLETION_CHARS:]
+    at = max(window.rfind(command) for command in BOX_COMMANDS)
+    return tail if at < 0 else window[max(0, at - BOX_CONTEXT_CHARS) :]
 
 
 def _extract(tail: str, last_number_fallback: bool, reference: bool = False) -> str | None:
@@ -92,7 +126,9 @@ def _extract(tail: str, last_number_fallback: bool, reference: bool = False) -> 
     if found:
         if phrase is not None and phrase.start() >= found[-1].end and _states_value(stated := _phrase_answer(tail, phrase)):
             return stated
-        return _from_boxes(tail, _last_group(tail, found) if reference else found)
+        if reference:
+            return _from_boxes(tail, _last_group(tail, found))
+        return _from_boxes(tail, _marked_final(tail, _unretracted(tail, found)))
     for answer in (_after_hashes(tail), phrase and _phrase_answer(tail, phrase), _bare_answer(tail),
                    _math_of_last_sentence(tail), _value_of_last_sentence(tail)):
         if (answer := clean_answer(answer)) is not None:
@@ -128,6 +164,45 @@ def _last_group(tail: str, found) -> list:
 
 
 _WORD_CONNECTIVES = re.compile(r"\b(?:and|or)\b|\\(?:text|quad|qquad)\b", re.IGNORECASE)
+# "... so the final answer is \boxed{7}", "Final Answer: $\boxed{7}$", "the correct value is \boxed{7}": what
+# right before a box marks it as the one answer.
+_FINAL_MARK = re.compile(
+    r"\b(?:final\s+answer|(?:correct(?:ed)?|right|actual|true)\s+(?:answer|value|result))\s*(?:is\b|:|=)?"
+    r"(?:\s|\*\*|[:$=]|\\\(|\\\[)*$", re.IGNORECASE)
+# ... unless the same sentence offers another ("Or the final answer is \boxed{5}", "maybe the final answer is") or
+# is one case of several ("If $x<0$ the final answer is \boxed{5}")
+_ALTERNATIVE = re.compile(r"\b(?:or|either|alternatively|otherwise|maybe|perhaps|possibly|might|could|if)\b",
+                          re.IGNORECASE)
+# "\boxed{5}. Wait, that's wrong." / "I made a mistake": what after a box takes it back.
+_RETRACTION = re.compile(
+    r"\b(?:(?:that|this|it|which)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake)|"
+    r"I\s+made\s+(?:a|an)\s+(?:mistake|error))\b", re.IGNORECASE)
+
+
+def _sentence_before(tail: str, at: int) -> str:
+    """The sentence that leads up to position `at` (at most `DISOWN_WINDOW` characters)."""
+    return re.split(r"[.!?\n]\s", tail[max(0, at - DISOWN_WINDOW) : at])[-1]
+
+
+def _marked_final(tail: str, found) -> list:
+    """A completion that revises itself and marks its last box (group) as the final answer is read as that
+    box: `\\boxed{5}. Wait, ... so the final answer is \\boxed{7}` is 7. Without such a mark, or when the
+    marking sentence offers an alternative ("Or the final answer is ..."), every box still counts."""
+    group = _last_group(tail, found)
+    if len(group) == len(found):
+        return found
+    sentence = _sentence_before(tail, group[0].start)
+    if _FINAL_MARK.search(sentence) is None or _ALTERNATIVE.search(sentence):
+        return found
+    return group
+
+
+def _unretracted(tail: str, found) -> list:
+    """The boxes not taken back by what follows them before the next box ("\\boxed{5}. Wait, that's wrong.
+    ... \\boxed{7}" keeps 7). The last box is never dropped here: a retraction with nothing after it leaves
+    two boxes or one, never a free pick."""
+    return [box for box, following in pairwise(found) if not _RETRACTION.search(tail, box.end, following.start)] \
+        + found[-1:]
 
 
 def _from_boxes(tail: str, found) -> str | None:
@@ -138,9 +213,7 @@ def _from_boxes(tail: str, found) -> str | None:
     answers: list[str] = []
     for box in found:
         answer = clean_answer(box.content)
-        sentence = tail[max(0, box.start - DISOWN_WINDOW) : box.start]
-        sentence = re.split(r"[.!?\n]\s", sentence)[-1]
-        if answer is None or _DISOWN.search(sentence) or answer in answers:
+        if answer is None or _disowns(_sentence_before(tail, box.start)) or answer in answers:
             continue
         answers.append(answer)
     joined = ", ".join(answers)
@@ -223,7 +296,7 @@ def clean_answer(raw: str | None) -> str | None:
     previous = None
     while text != previous:
         previous = text
-        text = text.strip().strip("$*").strip()
+        text = unbox(_without_hedge(text.strip().strip("$*").strip()))
         for opening, closing in (("\\[", "\\]"), ("\\(", "\\)")):
             if text.startswith(opening) and text.endswith(closing):
                 text = text[len(opening) : -len(closing)]
@@ -234,6 +307,29 @@ def clean_answer(raw: str | None) -> str | None:
     if text in ("\\(", "\\[", "\\)", "\\]"):
         return None  # a delimiter whose other half is on another line
     return drop_thousands_separators(_DOUBLED_COMMAND.sub(r"\\", text)) or None
+
+
+# Hedging words after a final value ("12, I think", "12 probably", "12 (if I'm not mistaken)"): the value stays.
+# Two values ("3 or maybe 5") stay two: nothing with a digit, `$` or a command may follow the hedge.
+_HEDGE = re.compile(
+    r"(?:\s|[,;:(\u2014-])*\b(?:I\s+(?:think|believe|guess|suppose|reckon)|I'?m\s+(?:fairly\s+|pretty\s+|quite\s+)?"
+    r"(?:sure|confident|certain)|if\s+I'?m\s+not\s+mistaken|probably|maybe|perhaps|possibly|hopefully)\b"
+    r"[^\d$\\]{0,40}$", re.IGNORECASE)
+
+
+_LEADING_HEDGE = re.compile(r"(?:probably|maybe|perhaps|possibly|I\s+(?:think|believe|guess)(?:\s+(?:it'?s|that))?)[\s,:]+",
+                            re.IGNORECASE)
+
+
+def _without_hedge(text: str) -> str:
+    """`12, I think` -> `12`; `\\frac{1}{2} probably` -> `\\frac{1}{2}`; `probably 12` -> `12`; `maybe` (the answer
+    itself) unchanged: what is left must hold a digit or a command."""
+    if (hedge := _HEDGE.search(text, max(0, len(text) - 80))) is not None and re.search(r"[\d\\}]", kept := text[: hedge.start()]) \
+            and kept.count("{") == kept.count("}"):  # `\\text{probably}` is an answer, not a hedge
+        text = kept.rstrip()
+    if (hedge := _LEADING_HEDGE.match(text)) is not None and re.search(r"[\d\\]", text[hedge.end() :]):
+        text = text[hedge.end() :]
+    return text
 
 
 # `\\le` where `\le` was meant (a string escaped twice): a line break followed by the name of a relation
@@ -281,7 +377,7 @@ def _phrase_answer(text: str, phrase: re.Match) -> str | None:
     answer = rest.split("\n", 1)[0]
     if end := _first_sentence_end(answer):
         answer = answer[:end]
-    answer = answer.replace("**", "").strip()
+    answer = _without_hedge(answer.replace("**", "").strip())
     if len(answer) > MAX_ANSWER_CHARS:
         return None
     return clean_answer(_value_of_prose(answer))
@@ -371,7 +467,7 @@ def _final_sentence(text: str) -> str:
         if (closing := _CLOSING.search(body, max(0, len(body) - 120))) is None:
             break
         body = body[: closing.start()].rstrip()
-    body = body.rstrip(".").rstrip()
+    body = _without_hedge(body.rstrip(".!").rstrip()).rstrip(".").rstrip()
     body = body[body.rfind("\n") + 1 :]
     start, in_math = 0, False
     for i, char in enumerate(body):
