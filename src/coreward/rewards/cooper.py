@@ -36,12 +36,7 @@ from typing import Any, Literal
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.rewards.rule import gsm8k_strict_answer, rule_correct
-from coreward.rm.assistant import (
-    NegativeRequest,
-    Negatives,
-    request_seed,
-    write_negatives,
-)
+from coreward.rm.assistant import NegativeRequest, Negatives, request_seed, write_negatives
 from coreward.rm.evaluate import evaluate_rm, rollout_pair_accuracy, score_unique
 from coreward.rm.inputs import as_chat_reply, user_message
 from coreward.rm.labelled import read_labelled
@@ -71,12 +66,8 @@ def select_positives(correct: list[bool], scores: list[float], G: int, rule: str
     return positives
 
 
-# --------------------------------------------------------------------------- 3. negatives: `write_negatives`
-# (rm/assistant.py) asks the assistant for all of a step's negatives at once and asks again for those whose
-# answer still verifies equal to the positive's. 4. the update: `RMLearner.update` (rm/learner.py).
-
-
 # --------------------------------------------------------------------------- the reward source
+# 3. negatives: `write_negatives` (rm/assistant.py), all of a step's at once; 4. `RMLearner.update` (rm/learner.py)
 
 
 @register("cooper")
