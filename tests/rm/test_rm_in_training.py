@@ -191,3 +191,21 @@ def test_static_rm_never_changes_and_computes_with_its_own_weights(memorized_pol
     policy = trainer.accelerator.unwrap_model(trainer.model)
     assert any(not torch.equal(p.detach().cpu(), start[n]) for n, p in policy.named_parameters() if n in start)
     assert_each_computes_with_its_own_weights(trainer, rm)
+
+
+def test_the_perturbation_check_catches_a_copy_that_computes_with_another_modules_weights(tiny_rm_path):
+    """The fault class of issue 28: a deep copy keeps a forward patched as a closure over the original's bound
+    method (as accelerate and TRL patch a prepared model), so the copy scores with the original's weights. The
+    check above (nudge the RM, its scores must move) sees it; with the closure dropped the copy is its own."""
+    import copy
+    import functools
+
+    original = VerifyRM.from_pretrained(tiny_rm_path, device="cpu")
+    original.model.forward = functools.wraps(original.model.forward)(
+        lambda *args, bound=original.model.forward, **kwargs: bound(*args, **kwargs))
+    clone = VerifyRM(copy.deepcopy(original.model), original.tokenizer, device="cpu")
+    before = scores(clone)
+    nudge(clone.model, seed=1)
+    assert torch.equal(scores(clone), before)  # the copy's own weights moved, its scores did not: caught
+    del clone.model.forward  # back to the class's forward, on the copy's weights
+    assert (scores(clone) - before).abs().max() > 1e-4
