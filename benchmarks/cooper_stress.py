@@ -28,8 +28,11 @@ import yaml
 # name -> `--set` overrides of the Cooper params (policy lr/steps are the stress setting's)
 VARIANTS = {
     "default": [],  # one AdamW step on all of a step's pairs, RM lr 1e-4, float32
-    "authors": ["minibatch_size=4", "warmup_ratio=0.01", "rm_dtype=bfloat16"],  # verl critic schedule, 1 epoch
-    "authors_4_epochs": ["minibatch_size=4", "epochs=4", "warmup_ratio=0.01", "rm_dtype=bfloat16"],
+    # the authors' RM schedule (docs/fidelity.md): mini-batches of 4 pairs, 1 epoch, bf16, an AdamW step even
+    # without pairs; no warmup (their 1% ratio multiplies an unset total: none in effect; 1% of 60 steps is
+    # under one step anyway, so the earlier `warmup_ratio=0.01` changed nothing here)
+    "authors": ["minibatch_size=4", "rm_dtype=bfloat16", "step_without_pairs=true"],
+    "authors_4_epochs": ["minibatch_size=4", "epochs=4", "rm_dtype=bfloat16", "step_without_pairs=true"],
     "minibatch_4": ["minibatch_size=4"],  # more RM steps per RL step, float32
     "rm_lr_5e-4": ["lr=5e-4"],  # RM/policy lr ratio 1 instead of 0.2
     "rollout_negatives": ["negative=rollout"],  # negatives from the policy's own wrong rollouts

@@ -88,3 +88,30 @@ def test_each_paper_config_holds_the_value_the_table_states(row):
         except (KeyError, IndexError):
             pytest.fail(f"{path.relative_to(REPO)} does not set {row['key']} (the table says {expected!r})")
         assert same(expected, actual), f"{path.relative_to(REPO)}: {row['key']} is {actual!r}, the table says {expected!r}"
+
+
+# ---------------------------------------------------------------------------------- Cooper section
+
+
+def section_rows(title: str) -> list[dict[str, str]]:
+    """The checked rows of the table under the `## <title>` heading."""
+    text = DOC.read_text()
+    start = text.index(f"## {title}")
+    section = text[start : text.find("\n## ", start + 1)]
+    return [r for r in checked_rows() if f"\n| {r['setting']} |" in section]
+
+
+def test_cooper_rows_name_real_options_and_every_gsm8k_paper_config_builds():
+    """Each Cooper row's reward key is a parameter of the config's reward source, and the source accepts the config."""
+    from coreward.rewards import build_source, registered
+
+    rows = [r for r in section_rows("Cooper (GSM8K") if r["key"].strip("`").startswith("rewards.0.params.")]
+    assert len(rows) >= 20
+    for row in rows:
+        field = row["key"].strip("`").split(".")[3]
+        for path in configs_of(row):
+            reward = read_yaml_with_base(path)["rewards"][0]
+            assert field in registered()[reward["name"]].Params.__dataclass_fields__, f"{path.name}: no option {field!r}"
+    for path in sorted((REPO / "configs" / "paper").glob("*gsm8k*.yaml")):
+        reward = read_yaml_with_base(path)["rewards"][0]
+        build_source(reward["name"], reward.get("params", {}))

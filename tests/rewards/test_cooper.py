@@ -503,3 +503,70 @@ def test_authors_prompt_and_cut_reach_the_endpoint_and_the_rm(tiny_rm, verifier,
     assert messages[1]["content"] == AUTHORS_USER_TEMPLATE.format(question=f"{QUESTION} Not \\boxed{{7}}.", positive=POSITIVE)
     assert source.learner.rm.cut == "cooper" and source.learner.rm.tokenizer.truncation_side == "right"
     source.close()
+
+
+# Qwen2.5's chat template, reduced to what matters here: each turn ends "<|im_end|>\n"
+QWEN_LIKE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def byte_level_tokenizer():
+    """A real byte-level BPE tokenizer (any text encodes), eos `<|im_end|>`, with the Qwen-like template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([POSITIVE, QUESTION] * 20, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|im_start|>", "<|im_end|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|im_end|>")
+    tokenizer.chat_template = QWEN_LIKE
+    return tokenizer
+
+
+def test_authors_negative_form_ends_in_the_templates_newline_and_is_cut_to_the_response_length():
+    from coreward.rm.inputs import as_chat_reply, user_message
+
+    tokenizer = byte_level_tokenizer()
+    prompt = [{"role": "user", "content": f"{QUESTION} Put the answer after ####."}]
+    negative = "12+5=18;18-3=15;#### 15"
+    assert as_chat_reply(tokenizer, prompt, negative, 512) == negative + "\n"  # <|im_end|> removed, its "\n" kept
+    cut = as_chat_reply(tokenizer, prompt, negative, 4)
+    assert negative.startswith(cut) and len(tokenizer(cut, add_special_tokens=False)["input_ids"]) == 4
+    assert user_message(prompt) == prompt[0]["content"] and user_message("plain text") == "plain text"
+
+
+class PolicyTokens:
+    """What Cooper reads of the policy for the authors' negative form: its tokenizer and response length."""
+
+    def __init__(self, tokenizer, max_completion_length=512):
+        self.tokenizer, self.max_completion_length = tokenizer, max_completion_length
+        self.device, self.max_steps = "cpu", 10
+
+
+def test_authors_question_negative_and_strict_positive_reach_the_pairs(tiny_rm, verifier):
+    """question_field="prompt", negative_form="chat", positive_match="gsm8k_strict", retry_failed: the authors'."""
+    user = f"{QUESTION} Let's think step by step and output the final answer after \"####\"."
+    completions = ["so \\boxed{14}", "12+5=17;17-3=14;#### 14", "#### 3", "x"]  # \boxed{14}: verified, not strict
+    batch = RolloutBatch(prompts=[[{"role": "user", "content": user}]] * 4, completions=completions,
+                         completion_ids=[[1]] * 4, group_ids=[0] * 4, num_generations=4,
+                         columns={"question": [QUESTION] * 4, "answer": ["14"] * 4}, step=0,
+                         context={"verifier": verifier, "mode": "train"}, policy=PolicyTokens(byte_level_tokenizer()))
+    assistant = Scripted({user: [None, "12+5=18;18-3=15;#### 15"], QUESTION: ["12+5=19;19-3=16;#### 16"]})
+    authors = CooperReward(rm=str(tiny_rm), device="cpu", assistant=assistant, question_field="prompt",
+                           negative_form="chat", positive_match="gsm8k_strict", retry_failed=True)
+    (pair,) = authors.make_pairs(batch, [0.5] * 4)
+    assert pair.question == user and pair.positive == completions[1]  # the first *strict* positive
+    assert pair.negative == "12+5=18;18-3=15;#### 15\n"  # the failed first attempt was asked again
+    assert [len(call) for call in assistant.calls] == [1, 1] and assistant.calls[0][0].answer == "14"
+
+    ours = CooperReward(rm=str(tiny_rm), device="cpu", assistant=assistant)
+    (pair,) = ours.make_pairs(batch, [0.5] * 4)
+    assert (pair.question, pair.positive, pair.negative) == (QUESTION, completions[0], "12+5=19;19-3=16;#### 16")
+    dropped = CooperReward(rm=str(tiny_rm), device="cpu", assistant=Scripted({QUESTION: [None, "#### 16"]}))
+    assert dropped.make_pairs(batch, [0.5] * 4) == []  # ours: a failed request is not asked again
+    batch.policy = None
+    with pytest.raises(CorewardError, match="negative_form 'chat' needs the policy's tokenizer"):
+        CooperReward(rm=str(tiny_rm), device="cpu", assistant=Scripted({QUESTION: ["#### 16"]}),
+                     negative_form="chat").make_pairs(batch, [0.5] * 4)

@@ -28,3 +28,19 @@ def test_params_are_typed_and_named_in_errors():
         build_source("rule", {"bonus": 1}, key="rewards.3")
     with pytest.raises(CorewardError, match=r"key rewards\.0\.params\.correct .*number"):
         build_source("rule", {"correct": "high"}, key="rewards.0")
+
+
+def test_gsm8k_strict_is_verls_hash_rule_with_string_equality(verifier):
+    """match="gsm8k_strict" (the Cooper authors' GSM8K reward, verl's utils/reward_score/gsm8k.py): only the last
+    literal `#### <number>` counts, commas dropped, compared as strings; math-verify's match reads more."""
+    from coreward.rewards.rule import gsm8k_strict_answer
+
+    groups = [["#### 72", "#### 1,080", "#### 72.0", "\\boxed{72}", "####72", "#### 5 then #### 72", "#### 72 then #### 5"]]
+    strict = RuleReward(match="gsm8k_strict").compute(batch_of(groups, verifier, answers=["72"]))
+    verified = RuleReward().compute(batch_of(groups, verifier, answers=["72"]))
+    assert strict == [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    assert verified[2] == verified[3] == 1.0  # 72.0 and \boxed{72} verify equal; the strict rule refuses them
+    assert RuleReward(match="gsm8k_strict").compute(batch_of([["#### 1,080", "#### 1080"]], verifier, answers=["1,080"])) == [1.0, 1.0]
+    assert gsm8k_strict_answer("so #### -3.5, done") == "-3.5" and gsm8k_strict_answer("no hashes") is None
+    with pytest.raises(CorewardError, match=r"params\.match must be one of"):
+        RuleReward(match="exact")

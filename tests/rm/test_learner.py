@@ -39,3 +39,27 @@ def test_schedule_state_survives_a_checkpoint_and_bf16_weights_load(tiny_rm_path
     assert (resumed.updates, resumed.calls) == (first.updates, first.calls) == (6, 1)
     assert next(resumed.rm.model.parameters()).dtype == torch.bfloat16
     assert resumed.update(PAIRS)["rm/skipped_updates"] == 0.0
+
+
+@pytest.mark.parametrize("offload", [False, True])
+def test_a_step_without_pairs_moves_the_rm_only_when_asked_like_the_authors(tiny_rm_path, offload):
+    """The authors mask invalid pairs out of the loss and still step: AdamW on a zero gradient, where weight
+    decay and the moments of earlier steps move the weights. coreward's default leaves the RM as it is."""
+    def weights(learner):
+        return {n: p.detach().clone() for n, p in learner.rm.model.named_parameters()}
+
+    ours = learner(tiny_rm_path, optimizer_offload=offload)
+    authors = learner(tiny_rm_path, optimizer_offload=offload, step_without_pairs=True, epochs=2)
+    for each in (ours, authors):
+        each.update(PAIRS)
+    before = weights(ours)
+    assert ours.update([]) == {} and ours.updates == 1
+    assert all(torch.equal(p, before[n]) for n, p in weights(ours).items())
+    before = weights(authors)
+    metrics = authors.update([])
+    assert authors.updates == 2 + 2 and metrics["rm/lr"] == pytest.approx(1e-3)  # 2 epochs on the pairs, then 2 zero-gradient steps
+    moved = weights(authors)
+    assert any(not torch.equal(moved[n], before[n]) for n in moved)
+    for n in moved:  # the step goes *with* the moments: no larger than lr·(1 + decay) per weight, and finite
+        assert torch.isfinite(moved[n]).all() and (moved[n] - before[n]).abs().max() <= 2 * 2e-3, n
+    assert all(p.grad is None for p in authors.rm.model.parameters())

@@ -309,6 +309,13 @@ def test_model_reward_scores_the_global_batch_with_the_frozen_rm(tiny_rm):
     with pytest.raises(CorewardError, match="threshold"):
         ModelReward(threshold=1.5)
 
+    # question_field="prompt" (the Cooper authors'): the RM reads the whole user message, instruction included
+    user = f"{QUESTION} Let's think step by step and output the final answer after \"####\"."
+    chat = RolloutBatch(prompts=[[{"role": "user", "content": user}]] * 4, completions=completions,
+                        completion_ids=[[0]] * 4, group_ids=[0, 0, 1, 1], num_generations=2, columns={"answer": ["14"] * 4})
+    authors = ModelReward(path=str(tiny_rm), device="cpu", question_field="prompt").compute(chat)
+    assert authors == pytest.approx(VerifyRM.from_pretrained(tiny_rm, device="cpu").score([user] * 4, ["14"] * 4, completions), abs=1e-6)
+
 
 # -- bad input -------------------------------------------------------------------------------------
 

@@ -3,8 +3,9 @@
 Each training step, on the global batch of G rollouts o_1..o_G per prompt q (reference answer a):
 
     1. reward      r_i = σ(f_θ(q, a, o_i))                     θ = the RM *before* this step's update
-    2. positive    o⁺ = first o_i the rule verifier accepts     ("hardest": the accepted o_i of lowest r_i)
-                   no accepted o_i → no pair for q
+    2. positive    o⁺ = first o_i the rule accepts              ("hardest": the accepted o_i of lowest r_i)
+                   (math-verify; `positive_match: gsm8k_strict`: verl's `#### <number>` string match, the
+                   authors' GSM8K rule); no accepted o_i → no pair for q
     3. negative    o⁻ = assistant(q, o⁺): a plausible solution whose answer does not verify equal to o⁺'s;
                    asked again (at most `max_retries` times) while it does, or has no answer (the authors
                    keep an answerless one: `answerless_negative: accept`); else no pair
@@ -13,6 +14,7 @@ Each training step, on the global batch of G rollouts o_1..o_G per prompt q (ref
     4. RM update   L(θ) = mean over valid pairs of −log σ(f_θ(q, a, o⁺) − f_θ(q, a, o⁻))
                    one AdamW step (lr 1e-5, wd 0.01), gradient norm clipped to 1.0; a step whose norm is
                    not finite is skipped (and counted). The next step's rewards come from the new θ.
+                   No valid pair: θ stays (the authors still step, on a zero gradient: `step_without_pairs`).
 
 Why it resists reward hacking: the RM's negatives are made fresh from what the policy writes *now*,
 rewritten to be wrong, so a kind of wrong completion the policy drifts toward soon shows up as a negative;
@@ -30,17 +32,19 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
-from coreward.rm.assistant import Assistant, NegativeRequest, Negatives, build_assistant, request_seed, write_negatives
+from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.rule import gsm8k_strict_answer, rule_correct
+from coreward.rm.assistant import NegativeRequest, Negatives, request_seed, write_negatives
 from coreward.rm.evaluate import evaluate_rm, rollout_pair_accuracy, score_unique
+from coreward.rm.inputs import as_chat_reply, user_message
 from coreward.rm.labelled import read_labelled
-from coreward.rm.learner import STATE_FILE, Pair, RMLearner
-from coreward.rm.model import VerifyRM
+from coreward.rm.learner import Pair
+from coreward.rm.owner import RMOwner
 from coreward.runtime.assets import resolve_file
 from coreward.runtime.distributed import on_main_then_broadcast
+from coreward.runtime.errors import CorewardError
 
 logger = logging.getLogger(__name__)
 
@@ -62,17 +66,14 @@ def select_positives(correct: list[bool], scores: list[float], G: int, rule: str
     return positives
 
 
-# --------------------------------------------------------------------------- 3. negatives: `write_negatives`
-# (rm/assistant.py) asks the assistant for all of a step's negatives at once and asks again for those whose
-# answer still verifies equal to the positive's. 4. the update: `RMLearner.update` (rm/learner.py).
-
-
 # --------------------------------------------------------------------------- the reward source
+# 3. negatives: `write_negatives` (rm/assistant.py), all of a step's at once; 4. `RMLearner.update` (rm/learner.py)
 
 
 @register("cooper")
-class CooperReward(RewardSource):
-    """σ(RM logit) as the reward, and the RM updated every step on (verified positive, negative) pairs."""
+class CooperReward(RMOwner, RewardSource):
+    """σ(RM logit) as the reward, and the RM updated every step on (verified positive, negative) pairs.
+    The RM, the assistant and their checkpoints are `RMOwner`'s (rm/owner.py)."""
 
     needs_references = True
 
@@ -94,75 +95,38 @@ class CooperReward(RewardSource):
         # -- the RM's update schedule per RL step (rm/learner.py); defaults: one AdamW step on all pairs, fp32
         minibatch_size: int | None = None  # pairs per RM optimizer step (None: all of a step's pairs at once; the authors: 4)
         epochs: int = 1  # passes over each step's pairs (the authors' ppo_epochs)
-        warmup_ratio: float = 0.0  # linear lr warmup over this fraction of the run's steps, then constant (the authors: 0.01)
+        warmup_ratio: float = 0.0  # linear lr warmup over this fraction of the run's steps, then constant (the authors': none in effect)
         rm_dtype: Literal["float32", "bfloat16"] = "float32"  # the RM's weights (the authors: bfloat16)
         # -- fidelity options (docs/fidelity.md): the authors' behaviour where coreward's default differs
         assistant_prompt: Literal["coreward", "authors"] = "coreward"  # an LLM assistant's wording: ours (adds "same answer format"), or the authors' verbatim
         answerless_negative: Literal["reject", "accept"] = "reject"  # a negative with no extractable answer: asked again (ours), or kept (the authors')
         binary: bool = False  # reward 1[σ > 0.5] instead of σ (the authors' reward_model.reward_scale)
         rm_cut: Literal["coreward", "cooper"] = "coreward"  # RM input cutting: every field + tokens from the left (ours), or the authors' (rm/model.py)
+        positive_match: Literal["verified", "gsm8k_strict"] = "verified"  # what makes a rollout a positive: math-verify, or verl's strict `#### <number>` (the authors' GSM8K rule)
+        step_without_pairs: bool = False  # a step with no valid pair still takes an AdamW step on a zero gradient (the authors'), instead of leaving the RM as it is
+        question_field: Literal["question", "prompt"] = "question"  # the RM's and the assistant's question: the bare question (ours), or the whole user message, instruction included (the authors')
+        negative_form: Literal["text", "chat"] = "text"  # a negative as written (ours), or through the policy's chat template, cut to the response length (the authors': rm/inputs.py)
+        retry_failed: bool = False  # a failed assistant request uses up an attempt and is asked again (the authors'), instead of being dropped (ours: the endpoint has retried it)
 
         def validate(self) -> None:
-            if not self.rm:
-                raise ValueError("rm must name an RM directory, a hub id or 'demo'")
-            if not isinstance(self.assistant, (str, dict, Assistant)) or not self.assistant:
-                raise ValueError(f"assistant must be 'perturb', an endpoint URL, a model path or a generator dict, "
-                                 f"got {self.assistant!r}")
-            if self.minibatch_size is not None and self.minibatch_size < 1:
-                raise ValueError(f"minibatch_size must be >= 1 (or null: all pairs), got {self.minibatch_size}")
-            if not 0 <= self.warmup_ratio <= 1:
-                raise ValueError(f"warmup_ratio must be <= 1 (and >= 0), got {self.warmup_ratio}")
-            for name, least in (("weight_decay", 0), ("max_retries", 0), ("eval_every", 0), ("batch_size", 2), ("epochs", 1)):
-                if getattr(self, name) < least:
-                    raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
-            if not self.lr > 0:
-                raise ValueError(f"lr must be > 0, got {self.lr}")
-            if self.eval_every and self.eval_data is None:
-                raise ValueError("eval_data is needed with eval_every > 0: 'demo' or a labelled file")
-            if self.eval_data is not None:
-                resolve_file(self.eval_data, "rm_pairs", key="eval_data")
+            RMOwner.check_params(self)
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.learner: RMLearner | None = None
-        self._assistant: Assistant | None = None
-        self._resume_from: Path | None = None
         self._eval_rows: list[dict] | None = None
 
-    @property
-    def learner_settings(self) -> dict[str, Any]:
-        p = self.params
-        return {"lr": p.lr, "weight_decay": p.weight_decay, "batch_size": p.batch_size,
-                "minibatch_size": p.minibatch_size, "epochs": p.epochs, "warmup_ratio": p.warmup_ratio,
-                "optimizer_offload": p.optimizer_offload}
-
-    # -- lazily built parts ---------------------------------------------------------------------------
-
-    def get_learner(self, policy: Policy | None = None) -> RMLearner:
-        """The RM and its optimizer, on the policy's device: from the checkpoint when resuming, else from `rm`."""
-        if self.learner is None:
-            device = policy.device if self.params.device == "auto" and policy is not None else self.params.device
-            if self._resume_from is not None:
-                self.learner = RMLearner.load(self._resume_from, device, dtype=self.params.rm_dtype, **self.learner_settings)
-            else:
-                rm = VerifyRM.from_pretrained(self.params.rm, device=device, dtype=self.params.rm_dtype,
-                                              batch_size=self.params.batch_size)
-                self.learner = RMLearner(rm, **self.learner_settings)
-            self.learner.rm.use_cut(self.params.rm_cut)
-        return self.learner
-
-    def get_assistant(self) -> Assistant:
-        """Built on first use, on the main process only (the other processes never call it)."""
-        if self._assistant is None:
-            self._assistant = build_assistant(self.params.assistant, self.params.assistant_prompt)
-        return self._assistant
+    def questions(self, batch: RolloutBatch) -> list[str]:
+        """The question field of every row: the dataset's question, or the whole user message of its prompt."""
+        if self.params.question_field == "prompt":
+            return [user_message(prompt) for prompt in batch.prompts]
+        return [str(q) for q in batch.require_columns(self.name, "question")[0]]
 
     # -- one step -------------------------------------------------------------------------------------
 
     def compute(self, batch: RolloutBatch) -> list[float]:
-        questions, references = batch.require_columns(self.name, "question", "reference")
+        questions, (references,) = self.questions(batch), batch.require_columns(self.name, "reference")
         learner = self.get_learner(batch.policy)
-        scores = score_unique(learner.rm, list(zip((str(q) for q in questions), (r or "" for r in references),
+        scores = score_unique(learner.rm, list(zip(questions, (r or "" for r in references),
                                                    batch.completions)))  # 1. the RM before this step's update
         # a NaN/inf logit scores NaN (see VerifyRM.score): the engine skips that completion and counts it
         batch.log("rm/nonfinite_logits", float(sum(not math.isfinite(s) for s in scores)))
@@ -173,10 +137,11 @@ class CooperReward(RewardSource):
                 self._eval_rows = read_labelled(resolve_file(self.params.eval_data, "rm_pairs", key="eval_data"))
             for name, value in evaluate_rm(learner.rm, self._eval_rows).items():
                 batch.log(name, value)
-        accuracy = rollout_pair_accuracy([v.correct for v in batch.verdicts()], scores, batch.num_generations)
+        correct = rule_correct(batch, self.params.positive_match)
+        accuracy = rollout_pair_accuracy(correct, scores, batch.num_generations)
         if accuracy is not None:  # the RM that scored this step, on this step's rollouts
             batch.log("rm/rollout_pair_accuracy", accuracy)
-        pairs = self.make_pairs(batch, scores)  # 2 and 3
+        pairs = self.make_pairs(batch, scores, questions, correct)  # 2 and 3
         start = time.perf_counter()
         if batch.policy is not None:
             learner.set_learning_rate(batch.step, batch.policy.max_steps)
@@ -191,36 +156,41 @@ class CooperReward(RewardSource):
             return scores
         return [s if math.isnan(s) else float(s > 0.5) for s in scores]
 
-    def make_pairs(self, batch: RolloutBatch, scores: list[float]) -> list[Pair]:
+    def make_pairs(self, batch: RolloutBatch, scores: list[float], questions: list[str] | None = None,
+                   correct: list[bool] | None = None) -> list[Pair]:
         """Steps 2 and 3: a verified positive per prompt and its negative (the assistant's, or a rejected rollout)."""
-        verdicts = batch.verdicts()
-        rows = select_positives([v.correct for v in verdicts], scores, batch.num_generations, self.params.positive)
+        questions = questions if questions is not None else self.questions(batch)
+        correct = correct if correct is not None else rule_correct(batch, self.params.positive_match)
+        rows = select_positives(correct, scores, batch.num_generations, self.params.positive)
         chosen = [(group, row) for group, row in enumerate(rows) if row is not None]
         if self.params.negative == "rollout":
-            pairs = self._rollout_pairs(batch, scores, [v.correct for v in verdicts], chosen)
+            pairs = self._rollout_pairs(batch, scores, questions, correct, chosen)
         else:
-            pairs = self._assistant_pairs(batch, verdicts, chosen)
+            pairs = self._assistant_pairs(batch, questions, chosen)
         batch.log("rm/positive_rate", len(chosen) / len(rows))
         batch.log("rm/valid_pair_rate", len(pairs) / len(rows))
         return pairs
 
-    def _assistant_pairs(self, batch: RolloutBatch, verdicts, chosen: list[tuple[int, int]]) -> list[Pair]:
+    def _assistant_pairs(self, batch: RolloutBatch, questions: list[str], chosen: list[tuple[int, int]]) -> list[Pair]:
         """negative="assistant" (the authors'): the assistant writes a wrong solution from each positive."""
-        questions = batch.columns["question"]
-        requests = [
-            NegativeRequest(str(questions[row]), batch.completions[row], verdicts[row].extracted,
-                            request_seed(self.params.seed, batch.step, group))
-            for group, row in chosen
-        ]
+        p = self.params
+        answers = ([gsm8k_strict_answer(c) for c in batch.completions] if p.positive_match == "gsm8k_strict"
+                   else [v.extracted for v in batch.verdicts()])
+        requests = [NegativeRequest(questions[row], batch.completions[row], answers[row], request_seed(p.seed, batch.step, group))
+                    for group, row in chosen]
         start = time.perf_counter()
         negatives = on_main_then_broadcast(
-            lambda: write_negatives(self.get_assistant(), batch.verifier, requests, self.params.max_retries,
-                                    accept_answerless=self.params.answerless_negative == "accept")
+            lambda: write_negatives(self.get_assistant(), batch.verifier, requests, p.max_retries,
+                                    accept_answerless=p.answerless_negative == "accept", retry_failed=p.retry_failed)
             if requests else Negatives([])
         )
         batch.log("time/assistant", time.perf_counter() - start)
+        if p.negative_form == "chat" and batch.policy is None:
+            raise CorewardError("cooper: negative_form 'chat' needs the policy's tokenizer (a batch from the trainer)")
         pairs = [
-            Pair(request.question, batch.references[row], request.positive, negative)
+            Pair(request.question, batch.references[row], request.positive,
+                 negative if p.negative_form == "text" else
+                 as_chat_reply(batch.policy.tokenizer, batch.prompts[row], negative, batch.policy.max_completion_length))
             for (_, row), request, negative in zip(chosen, requests, negatives.texts)
             if negative is not None
         ]
@@ -228,11 +198,11 @@ class CooperReward(RewardSource):
         batch.log("assistant/rejected", float(negatives.rejected))
         if negatives.latencies:
             batch.log("assistant/latency", sum(negatives.latencies) / len(negatives.latencies))
-        if requests and negatives.failures == len(requests):
-            logger.warning("cooper: every assistant request of step %d failed; its pairs are dropped", batch.step)
+        if requests and negatives.failures and not any(negatives.texts):
+            logger.warning("cooper: no assistant request of step %d gave a negative; its pairs are dropped", batch.step)
         return pairs
 
-    def _rollout_pairs(self, batch: RolloutBatch, scores: list[float], correct: list[bool],
+    def _rollout_pairs(self, batch: RolloutBatch, scores: list[float], questions: list[str], correct: list[bool],
                        chosen: list[tuple[int, int]]) -> list[Pair]:
         """negative="rollout": each positive's negative is its group's rejected rollout with the highest score."""
         G, pairs = batch.num_generations, []
@@ -240,33 +210,5 @@ class CooperReward(RewardSource):
             rejected = [i for i in range(group * G, group * G + G) if not correct[i] and math.isfinite(scores[i])]
             if rejected:
                 worst = max(rejected, key=lambda i: scores[i])  # the wrong answer the RM is most fooled by
-                pairs.append(Pair(str(batch.columns["question"][row]), batch.references[row],
-                                  batch.completions[row], batch.completions[worst]))
+                pairs.append(Pair(questions[row], batch.references[row], batch.completions[row], batch.completions[worst]))
         return pairs
-
-    # -- checkpoints ----------------------------------------------------------------------------------
-
-    def save_state(self, directory: Path) -> None:
-        from coreward.runtime.distributed import world
-
-        if self.learner is not None and world()[0] == 0:  # the RM is the same on every process: one writes
-            self.learner.save(Path(directory))
-
-    def export_models(self, directory: Path) -> dict[str, Path]:
-        """The RM `save_state` wrote in HF format: `VerifyRM.from_pretrained` (or transformers'
-        AutoModelForSequenceClassification) loads it."""
-        from coreward.rm.learner import RM_DIR
-
-        folder = Path(directory) / RM_DIR
-        return {"rm": folder} if (folder / "config.json").is_file() else {}
-
-    def load_state(self, directory: Path) -> None:
-        """Remember the checkpoint: the RM is loaded from it on first use, on the policy's device."""
-        if (Path(directory) / STATE_FILE).is_file():
-            self._resume_from = Path(directory)
-            self.learner = None
-
-    def close(self) -> None:
-        if self._assistant is not None:
-            self._assistant.close()
-            self._assistant = None

@@ -16,6 +16,7 @@ from typing import Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rm.evaluate import rollout_pair_accuracy, score_unique
+from coreward.rm.inputs import user_message
 from coreward.rm.model import VerifyRM
 
 
@@ -30,6 +31,7 @@ class ModelReward(RewardSource):
         batch_size: int = 64  # completions scored per forward pass
         device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
         rm_cut: Literal["coreward", "cooper"] = "coreward"  # RM input cutting: ours, or the Cooper authors' (rm/model.py)
+        question_field: Literal["question", "prompt"] = "question"  # the RM's question: the bare question (ours), or the whole user message, instruction included (the Cooper authors': rm/inputs.py)
 
         def validate(self) -> None:
             if self.threshold is not None and not 0 < self.threshold < 1:
@@ -51,10 +53,14 @@ class ModelReward(RewardSource):
         return self._rm
 
     def compute(self, batch: RolloutBatch) -> list[float]:
-        questions, references = batch.require_columns(self.name, "question", "reference")
+        (references,) = batch.require_columns(self.name, "reference")
+        if self.params.question_field == "prompt":
+            questions = [user_message(prompt) for prompt in batch.prompts]
+        else:
+            questions = [str(q) for q in batch.require_columns(self.name, "question")[0]]
         rm = self.rm(batch.policy)
         # every process holds the whole batch: each scores its share of the distinct triples, all get all
-        scores = score_unique(rm, list(zip((str(q) for q in questions), (r or "" for r in references), batch.completions)))
+        scores = score_unique(rm, list(zip(questions, (r or "" for r in references), batch.completions)))
         # a NaN/inf logit scores NaN (see VerifyRM.score): the engine skips that completion and counts it
         finite = [s for s in scores if math.isfinite(s)]
         batch.log("model/nonfinite_logits", float(len(scores) - len(finite)))

@@ -258,7 +258,7 @@ def request_seed(*parts: Any) -> int:
 
 
 def write_negatives(assistant: Assistant, verifier, requests: list[NegativeRequest], max_retries: int,
-                    accept_answerless: bool = False) -> Negatives:
+                    accept_answerless: bool = False, retry_failed: bool = False) -> Negatives:
     """Ask for every negative at once; ask again, up to `max_retries` times, for those that came back right
     (`max_retries + 1` attempts in all: the authors' loop makes 3 in all, so their setting is max_retries=2).
 
@@ -267,7 +267,9 @@ def write_negatives(assistant: Assistant, verifier, requests: list[NegativeReque
     text math-verify finds no answer in is "not equal", so they accept it.
 
     A request that failed outright is not asked again here: the endpoint backend has already retried it
-    with backoff under its deadline, so one dead server costs a step at most that deadline, once.
+    with backoff under its deadline, so one dead server costs a step at most that deadline, once. With
+    `retry_failed` (the authors' loop: any exception uses up one of its 3 attempts) it is asked again like a
+    rejected text, while attempts remain. `failures` counts failed attempts.
     """
     outcome = Negatives(texts=[None] * len(requests))
     pending = list(range(len(requests)))
@@ -282,7 +284,7 @@ def write_negatives(assistant: Assistant, verifier, requests: list[NegativeReque
         written = [(i, result.text) for i, result in zip(pending, results) if result.ok]
         outcome.failures += len(pending) - len(written)
         verdicts = verifier.verify_completions([text for _, text in written], [requests[i].answer for i, _ in written])
-        pending = []
+        pending = [i for i, result in zip(pending, results) if not result.ok] if retry_failed else []
         for (i, text), verdict in zip(written, verdicts):
             if verdict.correct or (verdict.extracted is None and not accept_answerless):
                 outcome.rejected += 1

@@ -51,13 +51,15 @@ class RMLearner:
     Schedule of one RL step's pairs: `epochs` passes; each pass splits the pairs into mini-batches of
     `minibatch_size` (None: all pairs, one optimizer step), in an order shuffled per pass with a seed every
     process shares. The learning rate warms up linearly over the first `warmup_ratio` of the run's RL steps,
-    then stays constant (the authors: mini-batches of 4 × ppo_epochs, 1% warmup).
+    then stays constant (the authors: mini-batches of 4 × ppo_epochs; their 1% warmup ratio multiplies an
+    unset total of -1 steps, so none).
     """
 
     def __init__(self, rm, lr: float = 1e-5, weight_decay: float = 0.01, batch_size: int = 32,
                  max_grad_norm: float = 1.0, minibatch_size: int | None = None, epochs: int = 1,
-                 warmup_ratio: float = 0.0, optimizer_offload: bool = False):
+                 warmup_ratio: float = 0.0, optimizer_offload: bool = False, step_without_pairs: bool = False):
         self.rm = rm
+        self.step_without_pairs = step_without_pairs
         self.lr = lr
         self.batch_size = batch_size
         self.max_grad_norm = max_grad_norm
@@ -86,9 +88,11 @@ class RMLearner:
         """Learn one RL step's `pairs` (the same list on every process) on the schedule above.
 
         Metrics are those of the first pass: how well the RM ranked this step's pairs as it met them.
+        No pairs: nothing moves, unless `step_without_pairs` (the authors' update masks invalid pairs out of
+        the loss and still steps: AdamW on a zero gradient, so weight decay and the moments move the RM).
         """
         if not pairs:
-            return {}
+            return self._step_without_pairs() if self.step_without_pairs else {}
         first_pass, grad_norms = None, []
         size = self.minibatch_size or len(pairs)
         for epoch in range(self.epochs):
@@ -140,6 +144,18 @@ class RMLearner:
             p.grad = None
         model.eval()
         return sums, float(grad_norm)
+
+    def _step_without_pairs(self) -> dict[str, float]:
+        """`epochs` AdamW steps on a zero gradient (the same on every process: no data, no all-reduce)."""
+        for _ in range(self.epochs):
+            for p in self.parameters:
+                p.grad = torch.zeros_like(p)  # zeros, not None: AdamW skips a parameter whose grad is None
+            self._optimizer_step()
+            self.updates += 1
+            self.optimizer.zero_grad(set_to_none=True)
+            for p in self.parameters:
+                p.grad = None
+        return {"rm/lr": self.optimizer.param_groups[0]["lr"]}
 
     def _optimizer_step(self) -> None:
         """AdamW on the parameters, or on their CPU masters (then copied back) with optimizer_offload."""

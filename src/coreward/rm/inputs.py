@@ -1,0 +1,47 @@
+"""What Cooper gives the RM and the assistant for a rollout, two ways each (CooperReward's `question` and
+`negative_form` options; docs/fidelity.md).
+
+Question field:
+  * "question" (coreward's): the dataset's bare question;
+  * "prompt" (the authors'): the whole user message, instruction included. ZJU-REAL/Cooper reads
+    `raw_prompt[0]["content"]` both for the assistant (recipe/cooper/collaborate.py `_generate_negative_response`)
+    and for the RM's `<question>` (recipe/cooper/fsdp_workers.py `_switch_chat_template`).
+
+Negative text:
+  * "text" (coreward's): the assistant's text as written;
+  * "chat" (the authors'): collaborate.py renders the text as the assistant's turn of the policy's chat template
+    (the full chat minus the generation prompt), tokenizes it with the policy's tokenizer cut to the response
+    length (`max_response_length`, 512), and fsdp_workers.py decodes those tokens and removes the eos token.
+    With Qwen's template the result is the text followed by "\\n" (the newline after `<|im_end|>`), so the RM
+    reads `...\\n</completion>` for a negative, where a positive (a rollout decoded up to its eos) has no newline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coreward.data.prompts import render_prompt
+from coreward.runtime.errors import CorewardError
+
+
+def user_message(prompt: Any) -> str:
+    """The last user message of a chat prompt (a list of messages), or a plain prompt itself."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+    if not users:
+        raise CorewardError(f"a chat prompt without a user message: {prompt!r:.200}")
+    return str(users[-1]["content"])
+
+
+def as_chat_reply(tokenizer: Any, prompt: Any, text: str, max_tokens: int) -> str:
+    """`text` as the authors hand a negative to the RM: the policy's chat-template rendering of it as the
+    assistant's reply to `prompt`, cut to `max_tokens` of the policy's tokens, with the eos token removed."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    head = render_prompt(tokenizer, messages, add_generation_prompt=True)
+    whole = render_prompt(tokenizer, [*messages, {"role": "assistant", "content": text}], add_generation_prompt=False)
+    if not whole.startswith(head):  # their collaborate.py asserts the same
+        raise CorewardError("the policy's chat template does not render a reply after the prompt it renders alone")
+    ids = tokenizer(whole[len(head):], add_special_tokens=False)["input_ids"][:max_tokens]
+    reply = tokenizer.decode(ids)
+    return reply.replace(tokenizer.eos_token, "") if tokenizer.eos_token else reply

@@ -1,0 +1,97 @@
+"""The parts a Cooper reward source owns besides its algorithm: the RM learner and the assistant, built on
+first use, checkpointed with the trainer, and closed (`RMOwner`, mixed into `rewards/cooper.py`'s source).
+
+The RM is always loaded from files (the `rm` path, or the checkpoint being resumed) into its own
+`VerifyRM`, never copied from another module, so it computes with its own weights whatever wraps the policy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from coreward.rm.assistant import Assistant, build_assistant
+from coreward.rm.learner import RM_DIR, STATE_FILE, RMLearner
+from coreward.rm.model import VerifyRM
+
+
+class RMOwner:
+    """Needs `self.params` with rm, device, rm_dtype, batch_size, rm_cut, assistant, assistant_prompt and the
+    learner settings (lr, weight_decay, minibatch_size, epochs, warmup_ratio, optimizer_offload, step_without_pairs)."""
+
+    learner: RMLearner | None = None
+    _assistant: Assistant | None = None
+    _resume_from: Path | None = None
+
+    @staticmethod
+    def check_params(p: Any) -> None:
+        """The checks of CooperReward.Params (a ValueError names the field first)."""
+        from coreward.runtime.assets import resolve_file
+
+        if not p.rm:
+            raise ValueError("rm must name an RM directory, a hub id or 'demo'")
+        if not isinstance(p.assistant, (str, dict, Assistant)) or not p.assistant:
+            raise ValueError(f"assistant must be 'perturb', an endpoint URL, a model path or a generator dict, "
+                             f"got {p.assistant!r}")
+        if p.minibatch_size is not None and p.minibatch_size < 1:
+            raise ValueError(f"minibatch_size must be >= 1 (or null: all pairs), got {p.minibatch_size}")
+        if not 0 <= p.warmup_ratio <= 1:
+            raise ValueError(f"warmup_ratio must be <= 1 (and >= 0), got {p.warmup_ratio}")
+        for name, least in (("weight_decay", 0), ("max_retries", 0), ("eval_every", 0), ("batch_size", 2), ("epochs", 1)):
+            if getattr(p, name) < least:
+                raise ValueError(f"{name} must be >= {least}, got {getattr(p, name)}")
+        if not p.lr > 0:
+            raise ValueError(f"lr must be > 0, got {p.lr}")
+        if p.eval_every and p.eval_data is None:
+            raise ValueError("eval_data is needed with eval_every > 0: 'demo' or a labelled file")
+        if p.eval_data is not None:
+            resolve_file(p.eval_data, "rm_pairs", key="eval_data")
+
+    @property
+    def learner_settings(self) -> dict[str, Any]:
+        p = self.params
+        return {"lr": p.lr, "weight_decay": p.weight_decay, "batch_size": p.batch_size,
+                "minibatch_size": p.minibatch_size, "epochs": p.epochs, "warmup_ratio": p.warmup_ratio,
+                "optimizer_offload": p.optimizer_offload, "step_without_pairs": p.step_without_pairs}
+
+    def get_learner(self, policy: Any = None) -> RMLearner:
+        """The RM and its optimizer, on the policy's device: from the checkpoint when resuming, else from `rm`."""
+        if self.learner is None:
+            p = self.params
+            device = policy.device if p.device == "auto" and policy is not None else p.device
+            if self._resume_from is not None:
+                self.learner = RMLearner.load(self._resume_from, device, dtype=p.rm_dtype, **self.learner_settings)
+            else:
+                rm = VerifyRM.from_pretrained(p.rm, device=device, dtype=p.rm_dtype, batch_size=p.batch_size)
+                self.learner = RMLearner(rm, **self.learner_settings)
+            self.learner.rm.use_cut(p.rm_cut)
+        return self.learner
+
+    def get_assistant(self) -> Assistant:
+        """Built on first use, on the main process only (the other processes never call it)."""
+        if self._assistant is None:
+            self._assistant = build_assistant(self.params.assistant, self.params.assistant_prompt)
+        return self._assistant
+
+    def save_state(self, directory: Path) -> None:
+        from coreward.runtime.distributed import world
+
+        if self.learner is not None and world()[0] == 0:  # the RM is the same on every process: one writes
+            self.learner.save(Path(directory))
+
+    def export_models(self, directory: Path) -> dict[str, Path]:
+        """The RM `save_state` wrote in HF format: `VerifyRM.from_pretrained` (or transformers'
+        AutoModelForSequenceClassification) loads it."""
+        folder = Path(directory) / RM_DIR
+        return {"rm": folder} if (folder / "config.json").is_file() else {}
+
+    def load_state(self, directory: Path) -> None:
+        """Remember the checkpoint: the RM is loaded from it on first use, on the policy's device."""
+        if (Path(directory) / STATE_FILE).is_file():
+            self._resume_from = Path(directory)
+            self.learner = None
+
+    def close(self) -> None:
+        if self._assistant is not None:
+            self._assistant.close()
+            self._assistant = None
