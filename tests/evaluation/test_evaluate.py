@@ -16,10 +16,11 @@ import torch
 
 from coreward.data.records import Record
 from coreward.runtime.errors import CorewardError
-from coreward.evaluation import evaluate, majority_correct, pass_at_k, render_table
+from coreward.evaluation import evaluate
 from coreward.evaluation.backends import Generation
 from coreward.grpo.periodic_eval import PeriodicEvalCallback, shard
-from coreward.evaluation.evaluate import Problem, Sample, sample, score, summarize
+from coreward.evaluation.evaluate import Problem, Sample, majority_correct, pass_at_k, sample, score, summarize
+from coreward.evaluation.tables import render_table
 
 ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -220,7 +221,8 @@ def test_eval_of_a_loaded_model_with_chat_prompts(tiny_model, verifier):
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     records = {"demo": [Record("q", "Ann has 3 pens, buys 2. How many?", "5", "demo", "test")]}
-    results = evaluate(model, tokenizer, records, n=3, max_new_tokens=4, prompt_format="chat", verifier=verifier)
+    results = evaluate(model, tokenizer=tokenizer, benchmarks=records, n=3, max_new_tokens=4, prompt_format="chat",
+                       verifier=verifier)
     assert results["demo"].num_problems == 1 and len(results.samples) == 3
     assert results.samples[0].prompt == "Ann has 3 pens, buys 2. How many?"  # the demo chat template is plain text
     assert "| Demo |" in results.table("tiny").splitlines()[0]
