@@ -16,7 +16,7 @@ import torch
 
 from coreward.data.records import Record
 from coreward.runtime.errors import CorewardError
-from coreward.evaluation import evaluate
+from coreward.evaluation import EvalSettings, evaluate
 from coreward.evaluation.backends import Generation
 from coreward.grpo.periodic_eval import PeriodicEvalCallback, shard
 from coreward.evaluation.evaluate import Problem, Sample, majority_correct, pass_at_k, sample, score, summarize
@@ -235,6 +235,62 @@ def test_eval_rejects_bad_input(tiny_model):
         evaluate("/nonexistent/model", benchmarks=["demo"], n=1)
     with pytest.raises(CorewardError, match="vllm"):
         evaluate(str(tiny_model), benchmarks=["demo"], n=1, limit=1, backend="vllm")
+
+
+# --------------------------------------------------------------------------- one settings object
+
+
+def test_settings_refuse_bad_choices_before_any_model_loads():
+    assert EvalSettings(benchmarks=" gsm8k,svamp, gsm8k").benchmarks == ["gsm8k", "svamp"]  # as --benchmarks reads
+    for bad, message in [({"n": 0}, "n must be at least 1"), ({"prompt_format": "xml"}, "unknown prompt format"),
+                         ({"backend": "tpu"}, "unknown backend"), ({"benchmarks": " , "}, "--benchmarks is empty")]:
+        with pytest.raises(CorewardError, match=message):
+            EvalSettings(**bad)
+        with pytest.raises(CorewardError, match=message):  # not "no such directory": the model is never looked up
+            evaluate("/nonexistent/model", **bad)
+    with pytest.raises(TypeError, match="temprature"):
+        evaluate("/nonexistent/model", temprature=0.5)
+
+
+def test_keywords_are_the_settings_fields(tiny_model, verifier):
+    settings = EvalSettings(benchmarks=["demo"], n=2, limit=2, max_new_tokens=5, seed=1)
+    by_settings = evaluate(str(tiny_model), settings, verifier=verifier)
+    by_keywords = evaluate(str(tiny_model), benchmarks=["demo"], n=2, limit=2, max_new_tokens=5, seed=1,
+                           verifier=verifier)
+    overridden = evaluate(str(tiny_model), settings, seed=2, verifier=verifier)  # keywords replace those fields
+    completions = lambda results: [s.completion for s in results.samples]
+    assert by_settings.settings == by_keywords.settings and by_settings.settings["max_new_tokens"] == 5
+    assert completions(by_settings) == completions(by_keywords) != completions(overridden)
+    assert overridden.settings["seed"] == 2 and settings.seed == 1  # the caller's settings are not changed
+
+
+def test_eval_options_take_default_and_help_from_the_settings():
+    import dataclasses
+    import inspect
+    import typing
+
+    from coreward.evaluation.cli import eval_command
+
+    fields = {f.name: f for f in dataclasses.fields(EvalSettings)}
+    shared = 0
+    for name, parameter in inspect.signature(eval_command).parameters.items():
+        option = typing.get_type_hints(eval_command, include_extras=True)[name].__metadata__[0]
+        if name in fields and name not in ("benchmarks", "columns"):  # those two read strings: their own help
+            assert parameter.default == fields[name].default, name
+            assert option.help == fields[name].metadata["help"], name
+            assert "--" + name.replace("_", "-") in (option.default, *option.param_decls), name  # typer: 1st is a flag
+            shared += 1
+    assert shared >= 14
+
+
+def test_eval_command_is_a_plain_function(tiny_model, tmp_path, capsys):
+    from coreward.evaluation.cli import eval_command
+
+    eval_command(str(tiny_model), tmp_path / "out", benchmarks="demo", n=2, limit=2, max_new_tokens=4)
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert list(saved["benchmarks"]) == ["demo"] and saved["benchmarks"]["demo"]["num_problems"] == 2
+    assert saved["settings"]["n"] == 2 and saved["settings"]["temperature"] == EvalSettings.temperature
+    assert "| Model | Metric | Demo | Average |" in capsys.readouterr().out
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
