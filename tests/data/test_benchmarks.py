@@ -29,6 +29,7 @@ from coreward.data.records import Record, clean_latex_answer, clean_number
 from coreward.data.verl import read_verl, write_verl
 from coreward.runtime.errors import CorewardError
 
+
 # row counts stated in each benchmark's SOURCES.md
 KNOWN_SIZES = {
     ("gsm8k", "train"): 7473,

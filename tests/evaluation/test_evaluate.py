@@ -15,12 +15,13 @@ import pytest
 import torch
 
 from coreward.data.records import Record
-from coreward.runtime.errors import CorewardError
 from coreward.evaluation import EvalSettings, evaluate
 from coreward.evaluation.backends import Generation
-from coreward.grpo.periodic_eval import PeriodicEvalCallback, shard
 from coreward.evaluation.evaluate import Problem, Sample, majority_correct, pass_at_k, sample, score, summarize
 from coreward.evaluation.tables import render_table
+from coreward.grpo.periodic_eval import PeriodicEvalCallback, shard
+from coreward.runtime.errors import CorewardError
+
 
 ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -124,6 +125,10 @@ def test_a_benchmark_with_some_rows_unanswered_is_refused_by_row():
         evaluate("no-such-model", benchmarks={"mine": records})
 
 
+def completions(results) -> list[str]:
+    return [s.completion for s in results.samples]
+
+
 class ScriptedBackend:
     """Answers each prompt with scripted completions: the pipeline without a model."""
 
@@ -179,7 +184,6 @@ def test_eval_writes_consistent_results_and_is_repeatable(tiny_model, tmp_path, 
     assert saved["average"]["avg@2"] == pytest.approx(first.average()["avg@2"])
     assert frame.loc[frame.benchmark == "gsm8k", "gold"].tolist()[:1] == ["18"]  # GSM8K test problem 1
 
-    completions = lambda results: [s.completion for s in results.samples]
     assert completions(first) == completions(again)
     assert completions(first) != completions(other)
     assert json.loads((tmp_path / "b" / "results.json").read_text())["benchmarks"] == saved["benchmarks"]
@@ -258,7 +262,6 @@ def test_keywords_are_the_settings_fields(tiny_model, verifier):
     by_keywords = evaluate(str(tiny_model), benchmarks=["demo"], n=2, limit=2, max_new_tokens=5, seed=1,
                            verifier=verifier)
     overridden = evaluate(str(tiny_model), settings, seed=2, verifier=verifier)  # keywords replace those fields
-    completions = lambda results: [s.completion for s in results.samples]
     assert by_settings.settings == by_keywords.settings and by_settings.settings["max_new_tokens"] == 5
     assert completions(by_settings) == completions(by_keywords) != completions(overridden)
     assert overridden.settings["seed"] == 2 and settings.seed == 1  # the caller's settings are not changed

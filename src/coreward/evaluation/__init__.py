@@ -6,4 +6,5 @@ metrics, tables and plots are in the modules beside it.
 
 from coreward.evaluation.evaluate import EvalSettings, evaluate
 
+
 __all__ = ["EvalSettings", "evaluate"]

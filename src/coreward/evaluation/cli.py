@@ -14,6 +14,7 @@ import typer
 
 from coreward.evaluation.evaluate import PAPER_BENCHMARKS, EvalSettings
 
+
 _HELP = {f.name: f.metadata["help"] for f in fields(EvalSettings)}
 
 

@@ -36,13 +36,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from coreward.data.prompts import INSTRUCTION, PLAIN_CHAT_TEMPLATE, build_messages, plain_prompt, render_prompt
 from coreward.data.benchmarks import load_named
+from coreward.data.prompts import INSTRUCTION, PLAIN_CHAT_TEMPLATE, build_messages, plain_prompt, render_prompt
 from coreward.data.records import Record
-from coreward.runtime.assets import resolve_model
-from coreward.runtime.errors import CorewardError
 from coreward.evaluation.backends import Backend, HFBackend, VLLMBackend, load_model
+from coreward.runtime.assets import resolve_model
 from coreward.runtime.devices import load_tokenizer
+from coreward.runtime.errors import CorewardError
+
 
 PAPER_BENCHMARKS = ("gsm8k", "svamp", "math500", "olympiadbench", "mathodyssey")
 # The demo's held-out set: the whole demo test split, n=8 in under 2 minutes on 2 CPU cores

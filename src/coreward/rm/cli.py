@@ -10,6 +10,7 @@ import typer
 
 from coreward.runtime.assets import resolve_model
 
+
 AUTO = "auto"
 
 
