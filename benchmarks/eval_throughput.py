@@ -61,7 +61,8 @@ def main() -> None:
     print(f"\nheld-out eval: demo test, {DEMO_HELDOUT_PROBLEMS} problems x n={N} (evaluate() defaults)")
     with Verifier() as verifier:
         start = time.perf_counter()
-        results = evaluate(model, tokenizer, ["demo"], n=N, limit=DEMO_HELDOUT_PROBLEMS, verifier=verifier)
+        results = evaluate(model, tokenizer=tokenizer, benchmarks=["demo"], n=N, limit=DEMO_HELDOUT_PROBLEMS,
+                           verifier=verifier)
         total = time.perf_counter() - start
     timing, demo = results.timing, results["demo"]
     print(

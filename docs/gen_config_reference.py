@@ -33,6 +33,7 @@ FieldRow = tuple[str, str, str, str]  # key, type, default, help
 def config_classes() -> list[tuple[str, str, type, str]]:
     """(title, command, dataclass, intro) of each config file coreward reads."""
     from coreward.demo.sft import DemoSFTConfig
+    from coreward.evaluation.evaluate import EvalSettings
     from coreward.grpo.config import TrainConfig
     from coreward.rm.train import RMTrainConfig
 
@@ -44,6 +45,10 @@ def config_classes() -> list[tuple[str, str, type, str]]:
          "`configs/rm/*.yaml` are examples."),
         ("Demo SFT: `coreward sft --config F`", "sft", DemoSFTConfig,
          "`configs/demo/sft.yaml` mirrors these defaults."),
+        ("Evaluation: `coreward eval` and `coreward.evaluate`", "eval", EvalSettings,
+         "Not read from a file: each key is an option of `coreward eval` (`top_p` is `--top-p`, `output_dir` is "
+         "`--output`), a keyword of `coreward.evaluate(model, ...)`, and a field of "
+         "`coreward.evaluation.EvalSettings` for `coreward.evaluate(model, settings)`."),
     ]
 
 

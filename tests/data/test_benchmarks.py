@@ -14,25 +14,21 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from coreward.data import (
-    INSTRUCTION,
-    Record,
+from coreward.data import cli as data_cli
+from coreward.data.benchmarks import (
     benchmark_splits,
-    build_messages,
     count_rows,
     list_benchmarks,
     load_benchmark,
     load_records_file,
-    plain_prompt,
-    read_verl,
-    render_prompt,
     resolve_data_dir,
-    write_verl,
+    row_to_record,
 )
-from coreward.data import cli as data_cli
-from coreward.data.benchmarks import row_to_record
-from coreward.data.records import clean_latex_answer, clean_number
+from coreward.data.prompts import INSTRUCTION, build_messages, plain_prompt, render_prompt
+from coreward.data.records import Record, clean_latex_answer, clean_number
+from coreward.data.verl import read_verl, write_verl
 from coreward.runtime.errors import CorewardError
+
 
 # row counts stated in each benchmark's SOURCES.md
 KNOWN_SIZES = {

@@ -9,6 +9,7 @@ import sys
 
 from tests.helpers.vllm_cpu import ROOT, requires_vllm
 
+
 pytestmark = requires_vllm
 
 

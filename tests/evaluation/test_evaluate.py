@@ -15,11 +15,13 @@ import pytest
 import torch
 
 from coreward.data.records import Record
-from coreward.runtime.errors import CorewardError
-from coreward.evaluation import evaluate, majority_correct, pass_at_k, render_table
+from coreward.evaluation import EvalSettings, evaluate
 from coreward.evaluation.backends import Generation
+from coreward.evaluation.evaluate import Problem, Sample, majority_correct, pass_at_k, sample, score, summarize
+from coreward.evaluation.tables import render_table
 from coreward.grpo.periodic_eval import PeriodicEvalCallback, shard
-from coreward.evaluation.evaluate import Problem, Sample, sample, score, summarize
+from coreward.runtime.errors import CorewardError
+
 
 ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -123,6 +125,10 @@ def test_a_benchmark_with_some_rows_unanswered_is_refused_by_row():
         evaluate("no-such-model", benchmarks={"mine": records})
 
 
+def completions(results) -> list[str]:
+    return [s.completion for s in results.samples]
+
+
 class ScriptedBackend:
     """Answers each prompt with scripted completions: the pipeline without a model."""
 
@@ -178,7 +184,6 @@ def test_eval_writes_consistent_results_and_is_repeatable(tiny_model, tmp_path, 
     assert saved["average"]["avg@2"] == pytest.approx(first.average()["avg@2"])
     assert frame.loc[frame.benchmark == "gsm8k", "gold"].tolist()[:1] == ["18"]  # GSM8K test problem 1
 
-    completions = lambda results: [s.completion for s in results.samples]
     assert completions(first) == completions(again)
     assert completions(first) != completions(other)
     assert json.loads((tmp_path / "b" / "results.json").read_text())["benchmarks"] == saved["benchmarks"]
@@ -220,7 +225,8 @@ def test_eval_of_a_loaded_model_with_chat_prompts(tiny_model, verifier):
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     records = {"demo": [Record("q", "Ann has 3 pens, buys 2. How many?", "5", "demo", "test")]}
-    results = evaluate(model, tokenizer, records, n=3, max_new_tokens=4, prompt_format="chat", verifier=verifier)
+    results = evaluate(model, tokenizer=tokenizer, benchmarks=records, n=3, max_new_tokens=4, prompt_format="chat",
+                       verifier=verifier)
     assert results["demo"].num_problems == 1 and len(results.samples) == 3
     assert results.samples[0].prompt == "Ann has 3 pens, buys 2. How many?"  # the demo chat template is plain text
     assert "| Demo |" in results.table("tiny").splitlines()[0]
@@ -233,6 +239,61 @@ def test_eval_rejects_bad_input(tiny_model):
         evaluate("/nonexistent/model", benchmarks=["demo"], n=1)
     with pytest.raises(CorewardError, match="vllm"):
         evaluate(str(tiny_model), benchmarks=["demo"], n=1, limit=1, backend="vllm")
+
+
+# --------------------------------------------------------------------------- one settings object
+
+
+def test_settings_refuse_bad_choices_before_any_model_loads():
+    assert EvalSettings(benchmarks=" gsm8k,svamp, gsm8k").benchmarks == ["gsm8k", "svamp"]  # as --benchmarks reads
+    for bad, message in [({"n": 0}, "n must be at least 1"), ({"prompt_format": "xml"}, "unknown prompt format"),
+                         ({"backend": "tpu"}, "unknown backend"), ({"benchmarks": " , "}, "--benchmarks is empty")]:
+        with pytest.raises(CorewardError, match=message):
+            EvalSettings(**bad)
+        with pytest.raises(CorewardError, match=message):  # not "no such directory": the model is never looked up
+            evaluate("/nonexistent/model", **bad)
+    with pytest.raises(TypeError, match="temprature"):
+        evaluate("/nonexistent/model", temprature=0.5)
+
+
+def test_keywords_are_the_settings_fields(tiny_model, verifier):
+    settings = EvalSettings(benchmarks=["demo"], n=2, limit=2, max_new_tokens=5, seed=1)
+    by_settings = evaluate(str(tiny_model), settings, verifier=verifier)
+    by_keywords = evaluate(str(tiny_model), benchmarks=["demo"], n=2, limit=2, max_new_tokens=5, seed=1,
+                           verifier=verifier)
+    overridden = evaluate(str(tiny_model), settings, seed=2, verifier=verifier)  # keywords replace those fields
+    assert by_settings.settings == by_keywords.settings and by_settings.settings["max_new_tokens"] == 5
+    assert completions(by_settings) == completions(by_keywords) != completions(overridden)
+    assert overridden.settings["seed"] == 2 and settings.seed == 1  # the caller's settings are not changed
+
+
+def test_eval_options_take_default_and_help_from_the_settings():
+    import dataclasses
+    import inspect
+    import typing
+
+    from coreward.evaluation.cli import eval_command
+
+    fields = {f.name: f for f in dataclasses.fields(EvalSettings)}
+    shared = 0
+    for name, parameter in inspect.signature(eval_command).parameters.items():
+        option = typing.get_type_hints(eval_command, include_extras=True)[name].__metadata__[0]
+        if name in fields and name not in ("benchmarks", "columns"):  # those two read strings: their own help
+            assert parameter.default == fields[name].default, name
+            assert option.help == fields[name].metadata["help"], name
+            assert "--" + name.replace("_", "-") in (option.default, *option.param_decls), name  # typer: 1st is a flag
+            shared += 1
+    assert shared >= 14
+
+
+def test_eval_command_is_a_plain_function(tiny_model, tmp_path, capsys):
+    from coreward.evaluation.cli import eval_command
+
+    eval_command(str(tiny_model), tmp_path / "out", benchmarks="demo", n=2, limit=2, max_new_tokens=4)
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert list(saved["benchmarks"]) == ["demo"] and saved["benchmarks"]["demo"]["num_problems"] == 2
+    assert saved["settings"]["n"] == 2 and saved["settings"]["temperature"] == EvalSettings.temperature
+    assert "| Model | Metric | Demo | Average |" in capsys.readouterr().out
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

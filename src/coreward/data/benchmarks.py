@@ -18,10 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coreward.runtime.errors import CorewardError
-
 from coreward.data.readers import count_file_rows, map_rows, read_rows
-from coreward.data.records import MissingField, Record, answer_text, clean_latex_answer, clean_number, field_of, gsm8k_answer, strip_calc, text_field  # noqa: F401
+from coreward.data.records import (
+    MissingField,
+    Record,
+    answer_text,
+    clean_latex_answer,
+    clean_number,
+    field_of,
+    gsm8k_answer,
+    strip_calc,
+)
+from coreward.runtime.errors import CorewardError
 from coreward.verify import last_boxed
 
 

@@ -12,9 +12,17 @@ from typing import Annotated
 
 import typer
 
-from coreward.data.benchmarks import BENCHMARKS, benchmark_splits, count_rows, list_benchmarks, load_benchmark, resolve_data_dir
+from coreward.data.benchmarks import (
+    BENCHMARKS,
+    benchmark_splits,
+    count_rows,
+    list_benchmarks,
+    load_benchmark,
+    resolve_data_dir,
+)
 from coreward.data.records import Record
 from coreward.runtime.errors import CorewardError
+
 
 EXPORT_FORMATS = ("verl", "jsonl")
 

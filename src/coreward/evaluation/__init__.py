@@ -1,25 +1,10 @@
-"""Evaluation (avg@n, pass@k, maj@n on math benchmarks), evaluation during training, and run reports."""
+"""Evaluation (avg@n, pass@k, maj@n on math benchmarks), evaluation during training, and run reports.
 
-from coreward.evaluation.evaluate import (
-    PAPER_BENCHMARKS,
-    BenchmarkResult,
-    EvalResults,
-    Sample,
-    evaluate,
-    majority_correct,
-    pass_at_k,
-)
-from coreward.evaluation.tables import comparison_table, render_table, results_table
+`evaluate(model, EvalSettings(...))` is the entry point (also `coreward.evaluate` and `coreward eval`); the
+metrics, tables and plots are in the modules beside it.
+"""
 
-__all__ = [
-    "PAPER_BENCHMARKS",
-    "BenchmarkResult",
-    "EvalResults",
-    "Sample",
-    "comparison_table",
-    "evaluate",
-    "majority_correct",
-    "pass_at_k",
-    "render_table",
-    "results_table",
-]
+from coreward.evaluation.evaluate import EvalSettings, evaluate
+
+
+__all__ = ["EvalSettings", "evaluate"]

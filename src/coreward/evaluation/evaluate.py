@@ -19,8 +19,9 @@ pass@1 equals avg@n; it is reported anyway because it is the name most readers l
 answers are grouped by verified equivalence ("0.5" and "\\frac{1}{2}" vote together), samples without an
 extracted answer do not vote, and a tie goes to the answer seen first.
 
-The pipeline is three plain steps so that training (callback.py) can run them on shards of a held-out set:
-`sample` (generation), `score` (verification, one sample at a time), `summarize` (per-problem metrics).
+The pipeline is three plain steps so that evaluation during training (grpo/periodic_eval.py) can run them on
+shards of a held-out set: `sample` (generation), `score` (verification, one sample at a time), `summarize`
+(per-problem metrics). `evaluate(model, EvalSettings(...))` runs all three on a saved or loaded model.
 """
 
 from __future__ import annotations
@@ -30,18 +31,19 @@ import math
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from coreward.data.prompts import INSTRUCTION, PLAIN_CHAT_TEMPLATE, build_messages, plain_prompt, render_prompt
 from coreward.data.benchmarks import load_named
+from coreward.data.prompts import INSTRUCTION, PLAIN_CHAT_TEMPLATE, build_messages, plain_prompt, render_prompt
 from coreward.data.records import Record
-from coreward.runtime.assets import resolve_model
-from coreward.runtime.errors import CorewardError
 from coreward.evaluation.backends import Backend, HFBackend, VLLMBackend, load_model
+from coreward.runtime.assets import resolve_model
 from coreward.runtime.devices import load_tokenizer
+from coreward.runtime.errors import CorewardError
+
 
 PAPER_BENCHMARKS = ("gsm8k", "svamp", "math500", "olympiadbench", "mathodyssey")
 # The demo's held-out set: the whole demo test split, n=8 in under 2 minutes on 2 CPU cores
@@ -303,7 +305,8 @@ def model_defaults(tokenizer) -> ModelDefaults:
 def build_prompt(
     question: str, tokenizer, prompt_format: str, instruction: str | None, system: str | None = None
 ) -> str:
-    """The prompt text exactly as training builds it (see training.train.build_rows) for the same settings."""
+    """The prompt text as training renders it for the same settings (chat messages through the tokenizer's chat
+    template, or plain text)."""
     if prompt_format == "chat":
         return render_prompt(tokenizer, build_messages(question, instruction=instruction, system=system))
     if prompt_format == "plain":
@@ -337,19 +340,140 @@ def load_benchmarks(
     records = {name: load_named(name, split, limit, data_dir, key="--benchmarks", columns=columns)
                for name in names}
     for name, rows in records.items():
-        check_references(rows, f"--benchmarks {name}")
+        refuse_mixed_references(rows, f"--benchmarks {name}")
     return records
 
 
-def check_references(records: list[Record], where: str) -> None:
+def refuse_mixed_references(records: list[Record], where: str) -> None:
     """All rows with a reference answer (accuracies), or none (label-free agree@n); a mix is refused by row."""
     missing = [i for i, r in enumerate(records) if not r.answer]
     if missing and len(missing) < len(records):
-        raise CorewardError(f"{where}: rows {missing[:5]}{' ...' if len(missing) > 5 else ''} have no reference answer "
+        shown = f"{missing[:5]}{' ...' if len(missing) > 5 else ''}"
+        raise CorewardError(f"{where}: rows {shown} have no reference answer "
                             f"while {len(records) - len(missing)} others have one; give every row an answer or none")
 
 
-# --------------------------------------------------------------------------- the entry point
+# --------------------------------------------------------------------------- the settings and the entry point
+
+
+@dataclass
+class EvalSettings:
+    """What one evaluation samples and how: `coreward eval`'s options (`--top-p` sets `top_p`) and the keywords of
+    `coreward.evaluate`. A setting left None takes the model kind's default once its tokenizer is known
+    (`DEMO_DEFAULTS` for the demo policy, else `CHAT_DEFAULTS`). Bad choices fail here, before any model loads."""
+
+    benchmarks: list[str] | dict[str, list[Record]] | None = field(default=None, metadata={"help": (
+        "registered benchmark names, .jsonl/.json/.parquet/.csv files (verl too), directories or hub dataset ids "
+        "(owner/name[:subset]), also as one comma-separated string; from Python also ready records by name "
+        "(`{name: [Record, ...]}`) (default: `demo`, its own task, for the demo policy; else the papers' "
+        f"{', '.join(PAPER_BENCHMARKS)})")})
+    n: int = field(default=8, metadata={"help": "samples per problem"})
+    temperature: float = field(default=0.7, metadata={"help": "sampling temperature; 0 = greedy"})
+    top_p: float = field(default=0.95, metadata={"help": "nucleus sampling's top-p"})
+    max_new_tokens: int | None = field(default=None, metadata={
+        "help": "completion length cap (default: 64 for the demo policy, else 2048)"})
+    seed: int = field(default=0, metadata={"help": "same seed, same samples"})
+    prompt_format: str | None = field(default=None, metadata={
+        "help": "chat or plain (default: plain for the demo tokenizer, else chat)"})
+    instruction: str | None = field(default=None, metadata={
+        "help": "text appended to each question, '' for none (default: none for the demo, else the papers' "
+                "\\boxed{} instruction)"})
+    system: str | None = field(default=None, metadata={
+        "help": "a system message before each question (chat format; default: none)"})
+    batch_size: int | None = field(default=None, metadata={
+        "help": "sequences per generate call (default: 512 for the demo policy, else 64)"})
+    limit: int | None = field(default=None, metadata={"help": "first K problems of each benchmark (default: all)"})
+    split: str = field(default="test", metadata={"help": "split of each benchmark to read"})
+    data_dir: str | Path | None = field(default=None, metadata={
+        "help": "where registered benchmarks are read (default: $COREWARD_DATA, else shared/data beside the "
+                "repository)"})
+    columns: dict[str, str] | None = field(default=None, metadata={
+        "help": "the data's column names, e.g. {question: problem, answer: solution} (files, directories and hub "
+                "datasets)"})
+    backend: str = field(default="hf", metadata={"help": "hf (transformers generate) or vllm"})
+    device: str = field(default="auto", metadata={
+        "help": "auto, cpu, cuda, cuda:1, ... (where a model given by path is loaded)"})
+    dtype: str = field(default="auto", metadata={
+        "help": "auto (hf: bf16 on GPU, fp32 on CPU; vllm: its own choice, recorded in results.json), float32, "
+                "bfloat16, float16"})
+    vllm_memory: float | None = field(default=None, metadata={
+        "help": "vllm: share of GPU memory it reserves, its gpu_memory_utilization (on CPU: of the machine's "
+                "memory; default vLLM's 0.92)"})
+    output_dir: str | Path | None = field(default=None, metadata={
+        "help": "directory for results.json and samples.parquet (default: none, nothing is written)"})
+    show_progress: bool = field(default=False, metadata={"help": "show a progress bar while generating"})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.benchmarks, str):
+            self.benchmarks = parse_benchmarks(self.benchmarks)
+        if self.n < 1:
+            raise CorewardError(f"n must be at least 1, got {self.n}")
+        if self.prompt_format not in (None, "chat", "plain"):
+            raise CorewardError(f"unknown prompt format {self.prompt_format!r}; use chat or plain")
+        if self.backend not in ("hf", "vllm"):
+            raise CorewardError(f"unknown backend {self.backend!r}; use hf or vllm")
+
+    def recorded(self, defaults: ModelDefaults) -> dict[str, Any]:
+        """The settings as results.json records them: each None replaced by the model kind's default."""
+        return {
+            "n": self.n,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_new_tokens": self.max_new_tokens or defaults.max_new_tokens,
+            "seed": self.seed,
+            "prompt_format": self.prompt_format or defaults.prompt_format,
+            "instruction": defaults.instruction if self.instruction is None else (self.instruction or None),
+            "system": self.system,
+            "batch_size": self.batch_size or defaults.batch_size,
+            "backend": self.backend,
+            "split": self.split,
+            "limit": self.limit,
+        }
+
+
+def parse_benchmarks(text: str) -> list[str]:
+    """`gsm8k,svamp` as a list of names (repeats dropped)."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise CorewardError("--benchmarks is empty; give comma-separated names, e.g. gsm8k,svamp")
+    return list(dict.fromkeys(names))
+
+
+def evaluate(
+    model: Any, settings: EvalSettings | None = None, *, tokenizer: Any = None, verifier: Any = None, **keywords: Any
+) -> EvalResults:
+    """Sample n completions per problem, verify them, and compute avg@n, pass@{1,n} and maj@n per benchmark.
+
+    `model` is a path, a hub id, `"demo"`, or a loaded model (then `tokenizer` is required, and the settings'
+    `device` and `dtype`, which apply to loading, are ignored). `settings` says what to evaluate and how; the
+    keywords are its fields, so `evaluate(m, benchmarks=["gsm8k"], n=8)` is
+    `evaluate(m, EvalSettings(benchmarks=["gsm8k"], n=8))` (given both, the keywords replace those fields).
+    `verifier` is a `coreward.Verifier` to reuse; without it one is opened for this call. With
+    `output_dir`, results.json and samples.parquet are written there.
+    """
+    settings = EvalSettings(**keywords) if settings is None else replace(settings, **keywords)
+    started, start = datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter()
+    records, tokenizer = _records(model, tokenizer, settings)
+    label, loaded, tokenizer = _load(model, tokenizer, settings)
+    defaults = model_defaults(tokenizer)
+    recorded = {**settings.recorded(defaults), **_placement(loaded)}
+    engine = loaded
+    if not isinstance(loaded, VLLMBackend):
+        threads = defaults.cpu_threads if recorded["device"] == "cpu" else None
+        engine = HFBackend(loaded, tokenizer, batch_size=recorded["batch_size"], show_progress=settings.show_progress,
+                           num_threads=threads)
+    problems = build_problems(records, tokenizer, recorded["prompt_format"], recorded["instruction"], settings.system)
+
+    generation_start = time.perf_counter()
+    samples = sample(engine, problems, settings.n, settings.temperature, settings.top_p, recorded["max_new_tokens"],
+                     settings.seed)
+    scoring_start = time.perf_counter()
+    per_benchmark = _score_and_summarize(samples, verifier)
+    timing = _timing(started, samples, start, generation_start, scoring_start, time.perf_counter())
+    results = EvalResults(label, recorded, per_benchmark, samples, timing)
+    if settings.output_dir is not None:
+        results.save(settings.output_dir)
+    return results
 
 
 def resolve_model_path(model: str | Path) -> str:
@@ -357,120 +481,44 @@ def resolve_model_path(model: str | Path) -> str:
     return resolve_model(model, "policy", key="--model")
 
 
-def _load(model, tokenizer, backend: str, device: str, dtype: str, seed: int, vllm_memory: float | None = None):
+def _records(model, tokenizer, settings: EvalSettings) -> tuple[dict[str, list[Record]], Any]:
+    """The records to evaluate by benchmark (a bad name fails before any model loads), and the tokenizer, loaded
+    here when the default benchmarks depend on the model's kind."""
+    names = settings.benchmarks
+    if names is None:  # what fits the model: its own task for a plain-text model (the demo policy)
+        if tokenizer is None and isinstance(model, (str, Path)):
+            tokenizer = load_tokenizer(resolve_model_path(model), key="--model")
+        names = ["demo"] if tokenizer is not None and reads_plain_text(tokenizer) else list(PAPER_BENCHMARKS)
+    if not isinstance(names, dict):
+        return load_benchmarks(names, settings.split, settings.limit, settings.data_dir, settings.columns), tokenizer
+    records = {name: rows[: settings.limit] for name, rows in names.items()}
+    for name, rows in records.items():
+        refuse_mixed_references(rows, f"benchmark {name}")
+    return records, tokenizer
+
+
+def _load(model, tokenizer, settings: EvalSettings):
     """(label, loaded model or VLLMBackend, tokenizer) for a path, hub id, "demo", or an already loaded model."""
     if not isinstance(model, (str, Path)):
-        if backend != "hf":
+        if settings.backend != "hf":
             raise CorewardError("a loaded model can only be evaluated with the hf backend")
         if tokenizer is None:
             raise CorewardError("evaluating a loaded model needs its tokenizer")
         return getattr(model, "name_or_path", type(model).__name__), model, tokenizer
     path = resolve_model_path(model)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path, key="--model")
-    if backend == "vllm":
-        memory = {} if vllm_memory is None else {"gpu_memory_utilization": vllm_memory}
-        return path, VLLMBackend(path, dtype=dtype, seed=seed, **memory), tokenizer
-    return path, load_model(path, device=device, dtype=dtype), tokenizer
+    if settings.backend == "vllm":
+        memory = {} if settings.vllm_memory is None else {"gpu_memory_utilization": settings.vllm_memory}
+        return path, VLLMBackend(path, dtype=settings.dtype, seed=settings.seed, **memory), tokenizer
+    return path, load_model(path, device=settings.device, dtype=settings.dtype), tokenizer
 
 
-def _check_choices(n: int, prompt_format: str | None, backend: str) -> None:
-    """Fail on a bad setting before a model is loaded."""
-    if n < 1:
-        raise CorewardError(f"n must be at least 1, got {n}")
-    if prompt_format not in (None, "chat", "plain"):
-        raise CorewardError(f"unknown prompt format {prompt_format!r}; use chat or plain")
-    if backend not in ("hf", "vllm"):
-        raise CorewardError(f"unknown backend {backend!r}; use hf or vllm")
-
-
-def _placement(loaded, dtype: str) -> dict[str, str]:
+def _placement(loaded) -> dict[str, str]:
     """Where the model actually ran, for results.json ("auto" resolved)."""
     if isinstance(loaded, VLLMBackend):
         return {"device": loaded.device, "dtype": loaded.dtype}
     parameter = next(loaded.parameters())
     return {"device": str(parameter.device), "dtype": str(parameter.dtype).removeprefix("torch.")}
-
-
-def evaluate(
-    model: Any,
-    tokenizer: Any = None,
-    benchmarks: dict[str, list[Record]] | Sequence[str] | None = None,
-    n: int = 8,
-    temperature: float = 0.7,
-    top_p: float = 0.95,
-    max_new_tokens: int | None = None,
-    seed: int = 0,
-    prompt_format: str | None = None,
-    batch_size: int | None = None,
-    output_dir: str | Path | None = None,
-    *,
-    instruction: str | None = None,
-    system: str | None = None,
-    limit: int | None = None,
-    split: str = "test",
-    data_dir: str | Path | None = None,
-    columns: dict[str, str] | None = None,
-    backend: str = "hf",
-    device: str = "auto",
-    dtype: str = "auto",
-    verifier: Any = None,
-    show_progress: bool = False,
-    vllm_memory: float | None = None,
-) -> EvalResults:
-    """Sample n completions per problem, verify them, and compute avg@n, pass@{1,n} and maj@n per benchmark.
-
-    `model` is a path, a hub id, `"demo"`, or a loaded model (then `tokenizer` is required, and `device` and
-    `dtype`, which apply to loading, are ignored). `benchmarks` are registry names (loaded with `split`,
-    `limit`, `data_dir`) or ready lists of records (cut to `limit`). Settings left None take the model
-    kind's defaults (`DEMO_DEFAULTS` for the demo tokenizer, else `CHAT_DEFAULTS`); `instruction=""` means
-    none. With `output_dir`, results.json and samples.parquet are written there. `vllm_memory` is the share
-    of accelerator memory vLLM reserves (its `gpu_memory_utilization`; on CPU, of the machine's memory).
-    """
-    _check_choices(n, prompt_format, backend)
-    started, start = datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter()
-    if benchmarks is None:  # what fits the model: its own task for a plain-text model (the demo policy)
-        if tokenizer is None and isinstance(model, (str, Path)):
-            tokenizer = load_tokenizer(resolve_model_path(model), key="--model")
-        benchmarks = ["demo"] if tokenizer is not None and reads_plain_text(tokenizer) else list(PAPER_BENCHMARKS)
-    if isinstance(benchmarks, dict):
-        records = {name: rows[:limit] for name, rows in benchmarks.items()}
-        for name, rows in records.items():
-            check_references(rows, f"benchmark {name}")
-    else:
-        records = load_benchmarks(benchmarks, split, limit, data_dir, columns)
-    label, loaded, tokenizer = _load(model, tokenizer, backend, device, dtype, seed, vllm_memory)
-    defaults = model_defaults(tokenizer)
-    settings = {
-        "n": n,
-        "temperature": temperature,
-        "top_p": top_p,
-        "max_new_tokens": max_new_tokens or defaults.max_new_tokens,
-        "seed": seed,
-        "prompt_format": prompt_format or defaults.prompt_format,
-        "instruction": defaults.instruction if instruction is None else (instruction or None),
-        "system": system,
-        "batch_size": batch_size or defaults.batch_size,
-        "backend": backend,
-        "split": split,
-        "limit": limit,
-        **_placement(loaded, dtype),
-    }
-    engine = loaded
-    if not isinstance(loaded, VLLMBackend):
-        threads = defaults.cpu_threads if settings["device"] == "cpu" else None
-        batch = settings["batch_size"]
-        engine = HFBackend(loaded, tokenizer, batch_size=batch, show_progress=show_progress, num_threads=threads)
-    problems = build_problems(records, tokenizer, settings["prompt_format"], settings["instruction"], system)
-
-    generation_start = time.perf_counter()
-    samples = sample(engine, problems, n, temperature, top_p, settings["max_new_tokens"], seed)
-    scoring_start = time.perf_counter()
-    per_benchmark = _score_and_summarize(samples, verifier)
-    timing = _timing(started, samples, start, generation_start, scoring_start, time.perf_counter())
-    results = EvalResults(label, settings, per_benchmark, samples, timing)
-    if output_dir is not None:
-        results.save(output_dir)
-    return results
 
 
 def _timing(started: str, samples: list[Sample], start: float, generation: float, scoring: float, end: float):

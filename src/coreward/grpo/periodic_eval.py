@@ -25,7 +25,7 @@ from coreward.data.records import Record
 from coreward.runtime.errors import CorewardError
 from coreward.evaluation.backends import HFBackend
 from coreward.evaluation.evaluate import (
-    Problem, build_problems, check_references, model_defaults, sample, score, summarize,
+    Problem, build_problems, model_defaults, refuse_mixed_references, sample, score, summarize,
 )
 
 DEFAULT_MAX_NEW_TOKENS = 256  # when the trainer's args have no max_completion_length
@@ -40,7 +40,7 @@ def load_eval_records(data) -> list[Record] | None:
         return None
     records = load_named(data.eval, data.eval_split, data.eval_limit, data.data_dir, key="data.eval",
                          columns=data.eval_columns)
-    check_references(records, f"key data.eval: {data.eval}")  # none: label-free agree@n instead of accuracy
+    refuse_mixed_references(records, f"key data.eval: {data.eval}")  # none: label-free agree@n instead of accuracy
     return records
 
 
