@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
     def demo(
         methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
         quick: bool = typer.Option(False, "--quick", help="a smaller budget: 8 steps per method, no stress rows "
-                                   "(about 5 minutes on 2 CPU cores, against about 15 for the full demo)"),
+                                   "(about 2 minutes on 2 idle CPU cores, against about 14 for the full demo)"),
         output_dir: Optional[str] = typer.Option(
             None, "--output-dir", help="where runs, evaluations and the reports go (default: runs/demo, or "
             "runs/demo-<time> when runs/demo holds an earlier demo)"),
@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train the demo policy with every reward method from the same warm start and compare them.
 
-        The full demo takes about 15 minutes on 2 CPU cores (each run prints a line per step); --quick about 5.
+        The full demo takes about 14 minutes on 2 idle CPU cores (each run prints a line per step); --quick about 2.
 
         Example: coreward demo --quick
         """
@@ -49,8 +49,9 @@ def register(app: typer.Typer) -> None:
         chosen = parse_methods(methods)
         directory = demo_output_dir(output_dir, overwrite)
         if not quick:
-            typer.echo(f"coreward demo: {len(chosen)} methods x {seeds} seed(s), about {15 * seeds * len(chosen) // 8 or 1}"
-                       " minutes on 2 CPU cores (`coreward demo --quick`: about a third of that)")
+            minutes = max(1, round(14 * seeds * len(chosen) / 8))
+            typer.echo(f"coreward demo: {len(chosen)} methods x {seeds} seed(s), about {minutes} minutes on 2 idle CPU "
+                       "cores (`coreward demo --quick`: about 2 minutes a seed)")
         summary = run_demo_seeds(chosen, quick, directory, list(range(seed, seed + seeds)))
         typer.echo("\n" + summary["table"])
         typer.echo(f"\nfinished in {summary['seconds']:.0f} s; results in {directory}:")
