@@ -138,12 +138,14 @@ def test_the_demo_policy_gets_plain_prompts_by_default(cli_run):
 
 
 def test_completions_of_one_or_two_tokens_are_warned_about(tmp_path):
-    """The demo policy given chat prompts with the \\boxed{} instruction (what it can't read) stops at once."""
+    """As when the demo policy, given chat prompts with the \\boxed{} instruction (words it can't read), ends every
+    answer at once; made certain here by a length limit of 2 tokens."""
     folder = user_folder(tmp_path)
-    done = coreward(folder, "train", "--config", str(REPO / "configs" / "demo" / "rule.yaml"), "--output-dir", "r",
-                    "--max-steps", "1", "--set", "data.prompt_format=chat",
-                    "--set", "data.instruction=Let's think step by step.", "--set", "data.eval_every=0",
-                    "--set", "grpo.per_device_train_batch_size=16", "--set", "torch_threads=1")
+    config = {"model": {"name_or_path": "demo"}, "data": {"train": "demo", "prompt_format": "chat"},
+              "grpo": {"num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 2},
+              "torch_threads": 1}
+    (folder / "chat.yaml").write_text(yaml.safe_dump(config))
+    done = coreward(folder, "train", "--config", "chat.yaml", "--output-dir", "r", "--max-steps", "1")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "every completion of step 1 is at most 2 tokens long" in done.stdout
     assert "data.prompt_format" in done.stdout
