@@ -19,7 +19,18 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 QUESTIONS = [("3+4-2=", "5"), ("5+1-3=", "3"), ("2+2-1=", "3"), ("7+1-4=", "4")]
-FORMAT_REWARD = "def format_reward(completions, **kwargs):\n    return [float('#' in c) for c in completions]\n"
+# a user's TRL-style reward that checks answers with coreward's Verifier: two forms of a polynomial take
+# math-verify, so the Verifier's worker processes start inside the user's process
+FORMAT_REWARD = textwrap.dedent("""\
+    import coreward
+
+    _verifier = coreward.Verifier(num_workers=1)
+
+
+    def format_reward(completions, **kwargs):
+        golds = ["(x+1)^2"] * len(completions)
+        return [float(same) for same in _verifier.equivalent(golds, ["x^2+2x+1" if "#" in c else None for c in completions])]
+    """)
 LIBRARY_NOISE = ("Setting accelerator to CPU", "is_gradient_checkpointing")
 
 
