@@ -39,6 +39,7 @@ __all__ = sorted([*_EXPORTS, "train", "load_data", "__version__"])
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
+        _quiet()
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value
         return value
@@ -56,6 +57,7 @@ def train(config: Any, *, overrides: list[str] | None = None, output_dir: str | 
     import copy
     from pathlib import Path
 
+    _quiet()
     from coreward.grpo.config import TrainConfig
     from coreward.grpo.train import run_training
     from coreward.runtime.config import apply_overrides, build, load_config
@@ -67,6 +69,14 @@ def train(config: Any, *, overrides: list[str] | None = None, output_dir: str | 
     elif overrides:
         config = build(TrainConfig, apply_overrides(_as_dict(config), overrides))
     return run_training(config, output_dir=output_dir, max_steps=max_steps, resume=resume)
+
+
+def _quiet() -> None:
+    """Before the first heavy import: DeepSpeed's "Setting accelerator to CPU" and TRL's FutureWarning, as the
+    command line silences them (not the user's logging or progress bars)."""
+    from coreward.runtime.quiet import quiet_libraries
+
+    quiet_libraries(command_line=False)
 
 
 def _as_dict(config: Any) -> dict:

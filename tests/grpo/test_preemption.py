@@ -47,14 +47,47 @@ def check_resumed_without_loss(policy: Path, run_dir: Path, stopped_at: int, npr
     assert (run_dir / "final" / "config.json").is_file()
 
 
-def launch(policy: Path, run_dir: Path, nproc: int, *extra: str) -> subprocess.Popen:
+def launch(policy: Path, run_dir: Path, nproc: int, *extra: str, session: bool = False) -> subprocess.Popen:
     args = tiny_train_args(policy, run_dir, "--max-steps", str(STEPS), "--set", "grpo.save_steps=100",
                            "--set", "torch_threads=1", *extra)
     launcher = [sys.executable, "-m"]
     if nproc > 1:
         launcher += ["torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(free_port()), "-m"]
     return subprocess.Popen([*launcher, "coreward.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=session)
+
+
+def ctrl_c(process: subprocess.Popen) -> None:
+    """What a terminal's Ctrl-C does: SIGINT to the whole foreground process group (the run, its verifier
+    workers and the forkserver alike)."""
+    os.killpg(process.pid, signal.SIGINT)
+
+
+def test_ctrl_c_ends_the_step_with_a_checkpoint_like_sigterm(tiny_policy, tmp_path):
+    run_dir = tmp_path / "run"
+    process = launch(tiny_policy, run_dir, 1, session=True)
+    wait_for_a_step(process, run_dir)
+    ctrl_c(process)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == PREEMPTED_EXIT, err[-3000:]
+    stopped_at = steps_logged(run_dir)[-1]
+    assert stopped_at < STEPS
+    assert "Ctrl-C: stopping after the current step" in out
+    assert f"stopped by Ctrl-C after step {stopped_at} (complete checkpoint written); continue with --resume" in out
+    assert [p.name for p in complete_checkpoints(run_dir)][-1] == f"checkpoint-{stopped_at}"
+
+
+def test_a_second_ctrl_c_stops_at_once(tiny_policy, tmp_path):
+    run_dir = tmp_path / "run"
+    process = launch(tiny_policy, run_dir, 1, "--set", "grpo.per_device_train_batch_size=64", session=True)
+    wait_for_a_step(process, run_dir)
+    ctrl_c(process)
+    time.sleep(0.1)
+    ctrl_c(process)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err[-3000:]
+    assert "stopped at once by a second Ctrl-C" in out
+    assert not complete_checkpoints(run_dir)  # save_steps=100: the step in progress was not saved
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1])

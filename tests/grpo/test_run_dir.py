@@ -42,9 +42,10 @@ def test_a_finished_run_resumed_is_a_no_op_and_never_trains_past_its_steps(tiny_
     assert "already finished step 2 of 2; nothing to do" in again.stdout + again.stderr
     assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == [1, 2]
     assert (run_dir / "final" / "config.json").stat().st_mtime_ns == final_mtime  # finished work untouched
-    # without --resume, the message suggests nothing that would overwrite it
+    # without --resume: refused, naming the two ways on (continue it for more steps, or another directory)
     fresh = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2"))
-    assert fresh.returncode == 2 and "pick another --output-dir" in fresh.stderr and "--resume" not in fresh.stderr
+    assert fresh.returncode == 2 and "pick another --output-dir" in fresh.stderr
+    assert "already holds a run: pass --resume" in fresh.stderr and "with a larger --max-steps" in fresh.stderr
 
 
 def test_resume_refuses_a_changed_config_unless_allowed(tiny_policy, tmp_path):

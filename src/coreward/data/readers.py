@@ -3,7 +3,9 @@ file, the row and the field."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -48,6 +50,17 @@ _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "
 _FALLBACK = {".jsonl": _read_jsonl, ".json": _read_json}
 
 
+@contextlib.contextmanager
+def _json_builder_silent():
+    logger = logging.getLogger("datasets.packaged_modules.json.json")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _quiet_datasets():
     """`datasets`, without progress bars (a run's log shows our lines, not a bar per data file)."""
     import datasets
@@ -75,7 +88,8 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
         _check_json_array(path)
     datasets = _quiet_datasets()
     try:
-        dataset = datasets.load_dataset(_BUILDERS[suffix], data_files=str(path), split="train")
+        with _json_builder_silent():  # it logs Arrow's parse error itself; ours names the line, below
+            dataset = datasets.load_dataset(_BUILDERS[suffix], data_files=str(path), split="train")
         # datasets keeps a column of mixed types as a `Json` feature, whose decoding turns the text "025" into
         # the number 25 and "1" into 1: such a file is read again, value for value, by the reader below
         mixed = suffix in _FALLBACK and any(type(f).__name__ == "Json" for f in dataset.features.values())
@@ -135,7 +149,7 @@ def _first_line(err: BaseException) -> str:
     return line
 
 
-HUB_PROBE_TIMEOUT_S = 3.0
+from coreward.runtime.assets import HUB_PROBE_S as HUB_PROBE_TIMEOUT_S, hub_unreachable  # noqa: E402,F401 - re-exported
 
 
 def offline_mode() -> bool:
@@ -143,25 +157,6 @@ def offline_mode() -> bool:
     from huggingface_hub import constants
 
     return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_DATASETS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
-
-
-def hub_unreachable() -> str | None:
-    """Why the hub's endpoint doesn't answer (a TCP connect with a timeout of a few seconds), or None.
-
-    Without this check an unreachable hub costs datasets' retries, about 50 s, before a long traceback.
-    """
-    import socket
-    from urllib.parse import urlparse
-
-    from huggingface_hub import constants
-
-    url = urlparse(constants.ENDPOINT)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        socket.create_connection((url.hostname, port), timeout=HUB_PROBE_TIMEOUT_S).close()
-    except OSError as err:
-        return f"{url.hostname}:{port} is unreachable ({err.strerror or err})"
-    return None
 
 
 def read_hub(dataset_id: str, split: str, subset: str | None = None) -> list[dict]:

@@ -29,7 +29,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
         methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
-        quick: bool = typer.Option(False, "--quick", help="a smaller budget (about 2 minutes on 2 idle CPU cores)"),
+        quick: bool = typer.Option(False, "--quick", help="a smaller budget: 8 steps per method, no stress rows "
+                                   "(about 2 minutes on 2 idle CPU cores, against about 14 for the full demo)"),
         output_dir: Optional[str] = typer.Option(
             None, "--output-dir", help="where runs, evaluations and the reports go (default: runs/demo, or "
             "runs/demo-<time> when runs/demo holds an earlier demo)"),
@@ -39,12 +40,18 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train the demo policy with every reward method from the same warm start and compare them.
 
+        The full demo takes about 14 minutes on 2 idle CPU cores (each run prints a line per step); --quick about 2.
+
         Example: coreward demo --quick
         """
         from coreward.demo.run import demo_output_dir, parse_methods, report_paths, run_demo_seeds
 
         chosen = parse_methods(methods)
         directory = demo_output_dir(output_dir, overwrite)
+        if not quick:
+            minutes = max(1, round(14 * seeds * len(chosen) / 8))
+            typer.echo(f"coreward demo: {len(chosen)} methods x {seeds} seed(s), about {minutes} minutes on 2 idle CPU "
+                       "cores (`coreward demo --quick`: about 2 minutes a seed)")
         summary = run_demo_seeds(chosen, quick, directory, list(range(seed, seed + seeds)))
         typer.echo("\n" + summary["table"])
         typer.echo(f"\nfinished in {summary['seconds']:.0f} s; results in {directory}:")

@@ -89,7 +89,9 @@ def method_config(method: str, budget: Budget, seed: int):
     path = configs_dir() / f"{method}.yaml"
     if not path.is_file():
         raise CorewardError(f"no demo config for method {method!r}: {path} is missing")
-    overrides = [f"grpo.max_steps={budget.steps}", f"seed={seed}", f"grpo.save_steps={budget.steps}"]
+    # one line per step (`StepLinesCallback`): a progress bar redrawn in place shows nothing in a log or a CI job
+    overrides = [f"grpo.max_steps={budget.steps}", f"seed={seed}", f"grpo.save_steps={budget.steps}",
+                 "grpo.disable_tqdm=true"]
     if budget.curve_every:
         overrides += [
             "data.eval=demo", "data.eval_split=test", f"data.eval_limit={budget.curve_problems}",
@@ -210,6 +212,9 @@ def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int 
               f"{budget.stress.learning_rate:g}")
         row = train_and_evaluate(method, stress_configs[method], run_dir, f"stress-{method}")
         stress_rows.append({**row, **{f"start_{k}": v for k, v in final_metrics(run_dir, first=True).items()}})
+        print(f"stress, {LABELS[method]}: held-out avg@{budget.eval_n} = {row['heldout_avg']:.3f}; "
+              f"train verified accuracy {_share(stress_rows[-1]['start_train_verified_accuracy'])} (first 5 steps) "
+              f"-> {_share(row['train_verified_accuracy'])} (last 5)")
     if stress_rows:
         table += "\n\n" + stress_table(stress_rows, rows[0]["heldout_avg"], budget)
     summary = {"budget": asdict(budget), "seed": seed, "quick": quick, "rows": rows, "stress_rows": stress_rows,
@@ -222,6 +227,10 @@ def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int 
     if stress_dirs:
         make_report(stress_dirs, output_dir / "stress" / "report")
     return summary
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
 
 
 def stress_table(rows: list[dict[str, Any]], baseline: Any, budget: Budget) -> str:

@@ -28,13 +28,17 @@ def register(app: typer.Typer) -> None:
         from coreward.runtime.distributed import leave_process_group, print_once
         from coreward.grpo.train import train_main
 
-        result = train_main(config, set_, output_dir, max_steps, resume, allow_config_change)
+        try:
+            result = train_main(config, set_, output_dir, max_steps, resume, allow_config_change)
+        except KeyboardInterrupt:  # a second Ctrl-C (the first one stops after the step, below)
+            print_once("stopped at once by a second Ctrl-C; continue with --resume from the newest complete checkpoint")
+            raise typer.Exit(130) from None
         leave_process_group()
         if result.preempted:
             from coreward.grpo.preemption import PREEMPTED_EXIT
 
-            print_once(f"stopped by a preemption signal after step {result.global_step} (complete checkpoint written); "
-                       f"continue with --resume")
+            print_once(f"stopped by {result.stopped_by or 'a preemption signal'} after step {result.global_step} "
+                       "(complete checkpoint written); continue with --resume")
             raise typer.Exit(PREEMPTED_EXIT)
         print_once(f"finished at step {result.global_step}; final model in {result.final_model}")
 

@@ -50,7 +50,9 @@ class DataSettings:
     columns: dict[str, str] = field(default_factory=dict)
     limit: int | None = None
     data_dir: str | None = None
-    prompt_format: Literal["plain", "chat"] = "chat"
+    # null: "plain" for a model that reads bare text (the demo policy; with no instruction, which its
+    # vocabulary can't spell), else "chat" -- as `coreward eval` chooses
+    prompt_format: Literal["plain", "chat"] | None = None
     instruction: str | None = INSTRUCTION
     system_prompt: str | None = None
     reference_column: str = "answer"
@@ -162,11 +164,29 @@ def validate_rewards(rewards: list[RewardSpec]) -> None:
     if not rewards:
         raise CorewardError("key rewards must list at least one reward source")
     for i, spec in enumerate(rewards):
-        cls = source_class(spec.name, key=f"rewards.{i}.name")
+        if ":" in spec.name:
+            working_directory_importable()
+        try:
+            cls = source_class(spec.name, key=f"rewards.{i}.name")
+        except CorewardError as err:
+            if "No module named" not in str(err):
+                raise
+            raise CorewardError(f"{err} (looked in the working directory {os.getcwd()} and on PYTHONPATH: run from "
+                                "the folder that holds the package, or add that folder to PYTHONPATH)") from None
         try:
             parse_params(cls, spec.params, key=f"rewards.{i}.params")
         except (ValueError, TypeError) as err:
             raise CorewardError(f"key rewards.{i}.params: reward {spec.name!r}: {err}") from None
+
+
+def working_directory_importable() -> None:
+    """Put the working directory on `sys.path`, so that `rewards: - name: mypkg.rewards:f` finds `./mypkg` as
+    `python -m` and TRL's command line do. Every process of a launch loads the config, so each one can import it.
+    Appended, after the installed packages: a local folder never shadows a library."""
+    import sys
+
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
 
 
 _COLUMN_FIELDS = ("question", "answer", "id", "solution")

@@ -6,11 +6,16 @@ of it (a max all-reduce, so a signal to any one process stops them all at the sa
 checkpoint of that step (reward-source state included, see `CorewardGRPOTrainer._save_checkpoint`), and
 training stops. `coreward train` then exits with status `PREEMPTED_EXIT` (75, EX_TEMPFAIL: "try again"), and
 `--resume` continues from that checkpoint with no step lost.
+
+Ctrl-C (SIGINT) does the same at a terminal, whenever preemption is on: the first one says what will happen and
+stops after the step in progress, with its checkpoint; a second one stops at once (KeyboardInterrupt, exit 130),
+losing the steps since the newest complete checkpoint.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -36,14 +41,29 @@ class PreemptionCallback(TrainerCallback):
     """Catches the signals during training and turns the first one into save-and-stop at the step's end."""
 
     def __init__(self, signals: list[int]):
-        self.signals = signals
+        # Ctrl-C too, unless preemption is off (`preempt_signals: []`): then it interrupts at once, as Python's does
+        self.signals = [*signals, signal.SIGINT] if signals and signal.SIGINT not in signals else list(signals)
         self.received: int | None = None
         self.preempted_at: int | None = None
         self._previous: dict[int, Any] = {}
 
     def _handle(self, number: int, frame: Any) -> None:
+        if number == signal.SIGINT and self.received == signal.SIGINT:  # the second Ctrl-C: stop now
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
         if self.received is None:
             self.received = number
+            if number == signal.SIGINT:
+                print_once("\nCtrl-C: stopping after the current step, with a complete checkpoint "
+                           "(press Ctrl-C again to stop at once and lose the steps since the last checkpoint)")
+                sys.stdout.flush()
+
+    @property
+    def stopped_by(self) -> str:
+        """How the run was stopped, for the closing message: "Ctrl-C" or "a preemption signal (SIGTERM)"."""
+        if self.received == signal.SIGINT:
+            return "Ctrl-C"
+        return f"a preemption signal ({signal.Signals(self.received).name})" if self.received else "a preemption signal"
 
     def on_train_begin(self, args, state, control, **kwargs):
         if threading.current_thread() is threading.main_thread():  # handlers can only be set there

@@ -13,6 +13,7 @@ from typing import Any
 
 from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
+from coreward.data.prompts import INSTRUCTION
 from coreward.grpo.config import DataSettings, TrainConfig
 from coreward.runtime.assets import resolve_model
 from coreward.runtime.devices import load_tokenizer
@@ -26,6 +27,7 @@ class TrainResult:
     global_step: int
     trainer: Any
     preempted: bool = False  # stopped by a preemption signal: a checkpoint of `global_step`, no final model
+    stopped_by: str | None = None  # with `preempted`: "Ctrl-C" or "a preemption signal (SIGTERM)"
 
 
 def build_rows(records, data: DataSettings) -> list[dict[str, Any]]:
@@ -43,6 +45,36 @@ def build_rows(records, data: DataSettings) -> list[dict[str, Any]]:
             row["prompt"] = plain_prompt(record.question, instruction=data.instruction)
         rows.append(row)
     return rows
+
+
+def resolve_prompt_format(config: TrainConfig) -> TrainConfig:
+    """`data.prompt_format: null` made concrete: "plain" (and no instruction, unless one was set) for a model that
+    reads bare text -- the demo policy and models trained from it, recognised by their chat template, as
+    `coreward eval` does -- else "chat". Decided before any model loads: from the name or the saved tokenizer files."""
+    from dataclasses import replace
+
+    if config.data.prompt_format is not None:
+        return config
+    plain = _reads_plain_text(config.model.name_or_path)
+    data = replace(config.data, prompt_format="plain" if plain else "chat")
+    if plain and data.instruction == INSTRUCTION:  # the \boxed{} request is words the demo vocabulary lacks
+        data = replace(data, instruction=None)
+    return replace(config, data=data)
+
+
+def _reads_plain_text(name_or_path: str) -> bool:
+    import json
+
+    from coreward.data.prompts import PLAIN_CHAT_TEMPLATE
+    from coreward.runtime.assets import is_asset, shipped_path
+
+    path = shipped_path(name_or_path, "policy") if is_asset(name_or_path) else Path(name_or_path).expanduser()
+    if (path / "chat_template.jinja").is_file():
+        return (path / "chat_template.jinja").read_text() == PLAIN_CHAT_TEMPLATE
+    try:
+        return json.loads((path / "tokenizer_config.json").read_text()).get("chat_template") == PLAIN_CHAT_TEMPLATE
+    except (OSError, ValueError):  # a hub id (can't be looked at before it is downloaded): a chat model
+        return False
 
 
 def build_train_dataset(config: TrainConfig):
@@ -118,7 +150,7 @@ def check_references(records, config: TrainConfig):
     kept, dropped = [], []
     for row, record in enumerate(records, start=1):
         reference = getattr(record, column)
-        why = reference_problem(reference)
+        why = reference_problem(reference) or _prose_problem(reference)
         if why is None:
             kept.append(record)
         elif registered:
@@ -134,6 +166,16 @@ def check_references(records, config: TrainConfig):
     if not kept:
         raise CorewardError(f"key data.train: no problem of {source} has a usable reference answer")
     return kept
+
+
+def _prose_problem(reference) -> str | None:
+    """Words and nothing else ("no answer given here"): math-verify reads them as a product of letters, which no
+    completion will ever match. A word or two ("yes", "Evelyn", "x y") can be an answer; three words with no number,
+    symbol or LaTeX are not."""
+    words = str(reference).split()
+    if len(words) >= 3 and all(word.isalpha() for word in words):
+        return "is words with no readable answer (no number, expression or LaTeX)"
+    return None
 
 
 def check_batch_fits(rows: int, args, where: str) -> None:
@@ -315,12 +357,14 @@ def run_training(
     extra_callbacks: list | None = None,
     allow_config_change: bool = False,
 ) -> TrainResult:
-    from coreward.grpo.checkpoints import checkpoint_step
+    from dataclasses import replace
+
     from coreward.grpo.periodic_eval import load_eval_records
-    from coreward.grpo.run_dir import RunLock, check_resume_config, save_config
+    from coreward.grpo.run_dir import RunLock
     from coreward.runtime.faults import FAULT_ENV, parse_faults
 
     run_dir = Path(output_dir or config.output_dir)
+    config = resolve_prompt_format(replace(config, output_dir=str(run_dir)))  # config.yaml: what this run used
 
     parse_faults(os.environ.get(FAULT_ENV))  # a malformed kill point fails now, not mid-run
     dataset = build_train_dataset(config)  # bad data fails here, before any model loads
@@ -331,29 +375,55 @@ def run_training(
     resume_checkpoint(config, run_dir, resume)  # a bad grpo.resume_from_checkpoint fails before any model path check
     model_path = resolve_model(config.model.name_or_path, "policy", key="key model.name_or_path")
     lock = RunLock(run_dir, enabled=int(os.environ.get("RANK", "0")) == 0)  # one writer: the main process holds it
-    with lock:
-        checkpoint = resume_checkpoint(config, run_dir, resume)  # under the lock: what no other writer changes
-        resume = resume or checkpoint is not None
-        done = checkpoint_step(checkpoint) if checkpoint is not None else 0
-        if not resume and (run_dir / "metrics.jsonl").exists():
-            raise CorewardError(f"run directory {run_dir} already holds a run; pick another --output-dir"
-                                + ("" if final_complete(run_dir) else " (or pass --resume to continue it)"))
-        if resume and checkpoint is not None and done >= args.max_steps > 0 and final_complete(run_dir):
-            print_once(f"--resume: the run in {run_dir} already finished step {done} of {args.max_steps}; "
-                       f"nothing to do (final model: {run_dir / 'final'})")
-            for source in sources:
-                source.close()
-            return TrainResult(run_dir=run_dir, final_model=run_dir / "final", global_step=done, trainer=None)
-        if resume and checkpoint is None:
-            print_once(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
-        elif resume:
-            print_once(f"--resume: continuing from {checkpoint}")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if resume and lock.enabled:
-            check_resume_config(run_dir, config, allow_config_change, done)
-        if lock.enabled:
-            save_config(config, run_dir / "config.yaml")
-        return _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks)
+    created = not run_dir.exists()
+    try:
+        with lock:
+            return _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_records, sources,
+                               model_path, extra_callbacks, allow_config_change)
+    except BaseException:
+        if created and lock.enabled:
+            remove_if_no_work(run_dir)
+        raise
+
+
+def remove_if_no_work(run_dir: Path) -> None:
+    """Remove a run directory this run created when it failed before any step was logged or saved: a failed start
+    (a model id that can't be loaded, a bad setting TRL refuses) leaves no folder holding only config.yaml and .lock."""
+    import shutil
+
+    if not (run_dir / "metrics.jsonl").exists() and not any(run_dir.glob("checkpoint-*")):
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_records, sources, model_path,
+                extra_callbacks, allow_config_change) -> TrainResult:
+    """The part of `run_training` that holds the run directory's lock."""
+    from coreward.grpo.checkpoints import checkpoint_step
+    from coreward.grpo.run_dir import check_resume_config, save_config
+
+    checkpoint = resume_checkpoint(config, run_dir, resume)  # under the lock: what no other writer changes
+    resume = resume or checkpoint is not None
+    done = checkpoint_step(checkpoint) if checkpoint is not None else 0
+    if not resume and (run_dir / "metrics.jsonl").exists():
+        raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume (coreward.train(..., "
+                            "resume=True)) to continue it" + (" with a larger --max-steps" if final_complete(run_dir)
+                                                               else "") + ", or pick another --output-dir")
+    if resume and checkpoint is not None and done >= args.max_steps > 0 and final_complete(run_dir):
+        print_once(f"--resume: the run in {run_dir} already finished step {done} of {args.max_steps}; "
+                   f"nothing to do (final model: {run_dir / 'final'})")
+        for source in sources:
+            source.close()
+        return TrainResult(run_dir=run_dir, final_model=run_dir / "final", global_step=done, trainer=None)
+    if resume and checkpoint is None:
+        print_once(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
+    elif resume:
+        print_once(f"--resume: continuing from {checkpoint}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if resume and lock.enabled:
+        check_resume_config(run_dir, config, allow_config_change, done)
+    if lock.enabled:
+        save_config(config, run_dir / "config.yaml")
+    return _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks)
 
 
 def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks) -> TrainResult:
@@ -391,6 +461,10 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         keep_checkpoints=keep_checkpoints(config),
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
+    # TRL writes its own model card to the run root at every checkpoint ("fine-tuned version of [None]" for a model
+    # given by path); the run's card is final/README.md (publish.write_model_card)
+    trainer.create_model_card = lambda *args, **kwargs: None
+    trainer.add_callback(short_completions_warning())
     use_compact_progress(trainer)
     use_run_tensorboard(trainer, run_dir / "tensorboard", checkpoint_step(checkpoint) if checkpoint else None)
     if eval_records is not None:
@@ -413,7 +487,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         if preemption.preempted_at is not None:  # its checkpoint is complete; the final model comes on resume
             trainer.accelerator.wait_for_everyone()  # no process exits (and has torchrun stop the others) early
             return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step,
-                               trainer=trainer, preempted=True)
+                               trainer=trainer, preempted=True, stopped_by=preemption.stopped_by)
         from coreward.grpo.publish import export_source_models, write_model_card
 
         trainer.save_model(str(final))
@@ -429,6 +503,30 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
             source.close()
         verifier.close()
     return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step, trainer=trainer)
+
+
+SHORT_COMPLETION_TOKENS = 2
+
+
+def short_completions_warning():
+    """A callback that says so, once, when every completion of a logged step is at most SHORT_COMPLETION_TOKENS
+    tokens long: the policy ends its answer at once (a prompt it can't read, e.g. a chat prompt with the \\boxed{}
+    instruction for the demo policy), and no reward can teach it anything."""
+    from transformers import TrainerCallback
+
+    class ShortCompletionsWarning(TrainerCallback):
+        warned = False
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            longest = (logs or {}).get("completions/max_length")
+            if longest is not None and longest <= SHORT_COMPLETION_TOKENS and not self.warned:
+                self.warned = True
+                print_once(f"warning: every completion of step {state.global_step} is at most "
+                           f"{SHORT_COMPLETION_TOKENS} tokens long: the policy ends its answer at once. Check "
+                           "data.prompt_format and data.instruction for this model (the demo policy reads plain "
+                           "prompts with no instruction) and grpo.max_completion_length")
+
+    return ShortCompletionsWarning()
 
 
 def train_main(config_path: str | None, overrides: list[str], output_dir: str | None, max_steps: int | None, resume: bool,

@@ -67,7 +67,68 @@ def resolve_model(name_or_path: str | os.PathLike, kind: str = "policy", key: st
     # a hub id is "name" or "owner/name": anything else that names no directory is a path that is missing
     if os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1:
         raise CorewardError(f"{key}: no such directory: {name} (give a saved model directory, a hub id, or 'demo')")
+    check_hub_reachable(name, key)
     return name
+
+
+HUB_PROBE_S = 3.0  # how long the hub may take to accept a connection before it counts as unreachable
+
+
+def check_hub_reachable(repo_id: str, key: str) -> None:
+    """Fail fast, with what to do, when a hub id must be downloaded and the hub can't be reached.
+
+    Without this, transformers retries every request (a dozen retry lines over ~50 s) before its error. With
+    no network, the hub client is switched to offline mode (as HF_HUB_OFFLINE=1 does), so a model already in the
+    local cache loads from there at once; a model that is not cached is an error now."""
+    import huggingface_hub.constants as hub
+
+    if hub.HF_HUB_OFFLINE:
+        return
+    why = hub_unreachable()
+    if why is None:
+        return
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    hub.HF_HUB_OFFLINE = True
+    if _in_hub_cache(repo_id):
+        return
+    raise CorewardError(
+        f"{key}: {repo_id!r} is a Hugging Face hub id, the hub can't be reached ({why}), and the model is not in the "
+        f"local cache ({hub.HF_HUB_CACHE}): download it where there is network (`hf download {repo_id}`, then copy "
+        "the cache or the folder here), or give a saved model directory"
+    )
+
+
+def hub_unreachable() -> str | None:
+    """Why the hub's endpoint doesn't answer a TCP connect within HUB_PROBE_S, or None. The name lookup is
+    inside the wait too (it runs in a thread: a lookup with no DNS server can hang longer than any socket timeout)."""
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    where = f"{url.hostname}:{port}"
+    outcome: list[str | None] = []
+
+    def connect() -> None:
+        try:
+            socket.create_connection((url.hostname, port), timeout=HUB_PROBE_S).close()
+            outcome.append(None)
+        except OSError as err:
+            outcome.append(f"{where} is unreachable ({err.strerror or err})")
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(HUB_PROBE_S + 0.5)
+    return outcome[0] if outcome else f"{where} did not answer within {HUB_PROBE_S:.0f} s"
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
 
 
 def resolve_file(name_or_path: str | os.PathLike, kind: str, key: str) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 from transformers.integrations import TensorBoardCallback
-from transformers.trainer_callback import ProgressCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from coreward.runtime.files import atomic_write_text
 
@@ -125,9 +125,39 @@ class CompactProgressCallback(ProgressCallback):
                 self.training_bar.set_postfix(self.postfix, refresh=False)
 
 
+class StepLinesCallback(TrainerCallback):
+    """With `grpo.disable_tqdm` (a log file, a notebook, the demo): one short line per logged step, the numbers of
+    the progress bar's postfix, instead of HF's dict of every metric (those are in metrics.jsonl)."""
+
+    def __init__(self, prefix: str = "  "):
+        self.prefix = prefix
+        self.started: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        import time
+
+        self.started = time.perf_counter()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        import time
+
+        if not state.is_world_process_zero or not logs:
+            return
+        shown = [f"{label} {logs[key]:.3g}" for key, label in PROGRESS_KEYS.items() if isinstance(logs.get(key), float)]
+        shown += [f"held-out {key[len(EVAL_PREFIX) - 1:]} {value:.3g}" for key, value in logs.items()
+                  if key.startswith(EVAL_PREFIX) and isinstance(value, float)]
+        if shown:
+            elapsed = time.perf_counter() - (self.started or time.perf_counter())
+            print(f"{self.prefix}step {state.global_step}/{state.max_steps}: {', '.join(shown)} ({elapsed:.0f} s)",
+                  flush=True)
+
+
 def use_compact_progress(trainer) -> None:
+    """HF's progress output made short: the bar with a few numbers, or (tqdm disabled) one line per step."""
     if trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(CompactProgressCallback())
+    elif trainer.pop_callback(PrinterCallback) is not None:
+        trainer.add_callback(StepLinesCallback())
 
 
 class RunTensorBoardCallback(TensorBoardCallback):

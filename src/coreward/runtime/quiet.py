@@ -18,11 +18,16 @@ import shutil
 import warnings
 
 
-def quiet_libraries() -> None:
+def quiet_libraries(command_line: bool = True) -> None:
+    """`command_line=False` (the Python API, in a user's own process): only the two messages that are ours to
+    spare a user (DeepSpeed's accelerator probe, TRL's FutureWarning), not the libraries' logging or progress bars,
+    which the user's program may want."""
     if os.environ.get("COREWARD_VERBOSE"):
         return
     if shutil.which("nvidia-smi") is None:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")  # no GPU to find: DeepSpeed need not say so
+    warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+    if not command_line:
+        return
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)

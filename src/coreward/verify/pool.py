@@ -16,7 +16,9 @@ import math
 import multiprocessing
 import os
 import signal
+import sys
 import time
+import types
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
@@ -116,7 +118,8 @@ class WorkerPool:
     def _spawn(self) -> _Worker:
         parent_conn, child_conn = self._ctx.Pipe()
         process = self._ctx.Process(target=_worker_main, args=(child_conn, self.timeout_s), daemon=True)
-        process.start()
+        with _main_module_hidden():
+            process.start()
         child_conn.close()
         return _Worker(process, parent_conn)
 
@@ -195,6 +198,25 @@ def _stop(worker: _Worker, kill: bool) -> None:
         worker.process.kill()
         worker.process.join(timeout=2.0)
     worker.conn.close()
+
+
+@contextlib.contextmanager
+def _main_module_hidden():
+    """Start a forkserver/spawn child without the caller's `__main__`.
+
+    Such a child re-imports the parent's main module (by path, as `__mp_main__`) before it runs its target, so a
+    plain script that calls `coreward.train` would train again in every verifier worker (and fight over the run
+    directory). The workers need nothing from `__main__` (their target lives in this module), so for the moment
+    of `start()` -- when multiprocessing reads what to re-import -- `__main__` is an empty module."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is None:
+            del sys.modules["__main__"]
+        else:
+            sys.modules["__main__"] = main
 
 
 def _mp_context():
