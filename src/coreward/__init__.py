@@ -30,6 +30,7 @@ _EXPORTS = {
     "as_trl_reward_func": "coreward.grpo.trl_reward",
     "Verifier": "coreward.verify",
     "evaluate": "coreward.evaluation.evaluate",
+    "EvalSettings": "coreward.evaluation.evaluate",
     "Record": "coreward.data.records",
     "CorewardError": "coreward.runtime.errors",
 }
