@@ -291,7 +291,7 @@ def table(report: dict) -> str:
     lines = [f"# GPU check, {report['date']}", "",
              f"- machine: {', '.join(m['gpus']) or 'no GPU'}; {m['cpu']}",
              f"- commit: {report['commit']}", f"- command: `{report['command']}`",
-             f"- models: {report['models']}; {report['steps']} steps per part; {report['batch']}", "",
+             f"- models: {report['models']}; steps per part: {report['steps']}; {report['batch']}", "",
              "| part | status | generation | step s | generation s | reward s | (teacher s) | (RM update s) | update s | peak memory GiB |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 

@@ -10,6 +10,8 @@ What a multi-node run can get wrong and this test would see:
   from machine 0's buffer and RNG, and the weights would leave the one-machine run's. `num_iterations: 2`
   makes checkpoint 1 hold a half-used rollout buffer, so the buffer really is needed for an exact resume;
 * shared files written by each node's main process: `metrics.jsonl` would hold every step twice;
+* a run directory that is not shared (each machine its own disk): machine 1 would see no complete checkpoint
+  and start from step 0 beside machine 0; both must refuse, naming what each sees;
 * the run-directory lock taken per node (node 1 would refuse: node 0 holds it) or not at all (a second,
   unrelated run on the directory would be let in).
 """
@@ -17,6 +19,7 @@ What a multi-node run can get wrong and this test would see:
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -88,6 +91,15 @@ def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, 
     buffers = [torch.load(run_dir / "checkpoint-1" / TRAINER_STATE.format(rank=r), weights_only=False) for r in (0, 1)]
     assert all(b["buffered_inputs"] is not None for b in buffers)  # checkpoint 1 sits in the middle of a buffer
 
+    # a run directory each machine holds on its own disk: they would start from different steps; both refuse
+    local = [tmp_path / "machine0_disk", tmp_path / "machine1_disk"]
+    shutil.copytree(run_dir, local[0])
+    apart = launch_nodes(MULTI_NODE, 2, config, run_dir, overrides, MAX_STEPS, resume=True, run_dirs=local)
+    for node in apart:
+        assert node.returncode != 0 and not node.killed_by_harness, node.log[-3000:]
+        assert "the processes see different checkpoints" in node.log, node.log[-3000:]
+    assert not (local[0] / "checkpoint-2").exists() and not (local[1] / "checkpoint-1").exists()
+
     resumed = launch_nodes(MULTI_NODE, 2, config, run_dir, overrides, MAX_STEPS, resume=True)
     for node in resumed:
         assert node.returncode == 0, (node.machine_rank, node.log[-3000:])
@@ -114,3 +126,25 @@ def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, 
     assert json.loads((ours / "reward_sources" / "cooper" / "cooper_state.json").read_text()) == \
         json.loads((theirs / "reward_sources" / "cooper" / "cooper_state.json").read_text())
     assert (run_dir / "final" / COMPLETE_MARKER).is_file()
+
+
+def test_a_shared_filesystem_without_flock_runs_unlocked_and_says_so(tmp_path, monkeypatch, capsys):
+    """Lustre mounted without `-o flock` answers flock with ENOSYS: the run goes on unlocked, with a warning,
+    rather than dying on an OSError; a filesystem that locks still refuses a second holder."""
+    import errno
+    import fcntl
+
+    with RunLock(tmp_path / "locking"):
+        try:
+            with RunLock(tmp_path / "locking"):
+                raise AssertionError("a second holder was let in")
+        except CorewardError as err:
+            assert "is in use by" in str(err)
+
+    def no_flock(handle, operation):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    with RunLock(tmp_path / "lustre"):
+        pass
+    assert "does not support flock" in capsys.readouterr().out

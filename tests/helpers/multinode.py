@@ -43,11 +43,12 @@ def node_command(accelerate_config: Path, machine_rank: int, num_machines: int, 
 
 def launch_nodes(accelerate_config: Path, num_machines: int, config: Path, run_dir: Path, overrides: list[str],
                  max_steps: int, resume: bool, kill: dict[int, str] | None = None, timeout_s: float = 600,
-                 grace_s: float = 60, while_running=None) -> list[Node]:
+                 grace_s: float = 60, while_running=None, run_dirs: list[Path] | None = None) -> list[Node]:
     """Start every node at once and wait for all. `kill` maps a machine rank to a `PHASE:STEP` kill point
     (COREWARD_FAULT_AT in that node's environment only: that machine dies there). When a node fails, the
     others get `grace_s` seconds to notice and exit; any still running then is SIGKILLed, as a scheduler
-    ends a job whose node is lost. `while_running(run_dir, processes)` is called once after the start."""
+    ends a job whose node is lost. `while_running(run_dir, processes)` is called once after the start.
+    `run_dirs` gives each node a directory of its own (a run directory that is not shared)."""
     port = free_port()
     processes, logs = [], []
     for rank in range(num_machines):
@@ -57,8 +58,8 @@ def launch_nodes(accelerate_config: Path, num_machines: int, config: Path, run_d
         if kill and rank in kill:
             env[FAULT_ENV] = kill[rank]
         log = tempfile.TemporaryFile("w+")  # a file, not a pipe: a full pipe would stall the run
-        command, node_env = node_command(accelerate_config, rank, num_machines, port, config, run_dir, overrides,
-                                         max_steps, resume)
+        command, node_env = node_command(accelerate_config, rank, num_machines, port, config,
+                                         run_dirs[rank] if run_dirs else run_dir, overrides, max_steps, resume)
         env.update(node_env)
         processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True, cwd=REPO))
         logs.append(log)
