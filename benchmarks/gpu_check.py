@@ -16,6 +16,10 @@ that each configuration runs, and measures its cost. The parts, each its own pro
                            the RM on the GPU with its AdamW state offloaded to the CPU (optimizer_offload)
     cooper_sharded         Cooper under FSDP2 (`accelerate launch`, one process per GPU; on CPU two gloo
                            processes), so the RM is sharded like the policy where the engine shards it
+    rm_update              Cooper's RM learner alone (rm/learner.py) on synthetic (positive, negative) pairs of
+                           RM-length text, on the RM's own device (the second GPU when there is one): a random
+                           policy writes no verified positive, so the Cooper parts above score with the RM and
+                           hold its weights but make no RM update; this part measures the update
     co_rewarding_2         Co-rewarding-II: the EMA teacher's rollouts sampled by the policy's vLLM engine
     eval_vllm              `coreward eval --backend vllm` of the policy
 
@@ -46,7 +50,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("rule", "cooper", "cooper_rm_own_device", "cooper_sharded", "co_rewarding_2", "eval_vllm")
+PARTS = ("rule", "cooper", "cooper_rm_own_device", "cooper_sharded", "rm_update", "co_rewarding_2", "eval_vllm")
 
 # Qwen2.5-1.5B's config.json (written here: nothing is fetched)
 QWEN25_15B = dict(
@@ -163,6 +167,12 @@ def part_command(part: str, policy: Path, rm: Path, run_dir: Path, steps: int, t
                  use_vllm: bool) -> list[str] | None:
     """The command of one part (None: it cannot run here)."""
     batch = TINY_BATCH if tiny else GPU_BATCH
+    if part == "rm_update":
+        device = "cuda:1" if gpus >= 2 else "cuda:0" if gpus else "cpu"
+        return [sys.executable, str(Path(__file__).resolve()), "--rm-child", str(rm), "--device", device,
+                "--steps", str(max(steps, 2)), "--dtype", "float32" if tiny else "bfloat16",
+                "--pairs", str(batch["prompts"]), "--text-chars", "100" if tiny else "1000",
+                "--out", str(run_dir / "rm_update.json")]
     if part == "eval_vllm":
         if not use_vllm:
             return None
@@ -224,6 +234,8 @@ def engine_line(log: str) -> str | None:
 def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bool, gpus: int,
              use_vllm: bool, timeout_s: float) -> dict:
     run_dir = root / part
+    if part == "rm_update":
+        run_dir.mkdir(parents=True, exist_ok=True)
     command = part_command(part, policy, rm, run_dir, steps, tiny, gpus, use_vllm)
     if command is None:
         return {"part": part, "status": "skipped", "why": "vllm is not installed"}
@@ -244,11 +256,13 @@ def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bo
         log.seek(0)
         text = log.read()
     result = {"part": part, "status": "ok" if returncode == 0 else f"failed ({returncode})",
-              "generation": "vllm" if use_vllm else "transformers", "seconds": round(time.perf_counter() - start, 1),
+              "generation": "–" if part == "rm_update" else "vllm" if use_vllm else "transformers", "seconds": round(time.perf_counter() - start, 1),
               "peak_memory_gib": {k: round(v, 2) for k, v in sorted(memory.peak.items())},
               "command": shlex.join(command)}
     if returncode != 0:
         result["log_tail"] = text[-4000:]
+    elif part == "rm_update":
+        result["phases_s"] = json.loads((run_dir / "rm_update.json").read_text())
     elif part == "eval_vllm":
         results = json.loads((run_dir / "results.json").read_text())
         result["eval"] = {k: results[k] for k in ("timing", "settings") if k in results}
@@ -256,6 +270,37 @@ def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bo
         result["phases_s"] = phase_times(run_dir)
         result["engine"] = engine_line(text)
     return result
+
+
+def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_chars: int, out: Path) -> None:
+    """`steps` RM updates on `pairs` synthetic pairs (one AdamW step each); median seconds after the first."""
+    import random
+
+    import torch
+
+    from coreward.rm.learner import Pair, RMLearner
+    from coreward.rm.model import VerifyRM
+
+    rng = random.Random(0)
+
+    def text() -> str:
+        return "".join(rng.choice("0123456789+-=;#") for _ in range(text_chars))
+
+    learner = RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=dtype, batch_size=2 * pairs), lr=1e-5)
+    times = []
+    for _ in range(steps):
+        batch = [Pair(question=text()[:40], reference=text()[:8], positive=text(), negative=text()) for _ in range(pairs)]
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        metrics = learner.update(batch)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+        assert metrics and learner.updates > 0, "the RM made no optimizer step"
+    timed = times[1:] or times
+    out.write_text(json.dumps({"rm_update": statistics.median(timed), "steps_timed": len(timed),
+                               "rm_optimizer_steps": learner.updates}))
 
 
 # --------------------------------------------------------------------------- report
@@ -318,13 +363,23 @@ def table(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "--rm-child" in (sys.argv if argv is None else argv):
+        child = argparse.ArgumentParser()
+        for name in ("--rm-child", "--device", "--dtype", "--out"):
+            child.add_argument(name)
+        for name in ("--steps", "--pairs", "--text-chars"):
+            child.add_argument(name, type=int)
+        a = child.parse_args(argv)
+        rm_child(Path(a.rm_child), a.device, a.steps, a.dtype, a.pairs, a.text_chars, Path(a.out))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (the default without CUDA)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per training part (default: 3 on GPU, 1 tiny)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {','.join(PARTS)}")
     parser.add_argument("--no-vllm", action="store_true", help="generate with transformers even where vLLM is installed")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds per part before it is stopped")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per part before it is stopped")
+    parser.add_argument("--budget", type=float, default=1440, help="seconds in all: parts not started by then are skipped")
     args = parser.parse_args(argv)
     import torch
 
@@ -349,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         policy, rm = build_models(Path(tmp), tiny)
         for part in parts:
+            if time.perf_counter() - started > args.budget:
+                report["parts"].append({"part": part, "status": "skipped", "why": f"the --budget of {args.budget:.0f} s was spent"})
+                continue
             result = run_part(part, policy, rm, Path(tmp), steps, tiny, gpus, use_vllm, args.timeout)
             report["parts"].append(result)
             print(f"  {part}: {result['status']} ({result.get('seconds', 0)} s)", flush=True)

@@ -1,6 +1,6 @@
 """benchmarks/gpu_check.py stays alive without a GPU: on CPU with its tiny shapes and one step per part, every
 training part runs (rule, Cooper with its RM on the policy's device and on its own, Cooper under FSDP2 on two
-gloo processes, Co-rewarding-II with its EMA teacher) and the report holds what it promises — a step time
+gloo processes, the RM learner's update alone, Co-rewarding-II with its EMA teacher) and the report holds what it promises — a step time
 split by phase, a peak memory per device, the date, machine, commit and command. The vLLM parts (colocated
 generation, the teacher's rollouts through vLLM, `coreward eval --backend vllm`) run in the `-m vllm` stage."""
 
@@ -46,9 +46,11 @@ def check_report(report: dict, table: str, parts: list[str]) -> dict[str, dict]:
 
 
 def test_gpu_check_runs_every_training_part_on_cpu(tmp_path):
-    parts = ["rule", "cooper", "cooper_rm_own_device", "cooper_sharded", "co_rewarding_2"]
+    parts = ["rule", "cooper", "cooper_rm_own_device", "cooper_sharded", "rm_update", "co_rewarding_2"]
     report, table = gpu_check(tmp_path, ",".join(parts), "--no-vllm")
     by_part = check_report(report, table, parts)
+    rm_update = by_part.pop("rm_update")["phases_s"]  # the RM learner alone: it took its optimizer steps
+    assert rm_update["rm_update"] > 0 and rm_update["rm_optimizer_steps"] >= 2, rm_update
     for name, result in by_part.items():
         phases = result["phases_s"]
         assert result["generation"] == "transformers"
