@@ -45,6 +45,7 @@ def check_report(report: dict, table: str, parts: list[str]) -> dict[str, dict]:
     return by_part
 
 
+@pytest.mark.slow
 def test_gpu_check_runs_every_training_part_on_cpu(tmp_path):
     parts = ["rule", "cooper", "cooper_rm_own_device", "cooper_sharded", "rm_update", "co_rewarding_2"]
     report, table = gpu_check(tmp_path, ",".join(parts), "--no-vllm")
@@ -71,6 +72,7 @@ def test_gpu_check_refuses_an_unknown_part():
     assert done.returncode == 2 and "unknown nope" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("_", [pytest.param(None, marks=requires_vllm, id="vllm")])
 def test_gpu_check_runs_the_vllm_parts(tmp_path, _):
     parts = ["rule", "co_rewarding_2", "eval_vllm"]

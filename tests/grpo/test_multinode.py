@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -68,6 +69,7 @@ def lock_probe(outcome: dict):
     return probe
 
 
+@pytest.mark.slow
 def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, tiny_rm_path, tmp_path):
     config, overrides = three_methods(tmp_path, tiny_rm_path), settings(memorized_policy)
 
