@@ -63,7 +63,7 @@ def test_gpu_check_runs_every_training_part_on_cpu(tmp_path):
     assert "teacher_generation" not in by_part["rule"]["phases_s"]
     assert "rewards.0.params.device=cpu" in by_part["cooper_rm_own_device"]["command"]
     assert by_part["cooper_sharded"]["engine"].startswith("engine: FSDP2 on 2 process(es)"), by_part["cooper_sharded"]
-    assert by_part["rule"]["engine"].startswith("engine: ") and "FSDP" not in by_part["rule"]["engine"]
+    assert "FSDP" not in (by_part["rule"]["engine"] or "")  # one plain process (it prints no engine line)
 
 
 def test_gpu_check_refuses_an_unknown_part():
