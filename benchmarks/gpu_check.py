@@ -15,7 +15,8 @@ that each configuration runs, and measures its cost. The parts, each its own pro
     cooper_rm_own_device   Cooper with the RM on a device of its own: the second GPU when there is one, else
                            the RM on the GPU with its AdamW state offloaded to the CPU (optimizer_offload)
     cooper_sharded         Cooper under FSDP2 (`accelerate launch`, one process per GPU; on CPU two gloo
-                           processes), so the RM is sharded like the policy where the engine shards it
+                           processes generating with transformers), so the RM is sharded like the policy where
+                           the engine shards it
     rm_update              Cooper's RM learner alone (rm/learner.py) on synthetic (positive, negative) pairs of
                            RM-length text, on the RM's own device (the second GPU when there is one): a random
                            policy writes no verified positive, so the Cooper parts above score with the RM and
@@ -234,6 +235,8 @@ def engine_line(log: str) -> str | None:
 def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bool, gpus: int,
              use_vllm: bool, timeout_s: float) -> dict:
     run_dir = root / part
+    # on CPU the sharded part generates with transformers: vLLM's CPU build needs the one-process test wrapper
+    use_vllm = use_vllm and (gpus > 0 or part != "cooper_sharded")
     if part == "rm_update":
         run_dir.mkdir(parents=True, exist_ok=True)
     command = part_command(part, policy, rm, run_dir, steps, tiny, gpus, use_vllm)
