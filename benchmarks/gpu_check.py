@@ -268,7 +268,8 @@ def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bo
         result["phases_s"] = json.loads((run_dir / "rm_update.json").read_text())
     elif part == "eval_vllm":
         results = json.loads((run_dir / "results.json").read_text())
-        result["eval"] = {k: results[k] for k in ("timing", "settings") if k in results}
+        result["eval"] = {"settings": results.get("settings"),  # results.json's timing keys are top-level
+                          "timing": {k: v for k, v in results.items() if k.endswith(("_s", "per_s"))}}
     else:
         result["phases_s"] = phase_times(run_dir)
         result["engine"] = engine_line(text)
@@ -350,9 +351,9 @@ def table(report: dict) -> str:
         memory = ", ".join(f"{d} {g:.1f}" for d, g in r.get("peak_memory_gib", {}).items()) or "–"
         phases = r.get("phases_s", {})
         if r["part"] == "eval_vllm" and r.get("eval", {}).get("timing"):
-            timing = r["eval"]["timing"]
-            generation = next((f"{v:.2f}" for k, v in timing.items() if "generat" in k and isinstance(v, (int, float))), "–")
-            lines.append(f"| {r['part']} | {r['status']} | vllm | – | {generation} | – | – | – | – | {memory} |")
+            timing = r["eval"]["timing"]  # the evaluation's sampling, then its answer checking, in the reward column
+            lines.append(f"| {r['part']} | {r['status']} | vllm | – | {timing.get('generation_time_s', 0):.2f} | "
+                         f"{timing.get('scoring_time_s', 0):.2f} | – | – | – | {memory} |")
             continue
         lines.append(f"| {r['part']} | {r['status']} | {r.get('generation', '–')} | {cell(phases, 'step')} | "
                      f"{cell(phases, 'generation')} | {cell(phases, 'reward')} | {cell(phases, 'teacher_generation')} | "

@@ -81,3 +81,4 @@ def test_gpu_check_runs_the_vllm_parts(tmp_path, _):
     assert by_part["rule"]["generation"] == by_part["co_rewarding_2"]["generation"] == "vllm"
     assert "teacher_generation" in by_part["co_rewarding_2"]["phases_s"]
     assert by_part["eval_vllm"]["eval"]["settings"]["backend"] == "vllm"
+    assert by_part["eval_vllm"]["eval"]["timing"]["generation_time_s"] > 0
