@@ -28,7 +28,8 @@ Without vLLM installed, the training parts generate with transformers (the table
 skipped; on CPU with vLLM, vLLM's CPU build runs through tests/helpers/vllm_cpu.py (weights kept syncable).
 Per part the table gives the median step time over the steps after the first (all steps when there is one),
 split into phases from metrics.jsonl (generation, reward, update; the teacher's sampling and the RM's update
-are parts of the reward phase), and the peak memory per device over the part: GPU memory in use on each GPU
+are parts of the reward phase; for eval_vllm, its sampling and answer-checking times sit in the generation and
+reward columns), and the peak memory per device over the part: GPU memory in use on each GPU
 (nvidia-smi, every process on it), or the peak resident memory of the part's process tree on CPU.
 The table is printed and written to `--out` (default benchmarks/results/) as gpu_check-DATE-DEVICE.json and .md,
 with the date, machine, commit and command.
