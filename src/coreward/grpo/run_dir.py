@@ -107,6 +107,11 @@ class RunLock:
             handle.close()
             raise CorewardError(f"run directory {self.path.parent} is in use by {holder}: wait for it, stop it, "
                                 "or pick another --output-dir") from None
+        except OSError as err:  # a shared filesystem without flock (Lustre mounted without `-o flock`): ENOSYS
+            handle.close()
+            print(f"warning: cannot lock {self.path} ({err.strerror}): this filesystem does not support flock, "
+                  "so nothing stops a second run from writing into this directory", flush=True)
+            return self
         handle.seek(0)
         handle.truncate()
         handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),

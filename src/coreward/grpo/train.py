@@ -428,7 +428,7 @@ def _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_re
 
 def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks) -> TrainResult:
     """Build the trainer and run it (the run directory is locked and its config written)."""
-    from coreward.grpo.checkpoints import checkpoint_step, discard, mark_complete
+    from coreward.grpo.checkpoints import agree_on_checkpoint, checkpoint_step, discard, mark_complete
     from coreward.grpo.periodic_eval import add_periodic_eval
     from coreward.grpo.preemption import PreemptionCallback, signal_numbers
     from coreward.grpo.trainer import CorewardGRPOTrainer
@@ -473,6 +473,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     trainer.add_callback(preemption)
     final = run_dir / "final"
     try:
+        agree_on_checkpoint(checkpoint, run_dir)  # several machines: one shared run directory, one starting point
         if final.exists() and trainer.accelerator.is_main_process:
             discard(final)  # an incomplete final/ (killed while it was written) is written again whole
         trainer.accelerator.wait_for_everyone()

@@ -1,0 +1,430 @@
+"""One command for the GPU checks: bf16 GRPO steps of real-size models, vLLM generation, and evaluation.
+
+    python benchmarks/gpu_check.py                        # a GPU: Qwen2.5-1.5B shapes, bf16, colocated vLLM
+    python benchmarks/gpu_check.py --tiny --steps 1       # CPU (the default without CUDA): tiny shapes
+    python benchmarks/gpu_check.py --parts rule,eval_vllm # a subset
+
+Nothing is downloaded. The policy is a random-initialised `Qwen2ForCausalLM` built from Qwen2.5-1.5B's
+config.json (written out below), Cooper's RM a `VerifyRM` of the same shape; a stand-in tokenizer (the demo
+tokenizer's pieces, padded with filler tokens to Qwen's 151,936 ids, so every id a random model samples
+decodes) replaces Qwen's, and prompts come from the demo task. Rewards therefore carry no signal: this checks
+that each configuration runs, and measures its cost. The parts, each its own process:
+
+    rule                   rule reward, policy generation in a colocated vLLM engine
+    cooper                 Cooper: its RM scored and trained on the policy's device, colocated vLLM
+    cooper_rm_own_device   Cooper with the RM on a device of its own: the second GPU when there is one, else
+                           the RM on the GPU with its AdamW state offloaded to the CPU (optimizer_offload)
+    cooper_sharded         Cooper under FSDP2 (`accelerate launch`, one process per GPU; on CPU two gloo
+                           processes generating with transformers), so the RM is sharded like the policy where
+                           the engine shards it
+    rm_update              Cooper's RM learner alone (rm/learner.py) on synthetic (positive, negative) pairs of
+                           RM-length text, on the RM's own device (the second GPU when there is one): a random
+                           policy writes no verified positive, so the Cooper parts above score with the RM and
+                           hold its weights but make no RM update; this part measures the update
+    co_rewarding_2         Co-rewarding-II: the EMA teacher's rollouts sampled by the policy's vLLM engine
+    eval_vllm              `coreward eval --backend vllm` of the policy
+
+Without vLLM installed, the training parts generate with transformers (the table says so) and eval_vllm is
+skipped; on CPU with vLLM, vLLM's CPU build runs through tests/helpers/vllm_cpu.py (weights kept syncable).
+Per part the table gives the median step time over the steps after the first (all steps when there is one),
+split into phases from metrics.jsonl (generation, reward, update; the teacher's sampling and the RM's update
+are parts of the reward phase; for eval_vllm, its sampling and answer-checking times sit in the generation and
+reward columns), and the peak memory per device over the part: GPU memory in use on each GPU
+(nvidia-smi, every process on it), or the peak resident memory of the part's process tree on CPU.
+The table is printed and written to `--out` (default benchmarks/results/) as gpu_check-DATE-DEVICE.json and .md,
+with the date, machine, commit and command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PARTS = ("rule", "cooper", "cooper_rm_own_device", "cooper_sharded", "rm_update", "co_rewarding_2", "eval_vllm")
+
+# Qwen2.5-1.5B's config.json (written here: nothing is fetched)
+QWEN25_15B = dict(
+    vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+    num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
+    tie_word_embeddings=True, hidden_act="silu", max_window_layers=21, sliding_window=None, use_sliding_window=False,
+)
+# tiny: the same architecture at the demo's scale (head size 32, which vLLM's CPU attention supports)
+TINY = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=512, rope_theta=10000.0, rms_norm_eps=1e-6,
+            tie_word_embeddings=True, hidden_act="silu")
+
+# per-step work: (prompts x completions, completion tokens); the GPU sizes are a small real batch
+GPU_BATCH = dict(prompts=8, generations=8, completion_tokens=512, vllm_memory=0.3)
+TINY_BATCH = dict(prompts=2, generations=4, completion_tokens=16, vllm_memory=0.1)
+
+
+# --------------------------------------------------------------------------- models
+def standin_tokenizer(vocab_size: int | None):
+    """The demo tokenizer, padded with `<|f{i}|>` filler pieces to `vocab_size` ids (None: as it is)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from coreward.demo import model as demo
+
+    tokenizer = demo.build_demo_tokenizer()
+    if vocab_size is None:
+        return tokenizer
+    pieces = list(demo.demo_vocabulary())
+    pieces += [f"<|f{i}|>" for i in range(vocab_size - len(pieces))]
+    backend = Tokenizer(models.WordLevel({p: i for i, p in enumerate(pieces)}, unk_token=demo.UNK))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(demo.PIECE_PATTERN), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=demo.PAD, bos_token=demo.BOS,
+                                   eos_token=demo.EOS, unk_token=demo.UNK, padding_side="left",
+                                   clean_up_tokenization_spaces=False, model_max_length=4096,
+                                   chat_template=demo.CHAT_TEMPLATE)
+
+
+def build_models(root: Path, tiny: bool) -> tuple[Path, Path]:
+    """The random policy (bf16 on GPU shapes, fp32 tiny) and a VerifyRM of the same shape."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from coreward.rm.model import VerifyRM
+
+    tokenizer = standin_tokenizer(None if tiny else QWEN25_15B["vocab_size"])
+    shape = {**TINY, "vocab_size": len(tokenizer)} if tiny else QWEN25_15B
+    ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+               pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    policy = Qwen2ForCausalLM(Qwen2Config(**shape, **ids)).to(torch.float32 if tiny else torch.bfloat16)
+    policy.generation_config.pad_token_id = tokenizer.pad_token_id
+    policy.save_pretrained(root / "policy")
+    tokenizer.save_pretrained(root / "policy")
+    del policy
+    VerifyRM.from_backbone(root / "policy", device="cpu", add_template_tokens=False,
+                           max_length=256 if tiny else 1024).save_pretrained(root / "rm")
+    return root / "policy", root / "rm"
+
+
+# --------------------------------------------------------------------------- memory
+class PeakMemory:
+    """Peak memory per device while a part runs, polled every 0.2 s: on GPU `nvidia-smi`'s memory.used of each
+    GPU (what every process holds there, vLLM's reservation included), on CPU the summed RSS of the part's
+    process tree (its own workers included)."""
+
+    def __init__(self, gpus: int, process: subprocess.Popen):
+        self.gpus, self.process, self.peak = gpus, process, {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> dict[str, float]:
+        if self.gpus:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True).stdout
+            return {f"cuda:{i.strip()}": float(m) / 1024 for i, m in (line.split(",") for line in out.splitlines() if "," in line)}
+        import psutil
+
+        try:
+            root = psutil.Process(self.process.pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return {}
+        total = 0
+        for member in tree:
+            try:
+                total += member.memory_info().rss
+            except psutil.NoSuchProcess:
+                pass
+        return {"cpu": total / 2**30}
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            for device, gib in self._sample().items():
+                self.peak[device] = max(self.peak.get(device, 0.0), gib)
+            self._stop.wait(0.2)
+
+
+# --------------------------------------------------------------------------- parts
+def has_vllm() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def part_command(part: str, policy: Path, rm: Path, run_dir: Path, steps: int, tiny: bool, gpus: int,
+                 use_vllm: bool) -> list[str] | None:
+    """The command of one part (None: it cannot run here)."""
+    batch = TINY_BATCH if tiny else GPU_BATCH
+    if part == "rm_update":
+        device = "cuda:1" if gpus >= 2 else "cuda:0" if gpus else "cpu"
+        return [sys.executable, str(Path(__file__).resolve()), "--rm-child", str(rm), "--device", device,
+                "--steps", str(max(steps, 2)), "--dtype", "float32" if tiny else "bfloat16",
+                "--pairs", str(batch["prompts"]), "--text-chars", "100" if tiny else "1000",
+                "--out", str(run_dir / "rm_update.json")]
+    if part == "eval_vllm":
+        if not use_vllm:
+            return None
+        return [sys.executable, "-m", "coreward.cli", "eval", "--model", str(policy), "--benchmarks", "demo",
+                "--n", str(batch["generations"]), "--limit", str(4 * batch["prompts"]), "--backend", "vllm",
+                "--vllm-memory", str(batch["vllm_memory"]), "--max-new-tokens", str(batch["completion_tokens"]),
+                "--prompt-format", "plain", "--instruction", "", "--output", str(run_dir)]
+    method = "cooper" if part.startswith("cooper") else part
+    dtype = "float32" if tiny else "bfloat16"
+    overrides = [f"model.name_or_path={policy}", f"model.dtype={dtype}", f"data.limit={4 * batch['prompts']}",
+                 "data.eval_every=0", "data.eval=null", f"grpo.num_generations={batch['generations']}",
+                 f"grpo.per_device_train_batch_size={batch['prompts'] * batch['generations']}",
+                 f"grpo.max_completion_length={batch['completion_tokens']}", "grpo.save_steps=100000",
+                 f"grpo.use_vllm={str(use_vllm).lower()}", f"torch_threads={1 if tiny and not gpus else 'null'}"]
+    if use_vllm:
+        overrides += ["grpo.vllm_mode=colocate", f"grpo.vllm_gpu_memory_utilization={batch['vllm_memory']}"]
+        if not tiny:
+            overrides += [f"grpo.vllm_max_model_length={4 * batch['completion_tokens']}"]
+    if method == "cooper":
+        overrides += [f"rewards.0.params.rm={rm}", "rewards.0.params.eval_every=0",
+                      f"rewards.0.params.rm_dtype={'float32' if tiny else 'bfloat16'}",
+                      f"rewards.0.params.batch_size={min(32, batch['prompts'] * batch['generations'])}"]
+    if part == "cooper_rm_own_device":
+        overrides += ["rewards.0.params.device=cuda:1"] if gpus >= 2 else \
+            ["rewards.0.params.optimizer_offload=true"] if gpus == 1 else ["rewards.0.params.device=cpu"]
+    config = REPO / "configs" / "demo" / f"{method}.yaml"
+    train = ["train", "--config", str(config), "--output-dir", str(run_dir), "--max-steps", str(steps)]
+    for item in overrides:
+        train += ["--set", item]
+    if part == "cooper_sharded":
+        accelerate = REPO / "configs" / "accelerate" / ("fsdp2.yaml" if gpus else "fsdp2_cpu.yaml")
+        processes = max(gpus, 1) if gpus else 2
+        return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate),
+                "--num_processes", str(processes), "--main_process_port", "0", "-m", "coreward.cli", *train]
+    if use_vllm and not gpus:  # vLLM's CPU build: weights kept in a form TRL's sync can write (test helper)
+        return [sys.executable, str(REPO / "tests" / "helpers" / "vllm_cpu.py"), *train]
+    return [sys.executable, "-m", "coreward.cli", *train]
+
+
+def phase_times(run_dir: Path) -> dict[str, float]:
+    """Median seconds per step of each phase, over the steps after the first (all of them if only one)."""
+    from coreward.runtime.metrics import read_metrics
+
+    rows = [row for row in read_metrics(run_dir / "metrics.jsonl") if "step_time" in row]
+    rows = rows[1:] or rows
+    keys = {"step": "step_time", "generation": "time/generation", "reward": "time/reward", "update": "time/update",
+            "teacher_generation": "time/teacher_generation", "rm_update": "time/rm_update"}
+    return {name: statistics.median(row[key] for row in rows) for name, key in keys.items()
+            if rows and all(key in row for row in rows)} | {"steps_timed": len(rows)}
+
+
+def engine_line(log: str) -> str | None:
+    for line in log.splitlines():
+        if line.startswith("engine:"):
+            return line.strip()
+    return None
+
+
+def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bool, gpus: int,
+             use_vllm: bool, timeout_s: float) -> dict:
+    run_dir = root / part
+    # on CPU the sharded part generates with transformers: vLLM's CPU build needs the one-process test wrapper
+    use_vllm = use_vllm and (gpus > 0 or part != "cooper_sharded")
+    if part == "rm_update":
+        run_dir.mkdir(parents=True, exist_ok=True)
+    command = part_command(part, policy, rm, run_dir, steps, tiny, gpus, use_vllm)
+    if command is None:
+        return {"part": part, "status": "skipped", "why": "vllm is not installed"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "TOKENIZERS_PARALLELISM": "false"}
+    if not gpus:
+        env.setdefault("OMP_NUM_THREADS", "1")
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+        with PeakMemory(gpus, process) as memory:
+            try:
+                returncode = process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                returncode = process.wait()
+        log.seek(0)
+        text = log.read()
+    result = {"part": part, "status": "ok" if returncode == 0 else f"failed ({returncode})",
+              "generation": "–" if part == "rm_update" else "vllm" if use_vllm else "transformers", "seconds": round(time.perf_counter() - start, 1),
+              "peak_memory_gib": {k: round(v, 2) for k, v in sorted(memory.peak.items())},
+              "command": shlex.join(command)}
+    if returncode != 0:
+        result["log_tail"] = text[-4000:]
+    elif part == "rm_update":
+        result["phases_s"] = json.loads((run_dir / "rm_update.json").read_text())
+    elif part == "eval_vllm":
+        results = json.loads((run_dir / "results.json").read_text())
+        result["eval"] = {"settings": results.get("settings"),  # results.json's timing keys are top-level
+                          "timing": {k: v for k, v in results.items() if k.endswith(("_s", "per_s"))}}
+    else:
+        result["phases_s"] = phase_times(run_dir)
+        result["engine"] = engine_line(text)
+    return result
+
+
+def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_chars: int, out: Path) -> None:
+    """`steps` RM updates on `pairs` synthetic pairs (one AdamW step each); median seconds after the first."""
+    import random
+
+    import torch
+
+    from coreward.rm.learner import Pair, RMLearner
+    from coreward.rm.model import VerifyRM
+
+    rng = random.Random(0)
+
+    def text() -> str:
+        return "".join(rng.choice("0123456789+-=;#") for _ in range(text_chars))
+
+    learner = RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=dtype, batch_size=2 * pairs), lr=1e-5)
+    times = []
+    for _ in range(steps):
+        batch = [Pair(question=text()[:40], reference=text()[:8], positive=text(), negative=text()) for _ in range(pairs)]
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        metrics = learner.update(batch)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+        assert metrics and learner.updates > 0, "the RM made no optimizer step"
+    timed = times[1:] or times
+    out.write_text(json.dumps({"rm_update": statistics.median(timed), "steps_timed": len(timed),
+                               "rm_optimizer_steps": learner.updates}))
+
+
+# --------------------------------------------------------------------------- report
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gpus = []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout
+        gpus = [line.strip() for line in out.splitlines() if line.strip()]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return {"cpu": f"{os.cpu_count()}-core {cpu}", "gpus": gpus, "python": platform.python_version()}
+
+
+def commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=REPO).stdout.strip()
+        return head + ("+uncommitted changes" if dirty else "") if head else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def table(report: dict) -> str:
+    m = report["machine"]
+    lines = [f"# GPU check, {report['date']}", "",
+             f"- machine: {', '.join(m['gpus']) or 'no GPU'}; {m['cpu']}",
+             f"- commit: {report['commit']}", f"- command: `{report['command']}`",
+             f"- models: {report['models']}; steps per part: {report['steps']}; {report['batch']}", "",
+             "| part | status | generation | step s | generation s | reward s | (teacher s) | (RM update s) | update s | peak memory GiB |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def cell(phases: dict, key: str) -> str:
+        return f"{phases[key]:.2f}" if key in phases else "–"
+
+    for r in report["parts"]:
+        memory = ", ".join(f"{d} {g:.1f}" for d, g in r.get("peak_memory_gib", {}).items()) or "–"
+        phases = r.get("phases_s", {})
+        if r["part"] == "eval_vllm" and r.get("eval", {}).get("timing"):
+            timing = r["eval"]["timing"]  # the evaluation's sampling, then its answer checking, in the reward column
+            lines.append(f"| {r['part']} | {r['status']} | vllm | – | {timing.get('generation_time_s', 0):.2f} | "
+                         f"{timing.get('scoring_time_s', 0):.2f} | – | – | – | {memory} |")
+            continue
+        lines.append(f"| {r['part']} | {r['status']} | {r.get('generation', '–')} | {cell(phases, 'step')} | "
+                     f"{cell(phases, 'generation')} | {cell(phases, 'reward')} | {cell(phases, 'teacher_generation')} | "
+                     f"{cell(phases, 'rm_update')} | {cell(phases, 'update')} | {memory} |")
+    for r in report["parts"]:
+        if r.get("engine"):
+            lines.append(f"\n{r['part']}: {r['engine']}")
+        if r["status"] == "skipped":
+            lines.append(f"\n{r['part']}: skipped, {r['why']}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    if "--rm-child" in (sys.argv if argv is None else argv):
+        child = argparse.ArgumentParser()
+        for name in ("--rm-child", "--device", "--dtype", "--out"):
+            child.add_argument(name)
+        for name in ("--steps", "--pairs", "--text-chars"):
+            child.add_argument(name, type=int)
+        a = child.parse_args(argv)
+        rm_child(Path(a.rm_child), a.device, a.steps, a.dtype, a.pairs, a.text_chars, Path(a.out))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes (the default without CUDA)")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps per training part (default: 3 on GPU, 1 tiny)")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {','.join(PARTS)}")
+    parser.add_argument("--no-vllm", action="store_true", help="generate with transformers even where vLLM is installed")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per part before it is stopped")
+    parser.add_argument("--budget", type=float, default=1440, help="seconds in all: parts not started by then are skipped")
+    args = parser.parse_args(argv)
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    tiny = args.tiny or not gpus
+    steps = args.steps or (1 if tiny else 3)
+    use_vllm = has_vllm() and not args.no_vllm
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        parser.error(f"--parts: unknown {', '.join(unknown)} (known: {', '.join(PARTS)})")
+    batch = TINY_BATCH if tiny else GPU_BATCH
+    report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(), "commit": commit(),
+              "command": shlex.join(["python", "benchmarks/gpu_check.py", *(sys.argv[1:] if argv is None else argv)]),
+              "models": ("tiny Qwen2 (hidden 128, 2 layers), fp32" if tiny else
+                         "random Qwen2.5-1.5B shape, bf16 (policy and RM)"),
+              "batch": f"{batch['prompts']} prompts x {batch['generations']} completions of "
+                       f"{batch['completion_tokens']} tokens per step", "steps": steps, "parts": []}
+    print(f"gpu_check: {report['models']}; {gpus} GPU(s); generation with {'vllm' if use_vllm else 'transformers'}",
+          flush=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        policy, rm = build_models(Path(tmp), tiny)
+        for part in parts:
+            if time.perf_counter() - started > args.budget:
+                report["parts"].append({"part": part, "status": "skipped", "why": f"the --budget of {args.budget:.0f} s was spent"})
+                continue
+            result = run_part(part, policy, rm, Path(tmp), steps, tiny, gpus, use_vllm, args.timeout)
+            report["parts"].append(result)
+            print(f"  {part}: {result['status']} ({result.get('seconds', 0)} s)", flush=True)
+    report["total_s"] = round(time.perf_counter() - started, 1)
+    text = table(report) + f"\ntotal: {report['total_s']} s\n"
+    print("\n" + text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"gpu_check-{time.strftime('%Y%m%d-%H%M', time.gmtime())}-{'gpu' if gpus else 'cpu'}{'-tiny' if tiny and gpus else ''}"
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
+    (args.out / f"{stem}.md").write_text(text)
+    print(f"written: {args.out / stem}.json, .md")
+    return 0 if all(r["status"] in ("ok", "skipped") for r in report["parts"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""benchmarks/gpu_check.py stays alive without a GPU: on CPU with its tiny shapes and one step per part, every
+training part runs (rule, Cooper with its RM on the policy's device and on its own, Cooper under FSDP2 on two
+gloo processes, the RM learner's update alone, Co-rewarding-II with its EMA teacher) and the report holds what it promises — a step time
+split by phase, a peak memory per device, the date, machine, commit and command. The vLLM parts (colocated
+generation, the teacher's rollouts through vLLM, `coreward eval --backend vllm`) run in the `-m vllm` stage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.vllm_cpu import requires_vllm
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def gpu_check(tmp_path: Path, parts: str, *extra: str) -> tuple[dict, str]:
+    out = tmp_path / "results"
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}", "OMP_NUM_THREADS": "1",
+           "CUDA_VISIBLE_DEVICES": ""}  # the CPU path, also on a machine with a GPU
+    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--tiny", "--steps", "1", "--parts", parts,
+                           "--out", str(out), *extra], capture_output=True, text=True, timeout=1200, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    [report_file] = list(out.glob("gpu_check-*-cpu.json"))
+    [table_file] = list(out.glob("gpu_check-*-cpu.md"))
+    return json.loads(report_file.read_text()), table_file.read_text()
+
+
+def check_report(report: dict, table: str, parts: list[str]) -> dict[str, dict]:
+    assert report["date"] and report["commit"] and "gpu_check.py" in report["command"]
+    assert report["machine"]["cpu"] and report["steps"] == 1
+    by_part = {r["part"]: r for r in report["parts"]}
+    assert list(by_part) == parts
+    for name, result in by_part.items():
+        assert result["status"] == "ok", result.get("log_tail", result)
+        assert result["peak_memory_gib"]["cpu"] > 0.1, result  # a torch process tree holds more than 100 MiB
+        assert name in table
+    for line in (report["date"], report["commit"], report["command"]):
+        assert line in table
+    return by_part
+
+
+@pytest.mark.slow
+def test_gpu_check_runs_every_training_part_on_cpu(tmp_path):
+    parts = ["rule", "cooper", "cooper_rm_own_device", "cooper_sharded", "rm_update", "co_rewarding_2"]
+    report, table = gpu_check(tmp_path, ",".join(parts), "--no-vllm")
+    by_part = check_report(report, table, parts)
+    rm_update = by_part.pop("rm_update")["phases_s"]  # the RM learner alone: it took its optimizer steps
+    assert rm_update["rm_update"] > 0 and rm_update["rm_optimizer_steps"] >= 2, rm_update
+    for name, result in by_part.items():
+        phases = result["phases_s"]
+        assert result["generation"] == "transformers"
+        assert phases["steps_timed"] == 1
+        assert phases["step"] > 0 and {"generation", "reward", "update"} <= set(phases), (name, phases)
+        # the phases are parts of the step, not made-up numbers beside it
+        assert phases["generation"] + phases["update"] <= phases["step"] * 1.05 + 0.05, (name, phases)
+    assert "teacher_generation" in by_part["co_rewarding_2"]["phases_s"]  # the EMA teacher sampled
+    assert "teacher_generation" not in by_part["rule"]["phases_s"]
+    assert "rewards.0.params.device=cpu" in by_part["cooper_rm_own_device"]["command"]
+    assert by_part["cooper_sharded"]["engine"].startswith("engine: FSDP2 on 2 process(es)"), by_part["cooper_sharded"]
+    assert "FSDP" not in (by_part["rule"]["engine"] or "")  # one plain process (it prints no engine line)
+
+
+def test_gpu_check_refuses_an_unknown_part():
+    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--parts", "rule,nope"], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2 and "unknown nope" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("_", [pytest.param(None, marks=requires_vllm, id="vllm")])
+def test_gpu_check_runs_the_vllm_parts(tmp_path, _):
+    parts = ["rule", "co_rewarding_2", "eval_vllm"]
+    report, table = gpu_check(tmp_path, ",".join(parts))
+    by_part = check_report(report, table, parts)
+    assert by_part["rule"]["generation"] == by_part["co_rewarding_2"]["generation"] == "vllm"
+    assert "teacher_generation" in by_part["co_rewarding_2"]["phases_s"]
+    assert by_part["eval_vllm"]["eval"]["settings"]["backend"] == "vllm"
+    assert by_part["eval_vllm"]["eval"]["timing"]["generation_time_s"] > 0
