@@ -9,7 +9,10 @@ The teacher starts as the policy, so it trails it by roughly 1/α steps: slow en
 can't drag its own labels along, fresh enough to improve with it.
 
 Where the teacher's weights live:
-  * full policy                   a frozen deep copy of the unwrapped policy (eval mode);
+  * full policy                   a frozen copy of the unwrapped policy (eval mode), built as a new instance of its
+                                  class holding clones of its tensors (`own_copy`): a deep copy would keep the
+                                  policy's instance-level patches (TRL's fused-LM-head `forward` closes over the
+                                  policy's original forward), and the "teacher" would sample with the policy;
   * full policy, `as_reference`   the engine's own KL reference (`policy.reference()`), EMA-updated in place, so the
                                   KL is taken against the teacher (as in the authors' code) without a
                                   third model in memory;
@@ -96,6 +99,38 @@ def adapter_pairs(model: Any, name: str) -> Pairs:
     ]
 
 
+def own_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A frozen copy of `model` that computes with its own weights: a new instance of its class built from its
+    config on the meta device, then given clones of `model`'s parameters and buffers (same dtype, device, ties).
+
+    Not `copy.deepcopy`: that copies instance attributes as they are, and a patched `forward` (TRL's fused LM
+    head, accelerate's autocast wrapper, TRL's fp32 lm_head) is a function whose closure holds the *policy's*
+    modules; functions are not copied, so the copy would run the policy's forward. A fresh instance has only
+    its class's forward, and its hooks are none of the policy's."""
+    if not hasattr(type(model), "_from_config"):
+        raise CorewardError(f"co_rewarding_2: the teacher copies a transformers model; got {type(model).__name__}")
+    with torch.device("meta"):
+        fresh = type(model)._from_config(copy.deepcopy(model.config), dtype=model.dtype)
+    own = dict(fresh.named_parameters(remove_duplicate=False)) | dict(fresh.named_buffers(remove_duplicate=False))
+    theirs = dict(model.named_parameters(remove_duplicate=False)) | dict(model.named_buffers(remove_duplicate=False))
+    if sorted(own) != sorted(theirs):
+        raise CorewardError("co_rewarding_2: a fresh model built from the policy's config has other tensors than the policy")
+    clones: dict[int, torch.Tensor] = {}  # one clone per policy tensor, so tied weights stay tied
+    with torch.no_grad():
+        for name, tensor in theirs.items():
+            clone = clones.setdefault(id(tensor), tensor.detach().clone())
+            owner, _, leaf = name.rpartition(".")
+            module = fresh.get_submodule(owner)
+            if leaf in module._parameters:
+                if not isinstance(clone, torch.nn.Parameter):
+                    clone = clones[id(tensor)] = torch.nn.Parameter(clone, requires_grad=False)
+                module._parameters[leaf] = clone
+            else:
+                module._buffers[leaf] = clone
+    fresh.generation_config = copy.deepcopy(model.generation_config)
+    return fresh.eval().requires_grad_(False)
+
+
 class EmaTeacher:
     """Holds the teacher, updates it on schedule, samples from it, and saves / restores it."""
 
@@ -136,7 +171,7 @@ class EmaTeacher:
             if self.as_reference:
                 teacher = policy.reference()
             else:
-                teacher = copy.deepcopy(model).eval().requires_grad_(False)
+                teacher = own_copy(model)
             self.bind(teacher, full_pairs(teacher, model))
         self._restore_pending()
 
