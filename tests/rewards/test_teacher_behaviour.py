@@ -174,7 +174,8 @@ def test_the_teacher_has_the_scheduled_average_of_the_policies_after_n_steps(tin
     from coreward.rewards.ema_teacher import cosine_alpha
 
     run_dir, T = tmp_path / "run", 3
-    result = train(tiny_policy, run_dir, T, "rewards.0.params.alpha_start=0.6", "rewards.0.params.alpha_end=0.1")
+    result = train(tiny_policy, run_dir, T, "rewards.0.params.alpha_start=0.6", "rewards.0.params.alpha_end=0.1",
+                   "grpo.save_total_limit=5")  # keep every checkpoint: θ₁ and θ₂ are read back
     teacher = result.trainer.reward_sources[0].teacher
     thetas = [load_file(tiny_policy / "model.safetensors")]
     thetas += [load_file(run_dir / f"checkpoint-{s}" / "model.safetensors") for s in (1, 2)]
