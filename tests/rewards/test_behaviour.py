@@ -119,3 +119,19 @@ def test_a_sharper_distribution_earns_more_self_certainty_and_more_entropy_rewar
     assert scored(SelfCertaintyReward(), flat, verifier) == pytest.approx([0.0] * 3, abs=1e-5)
     assert scored(EntropyReward(), flat, verifier) == pytest.approx([-vocabulary] * 3, rel=1e-3)
     assert all(r > 0 for r in scored(SelfCertaintyReward(), sharp, verifier))
+
+
+# ---------------------------------------------------------------------------------- exact matching
+def test_exact_matching_compares_the_answers_unstripped_as_the_authors_did(verifier):
+    """The authors vote on and compare raw `\\boxed{}` contents (`ans == pseudo_label`): ` 3` is not `3`. Blank
+    answers still never vote; verified matching sees one answer."""
+    from coreward.rewards.co_rewarding_2 import CoRewarding2Reward
+
+    policy = [["\\boxed{3}", "\\boxed{ 3}", "\\boxed{ }", "\\boxed{4}"]]
+    teacher = [["\\boxed{ 3}", "\\boxed{ 3}", "\\boxed{3}", "\\boxed{ }"]]  # majority: " 3" (2 votes to 1)
+    exact = CoRewarding2Reward(match="exact", extract="boxed_raw")
+    assert exact.score(batch_of(policy, verifier), teacher) == [0.0, 1.0, 0.0, 0.0]
+    verified = CoRewarding2Reward(match="verified", extract="boxed_raw")
+    assert verified.score(batch_of(policy, verifier), teacher) == [1.0, 1.0, 0.0, 0.0]
+    cross = CrossViewReward(match="exact", extract="boxed_raw")
+    assert cross.compute(two_views(policy[0], teacher[0], verifier))[:4] == [0.0, 1.0, 0.0, 0.0]
