@@ -101,7 +101,8 @@ def adapter_pairs(model: Any, name: str) -> Pairs:
 
 def own_copy(model: torch.nn.Module) -> torch.nn.Module:
     """A frozen copy of `model` that computes with its own weights: a new instance of its class built from its
-    config on the meta device, then given clones of `model`'s parameters and buffers (same dtype, device, ties).
+    config on the meta device, then given clones of `model`'s parameters and buffers (same device and ties; the
+    dtype the class declares for each).
 
     Not `copy.deepcopy`: that copies instance attributes as they are, and a patched `forward` (TRL's fused LM
     head, accelerate's autocast wrapper, TRL's fp32 lm_head) is a function whose closure holds the *policy's*
@@ -118,7 +119,9 @@ def own_copy(model: torch.nn.Module) -> torch.nn.Module:
     clones: dict[int, torch.Tensor] = {}  # one clone per policy tensor, so tied weights stay tied
     with torch.no_grad():
         for name, tensor in theirs.items():
-            clone = clones.setdefault(id(tensor), tensor.detach().clone())
+            # the dtype the class gives the tensor: TRL's fp32 lm_head is an instance patch whose forward casts
+            # its input; the copy has the class's forward, so it keeps the class's dtype too
+            clone = clones.setdefault(id(tensor), tensor.detach().to(own[name].dtype, copy=True))
             owner, _, leaf = name.rpartition(".")
             module = fresh.get_submodule(owner)
             if leaf in module._parameters:
