@@ -30,7 +30,11 @@ rollouts then go through the sharded module's own forward hooks, so every proces
 one prompt group. Checkpoints hold the full (gathered) teacher: `save` runs on every process (gathering
 is collective: ZeRO-3 `GatheredParameters`, FSDP2 `DTensor.full_tensor`) and the main process writes it;
 `load` scatters it back into the shards, so a resumed sharded run continues with its teacher.
-Tested on CPU with 2 gloo processes under ZeRO-3 and FSDP2 (tests/grpo/test_sharded.py).
+Tested on CPU with 2 gloo processes under ZeRO-3 and FSDP2 (tests/grpo/test_sharded.py, test_sharded_teacher.py).
+
+What the teacher computes is checked by its outputs, not only its weights: tests/rewards/test_teacher_behaviour.py
+(logits and rollouts from its own weights, frozen vs tracking teachers, the α schedule measured in logits),
+tests/grpo/test_teacher_vllm.py (colocated vLLM), tests/grpo/test_sharded_teacher.py (ZeRO-3, FSDP2).
 """
 
 from __future__ import annotations
