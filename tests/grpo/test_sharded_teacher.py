@@ -10,6 +10,7 @@ the policy's weights, or never received the average, would give the two runs the
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,12 @@ def dumped(run_dir: Path, step: int) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("engine", [pytest.param("zero3", marks=needs_deepspeed), "fsdp2"])
-def test_a_sharded_frozen_and_tracking_teacher_sample_differently(engine, memorized_policy, tmp_path):
+def test_a_sharded_frozen_and_tracking_teacher_sample_differently(engine, memorized_policy, tmp_path, monkeypatch):
+    # a length reward beside the teacher's makes sure the policy moves from the first step on
+    monkeypatch.setenv("PYTHONPATH", f"{REPO / 'src'}{os.pathsep}{REPO}")
     config = tmp_path / "config.yaml"
-    config.write_text(f"base: {REPO / 'configs' / 'demo' / 'rule.yaml'}\nrewards:\n  - name: rule\n"
+    config.write_text(f"base: {REPO / 'configs' / 'demo' / 'rule.yaml'}\nrewards:\n"
+                      f"  - name: tests.rewards.test_teacher_behaviour:length_reward\n"
                       f"  - name: co_rewarding_2\n    params: {{as_reference: true, temperature: 0.001}}\n")
     runs = {}
     for name, alpha in (("frozen", 0.0), ("tracking", 1.0)):
@@ -39,6 +43,7 @@ def test_a_sharded_frozen_and_tracking_teacher_sample_differently(engine, memori
         done = launch(train_command(config, run_dir, settings, 3, resume=False,
                                     accelerate_config=ACCELERATE / f"{engine}_cpu.yaml"), run_dir)
         assert done.returncode == 0, done.log[-3000:]
+        assert json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])["grad_norm"] > 0  # the policy moved
         runs[name] = run_dir
     assert dumped(runs["frozen"], 0) == dumped(runs["tracking"], 0)  # both teachers are θ₀ at the first step
     assert dumped(runs["frozen"], 2) != dumped(runs["tracking"], 2)  # θ₀ vs the policy after two steps
