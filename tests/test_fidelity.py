@@ -115,3 +115,25 @@ def test_cooper_rows_name_real_options_and_every_gsm8k_paper_config_builds():
     for path in sorted((REPO / "configs" / "paper").glob("*gsm8k*.yaml")):
         reward = read_yaml_with_base(path)["rewards"][0]
         build_source(reward["name"], reward.get("params", {}))
+
+
+def test_co_rewarding_exact_votes_and_matches_like_the_authors_reward_managers(verifier):
+    """`match: exact` gives the labels and rewards of the authors' reward managers (co_rewarding_II.py, co_reward.py,
+    majority_voting.py): `Counter(raw answers).most_common(1)`, blank answers dropped, reward `ans == pseudo_label`
+    on the raw strings (whitespace counts)."""
+    from collections import Counter
+
+    from coreward.rewards.voting import majority_votes, matches_label
+
+    def authors(teacher: list[str], policy: list[str]) -> tuple[str, list[float]]:
+        votes = [a for a in teacher if a is not None and str(a).strip() != ""]
+        label = Counter(votes).most_common(1)[0][0] if votes else ""
+        return label, [1.0 if label != "" and a == label else 0.0 for a in policy]
+
+    cases = [([" 3", " 3", "3", " "], ["3", " 3", " ", "4"]), (["1/2", "0.5", "0.5", "1/2 "], ["0.5", "1/2", "1/2 ", ""]),
+             (["", " ", "", ""], ["", "1", " ", "x"])]
+    for teacher, policy in cases:
+        label, rewards = authors(teacher, policy)
+        (ours, _, _), = majority_votes([[a or None for a in teacher]], "exact", verifier)
+        assert (ours or "") == label
+        assert [1.0 if ok else 0.0 for ok in matches_label(ours, [a or None for a in policy], "exact", verifier)] == rewards

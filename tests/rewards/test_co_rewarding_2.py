@@ -143,12 +143,12 @@ def test_pseudo_labels_from_hand_built_teacher_rollouts(verifier):
 
 
 # ---------------------------------------------------------------------------------- real runs
-def train(policy: Path, run_dir: Path, max_steps: int, *overrides: str, resume: bool = False):
+def train(policy: Path, run_dir: Path, max_steps: int, *overrides: str, resume: bool = False, config: Path = CONFIG):
     from coreward.runtime.config import load_config
     from coreward.grpo.config import TrainConfig
     from coreward.grpo.train import run_training
 
-    config = load_config(TrainConfig, CONFIG, [
+    config = load_config(TrainConfig, config, [
         f"model.name_or_path={policy}", "grpo.per_device_train_batch_size=16", "grpo.max_completion_length=12",
         "grpo.save_steps=1", "grpo.learning_rate=1e-3", "data.eval_every=0", *overrides,
     ])

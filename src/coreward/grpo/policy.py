@@ -126,7 +126,8 @@ class TrainerPolicy:
     def _named_weights(self, model: Any, adapter: str | None):
         """`model`'s weights under the names vLLM loads. A PEFT adapter goes through TRL's own iterator (it
         merges the active adapter, here `adapter`, into the base weights for the read); a full model (the
-        teacher's copy, or the ZeRO-3 reference) is read parameter by parameter, gathered when partitioned."""
+        teacher's copy, or the sharded reference) is read parameter by parameter, gathered when partitioned (ZeRO-3)
+        or sharded (FSDP2)."""
         engine = self.vllm_engine
         if adapter is not None:
             from trl.trainer.utils import use_adapter
@@ -136,7 +137,10 @@ class TrainerPolicy:
             return
         for name, param in model.named_parameters():
             with self.gathered([param]):
-                yield engine._fix_param_name_to_vllm(name), param.data
+                value = param.data
+                if hasattr(value, "full_tensor"):  # an FSDP2 shard (DTensor): all-gather (every process iterates)
+                    value = value.full_tensor()
+                yield engine._fix_param_name_to_vllm(name), value
 
     @torch.no_grad()
     def _generate_vllm(self, model: Any, prompt_ids: list[list[int]], num_generations: int, temperature: float,

@@ -94,3 +94,27 @@ class PairedRepeatSampler(EpochReplay, Sampler[int]):
     def __len__(self) -> int:
         usable_pairs = (self.num_pairs // self.pairs_per_batch) * self.pairs_per_batch
         return usable_pairs * 2 * self.mini_repeat_count * self.repeat_count
+
+
+def balanced_view_shuffle(batch: dict[str, Any], chunks: int) -> dict[str, Any] | None:
+    """TRL's shuffle of a generation batch before it is cut into `chunks` micro-batches, with every micro-batch
+    holding as many question rows (view 0) as rephrasing rows (view 1), the k-th question row of the batch
+    beside the k-th rephrasing row, as the authors' `update_policy` zips a micro-batch of each view
+    (Co-rewarding-I dp_actor.py). None where the batch can't be balanced (then TRL's own shuffle applies)."""
+    views = batch.get("view")
+    if not isinstance(views, torch.Tensor):
+        return None
+    questions, rephrasings = (torch.nonzero(views == v).flatten() for v in (0, 1))
+    size = views.shape[0]
+    if len(questions) != len(rephrasings) or size % chunks or (size // chunks) % 2:
+        return None
+    half, pairs = size // chunks // 2, torch.randperm(len(questions))
+    order = torch.cat([torch.cat([questions[pairs[j * half:(j + 1) * half]], rephrasings[pairs[j * half:(j + 1) * half]]])
+                       for j in range(chunks)])
+
+    def permute(value):
+        if value is None or (isinstance(value, torch.Tensor) and value.ndim == 0):
+            return value
+        return value[order] if isinstance(value, torch.Tensor) else [value[i] for i in order.tolist()]
+
+    return {key: permute(value) for key, value in batch.items()}

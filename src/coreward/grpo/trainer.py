@@ -194,7 +194,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         self._generation_time = 0.0
         output = super()._generate_and_score_completions(inputs)
-        if self.per_view_loss and mode == "train":  # rows stay aligned through TRL's shuffle and split
+        if (self.per_view_loss or self.paired_views) and mode == "train":  # rows stay aligned through the shuffle
             output["view"] = torch.tensor([int(row["view"]) for row in inputs], device=output["completion_mask"].device)
         total = time.perf_counter() - start
         if mode == "train":
@@ -202,6 +202,21 @@ class CorewardGRPOTrainer(GRPOTrainer):
             self._generation_step_seen = True
             self._metrics[mode]["time/generation"].append(self._generation_time)
         return output
+
+    def _prepare_inputs(self, generation_batch):
+        """Paired views: TRL's shuffle of the generation batch made view-balanced (`balanced_view_shuffle`)."""
+        if not (self.paired_views and self.model.training):
+            return super()._prepare_inputs(generation_batch)
+        import trl.trainer.grpo_trainer as grpo
+
+        from coreward.grpo.samplers import balanced_view_shuffle
+
+        shuffle, chunks = grpo.shuffle_sequence_dict, self.args.steps_per_generation
+        grpo.shuffle_sequence_dict = lambda batch: balanced_view_shuffle(batch, chunks) or shuffle(batch)
+        try:
+            return super()._prepare_inputs(generation_batch)
+        finally:
+            grpo.shuffle_sequence_dict = shuffle
 
     def _compute_loss(self, model, inputs):
         if not (self.per_view_loss and "view" in inputs):

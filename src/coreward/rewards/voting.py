@@ -2,8 +2,9 @@
 
 Two ways to decide that two answers are the same:
   * "verified" — math-verify equivalence classes (`1/2`, `0.5` and `\\frac{1}{2}` are one answer);
-  * "exact"    — equal strings after stripping whitespace (what the Co-rewarding authors did).
-Empty answers never vote. Ties go to the answer seen first (lowest row), so a vote is deterministic.
+  * "exact"    — equal strings, as extracted, unstripped (what the Co-rewarding authors did: `ans == pseudo_label`
+                 in co_reward.py and co_rewarding_II.py, their votes a `Counter` of the raw strings).
+Empty (or whitespace-only) answers never vote. Ties go to the answer seen first (lowest row), so a vote is deterministic.
 
 And two ways to read an answer (`Extract`): "default" — `verify.extract_answer` (last `\\boxed{}`, else
 `####`, else "the answer is", cleaned); "boxed_raw" — the authors' raw last-`\\boxed{}` string
@@ -26,17 +27,17 @@ def extract(text: str, how: Extract) -> str | None:
     return extract_boxed_raw(text) if how == "boxed_raw" else extract_answer(text)
 
 
-def _clean(answer: str | None) -> str | None:
-    if answer is None:
+def _clean(answer: str | None, match: Match = "verified") -> str | None:
+    """None for no answer or a blank one; "exact" keeps the string as it is (`\\boxed{ 3}` ≠ `\\boxed{3}`)."""
+    if answer is None or not answer.strip():
         return None
-    answer = answer.strip()
-    return answer or None
+    return answer if match == "exact" else answer.strip()
 
 
 def answer_classes(groups: list[list[str | None]], match: Match, verifier: Any) -> list[list[int | None]]:
     """A class id per answer of each group (None for no answer); equal ids within a group mean the same answer.
     "verified" sends every group's pairs to math-verify in one batch."""
-    groups = [[_clean(a) for a in answers] for answers in groups]
+    groups = [[_clean(a, match) for a in answers] for answers in groups]
     if match == "verified":  # split across processes by group, then gathered in order
         from coreward.runtime.distributed import distributed_map
 
@@ -62,13 +63,13 @@ def majority_votes(groups: list[list[str | None]], match: Match, verifier: Any) 
             continue
         top = max(counts.values())
         winner = next(c for c in classes if c is not None and counts[c] == top)  # first seen among the tied
-        votes.append((_clean(answers[classes.index(winner)]), classes, winner))
+        votes.append((_clean(answers[classes.index(winner)], match), classes, winner))
     return votes
 
 
 def matches_label(label: str | None, answers: list[str | None], match: Match, verifier: Any) -> list[bool]:
     """Does each answer equal the pseudo label? (label first, as the gold is in verification)."""
-    answers = [_clean(a) for a in answers]
+    answers = [_clean(a, match) for a in answers]
     if label is None:
         return [False] * len(answers)
     if match == "exact":
