@@ -21,6 +21,8 @@ What we change in TRL (trl==1.16.0), and why:
   that view's rows of the micro-batch, and the losses add up. Every metric TRL logs inside it (entropy,
   KL, clip ratios) is also logged per view as `<name>/view0|1`, with `loss/view0|1`, as the authors log
   pg_loss, ppo_kl and clip fractions per view.
+* `_generate_and_score_completions` also logs `kl/from_init`, the KL of the policy from its initial weights on
+  the step's own samples, also when `beta` is 0 (`grpo/kl_from_init.py`: what it costs, where π_init comes from).
 * `_get_grad_norm` — an optimizer step whose gradient is NaN or inf is skipped (weights and optimizer
   moments unchanged) and counted in `faults/nonfinite_grad_steps`, never applied.
 
@@ -102,6 +104,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         keep_checkpoints: int | None = 2,
         paired_views: bool = False,
         per_view_loss: bool = False,
+        kl_from_init: bool = True,
         **kwargs: Any,
     ):
         self.per_view_loss = per_view_loss
@@ -123,6 +126,37 @@ class CorewardGRPOTrainer(GRPOTrainer):
         if len(set(names)) != len(names):
             names = [f"{n}_{i}" for i, n in enumerate(names)]
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
+        self.kl_init_source, self.kl_init_model = self._initial_policy_for_kl() if kl_from_init else (None, None)
+
+    def _initial_policy_for_kl(self) -> tuple[str, Any]:
+        """How `kl/from_init` gets π_init's log-probabilities (see grpo/kl_from_init.py), built while the policy
+        still holds its initial weights (a resumed run loads its checkpoint later, in `train`)."""
+        from trl.trainer.utils import add_fused_lm_head
+
+        from coreward.grpo.kl_from_init import frozen_copy, moves_reference
+
+        if self.beta != 0.0 and not moves_reference(self):
+            return "reference", None  # TRL's reference (or a PEFT policy's adapter-off pass) is π_init
+        model = self.accelerator.unwrap_model(self.model)
+        if hasattr(model, "peft_config"):
+            return "adapter_off", None
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:  # built and sharded as TRL builds its reference
+            from trl.models.utils import prepare_deepspeed, prepare_fsdp
+            from trl.trainer.grpo_trainer import create_model_from_path, get_config_model_id
+
+            copy = create_model_from_path(get_config_model_id(model.config), dtype=model.dtype, device_map=None,
+                                          trust_remote_code=self.args.trust_remote_code)
+            copy.requires_grad_(False)
+            add_fused_lm_head(copy, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
+            prepare = prepare_deepspeed if self.is_deepspeed_enabled else prepare_fsdp
+            copy = prepare(copy, self.accelerator)
+        else:
+            copy = frozen_copy(model)
+            # TRL's log-probability pass calls `model(..., fused_lm_head=True)`: patched onto the copy itself, as
+            # TRL patches its reference (the closure is over the copy, never the policy)
+            add_fused_lm_head(copy, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
+            copy = self.accelerator.prepare_model(copy, evaluation_mode=True)
+        return "copy", copy
 
     def create_accelerator_and_postprocess(self):
         from coreward.grpo.engines import promote_fsdp_on_cpu
@@ -196,12 +230,47 @@ class CorewardGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         if self.per_view_loss and mode == "train":  # rows stay aligned through TRL's shuffle and split
             output["view"] = torch.tensor([int(row["view"]) for row in inputs], device=output["completion_mask"].device)
+        if mode == "train" and self.kl_init_source is not None:
+            self._log_kl_from_init(output)
         total = time.perf_counter() - start
         if mode == "train":
             self._scoring_time = total
             self._generation_step_seen = True
             self._metrics[mode]["time/generation"].append(self._generation_time)
         return output
+
+    def _log_kl_from_init(self, output: dict[str, Any]) -> None:
+        """`kl/from_init` (sequence KL, nats) and `kl/from_init_per_token` of this step's samples."""
+        from trl.trainer.utils import use_adapter
+
+        from coreward.grpo.kl_from_init import sequence_k3
+
+        start = time.perf_counter()
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        width, batch_size = output["completion_ids"].size(1), self.args.per_device_train_batch_size
+        logps = lambda model: self._get_per_token_logps_and_entropies(model, ids, attention, width, batch_size)[0]
+        policy_logps = output.get("old_per_token_logps")
+        if policy_logps is None:  # TRL skips it when the rollouts are on-policy: they are the policy's now
+            policy_logps = logps(self.model)
+        if self.kl_init_source == "reference":
+            init_logps = output.get("ref_per_token_logps")
+            if init_logps is None:  # a PEFT policy under beta > 0 keeps no ref_model: its base is π_init
+                with use_adapter(self.accelerator.unwrap_model(self.model), adapter_name=None):
+                    init_logps = logps(self.model)
+        elif self.kl_init_source == "adapter_off":
+            model = self.accelerator.unwrap_model(self.model)
+            with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
+                init_logps = logps(self.model)
+        else:
+            init_logps = logps(self.kl_init_model)
+        mask = output["completion_mask"].float()
+        kl = self.accelerator.gather(sequence_k3(policy_logps, init_logps, mask))
+        tokens = self.accelerator.gather(mask.sum(dim=1))
+        metrics = self._metrics["train"]
+        metrics["kl/from_init"].append(kl.mean().item())
+        metrics["kl/from_init_per_token"].append((kl.sum() / tokens.sum().clamp(min=1)).item())
+        metrics["time/kl_from_init"].append(time.perf_counter() - start)
 
     def _compute_loss(self, model, inputs):
         if not (self.per_view_loss and "view" in inputs):
@@ -316,6 +385,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
             metrics["verified_accuracy"].append(sum(v.correct for v in verdicts) / len(verdicts))
             metrics["verify/timeouts"].append(float(sum(v.timed_out for v in verdicts)))
             metrics["verify/no_answer"].append(sum(v.extracted is None for v in verdicts) / len(verdicts))
+            # what a method that learns from verified rollouts (Cooper's positives) has to work with
+            groups = list(batch.groups())
+            metrics["verify/prompts_with_verified"].append(
+                sum(any(verdicts[i].correct for i in rows) for rows in groups) / max(1, len(groups)))
         for name, value in batch.metrics.items():
             metrics[name].append(value)
         if mode == "train":
