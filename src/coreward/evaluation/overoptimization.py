@@ -127,7 +127,7 @@ def plot_curves(runs: list[Run], path, smooth: float, title: str = "Overoptimiza
             ax.plot([c.sqrt_kl[peak]], [values[peak]], marker="*", markersize=14, color=color,
                     markeredgecolor="black", linestyle="none")
         verified_ax.annotate(f"step {c.steps[peak]}", (c.sqrt_kl[peak], c.verified[peak]), textcoords="offset points",
-                             xytext=(6, 6), fontsize=9, color=color)
+                             xytext=(8, 4 - 11 * (index % 4)), fontsize=8, color=color)  # staggered: peaks can meet
     reward_ax.set_title("training reward")
     verified_ax.set_title("verified accuracy of the same rollouts")
     for ax in (reward_ax, verified_ax):
