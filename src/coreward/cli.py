@@ -41,7 +41,8 @@ def _register_all() -> None:
     from coreward.verify import cli as verify_cli
     from coreward.grpo import cli as grpo_cli
     from coreward.demo import cli as demo_cli
-    from coreward.evaluation import cli as evaluation_cli, map_cli
+    from coreward.evaluation import cli as evaluation_cli
+    from coreward.experiments import cli as map_cli
     from coreward.rm import cli as rm_cli
 
     data_cli.register(app)

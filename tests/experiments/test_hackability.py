@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from coreward.evaluation.hackability import Cell, MapSettings, collect, render_table
+from coreward.experiments.hackability import Cell, MapSettings, collect, render_table
 from tests.helpers.runs import RULE_CONFIG, coreward
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -1,4 +1,4 @@
-"""Command `coreward map`: the hackability map of reward configs (evaluation/hackability.py)."""
+"""Command `coreward map`: the hackability map of reward configs (experiments/hackability.py)."""
 
 from __future__ import annotations
 
@@ -36,16 +36,13 @@ def register(app: typer.Typer) -> None:
         """Hackability map: train against each reward config over learning rates × seeds, and tabulate where the
         verified accuracy of the rollouts peaks and how far the reward runs ahead of it, per horizon.
 
-        Each cell is an ordinary `coreward train` run directory (started with --resume: an interrupted map
-        continues, finished cells are skipped). With a decaying learning-rate schedule a shorter horizon sees
-        the longest run's schedule up to its step.
+        Each cell is an ordinary `coreward train` run directory (started with --resume: an interrupted map continues, finished cells are skipped). With a decaying learning-rate schedule a shorter horizon sees the longest run's schedule up to its step.
 
-        Example: coreward map --config configs/demo/model.yaml --config configs/demo/cooper.yaml
-        --lr 5e-5,2e-4 --horizons 20,40,60 --seeds 3 --output runs/map
-        """
+        Example: coreward map --config configs/demo/model.yaml --config configs/demo/cooper.yaml --lr 5e-5,2e-4 --horizons 20,40,60 --seeds 3 --output runs/map
+        """  # noqa: E501 (one paragraph a line: the help reflows them)
         from pathlib import Path
 
-        from coreward.evaluation.hackability import MapSettings, default_jobs, make_map
+        from coreward.experiments.hackability import MapSettings, default_jobs, make_map
 
         settings = MapSettings(
             configs=[Path(c) for c in config], lrs=_numbers(lr, float, "--lr"),
