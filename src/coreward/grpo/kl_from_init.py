@@ -11,19 +11,20 @@ own samples y ~ π (before the step's update), token by token with the low-varia
     kl/from_init_per_token  = Σ k3_t / number of tokens            (comparable to TRL's `kl`)
 
 Log-probabilities are TRL's (`_get_per_token_logps_and_entropies`: logits divided by the sampling temperature),
-for the policy and the initial policy alike.
+for the policy and the initial policy alike. The policy's cost nothing extra: TRL's `old_per_token_logps` when
+it computed them, else (on-policy rollouts) the loss's own pass over each micro-batch, before any update.
 
 Where π_init comes from, cheapest first:
   * "reference": TRL's reference model when `grpo.beta > 0` and nothing moves it (no `sync_ref_model`, no
     Co-rewarding-II teacher used as the reference): it *is* the initial policy and TRL already computed
-    its log-probabilities; cost: none (one no-grad policy forward when TRL did not compute them).
-  * "adapter_off": a LoRA policy with its adapter disabled (as TRL's own reference); cost: one no-grad forward.
+    its log-probabilities. Cost: none.
+  * "adapter_off": a LoRA policy with its adapter disabled (as TRL's own reference). Cost: one no-grad forward
+    pass over the generation batch per step.
   * "copy": a frozen copy of the initial policy, built from its config and a copy of its state_dict (never
     `copy.deepcopy`: a TRL-wrapped policy's patched `forward` would still close over the live policy). Cost:
     one more set of the policy's weights in memory (no gradients, no optimizer state: about a quarter of what
-    the policy costs under AdamW in float32) and two no-grad forward passes over the generation batch per
-    step (the copy and the policy; the policy's is skipped when TRL computed it). On the demo (0.8M
-    parameters) that is ~3 MB and a few percent of a step.
+    the policy itself holds under AdamW in float32) and one no-grad forward pass of the copy over the
+    generation batch per step, i.e. about a third of a training update's compute (`time/kl_from_init`).
 Turn it off with `kl_from_init: false` in the config.
 """
 

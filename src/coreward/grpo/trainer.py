@@ -55,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 SOURCES_DIR = "reward_sources"
 TRAINER_STATE = "coreward_trainer_state_{rank}.pt"
+INIT_LOGPS = "coreward_init_per_token_logps"  # π_init's log-probabilities of the sampled tokens (kl/from_init)
 FAULT_COUNTERS = ("nonfinite_grad_steps", "nonfinite_reward_samples", "truncated_completions")
 
 
@@ -240,19 +241,20 @@ class CorewardGRPOTrainer(GRPOTrainer):
         return output
 
     def _log_kl_from_init(self, output: dict[str, Any]) -> None:
-        """`kl/from_init` (sequence KL, nats) and `kl/from_init_per_token` of this step's samples."""
-        from trl.trainer.utils import use_adapter
+        """`kl/from_init` (sequence KL, nats) and `kl/from_init_per_token` of this step's samples.
 
-        from coreward.grpo.kl_from_init import sequence_k3
+        π_init's log-probabilities are computed here. The policy's are TRL's: `old_per_token_logps` when TRL
+        computed them; otherwise the rollouts are on-policy and TRL's loss computes exactly those log-probabilities
+        (before any update of this generation batch), so they are taken from there (`_get_per_token_logps_and_
+        entropies` below) instead of paying for another forward pass of the policy.
+        """
+        from trl.trainer.utils import use_adapter
 
         start = time.perf_counter()
         ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
         attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
         width, batch_size = output["completion_ids"].size(1), self.args.per_device_train_batch_size
         logps = lambda model: self._get_per_token_logps_and_entropies(model, ids, attention, width, batch_size)[0]
-        policy_logps = output.get("old_per_token_logps")
-        if policy_logps is None:  # TRL skips it when the rollouts are on-policy: they are the policy's now
-            policy_logps = logps(self.model)
         if self.kl_init_source == "reference":
             init_logps = output.get("ref_per_token_logps")
             if init_logps is None:  # a PEFT policy under beta > 0 keeps no ref_model: its base is π_init
@@ -264,22 +266,45 @@ class CorewardGRPOTrainer(GRPOTrainer):
                 init_logps = logps(self.model)
         else:
             init_logps = logps(self.kl_init_model)
-        mask = output["completion_mask"].float()
-        kl = self.accelerator.gather(sequence_k3(policy_logps, init_logps, mask))
+        if output.get("old_per_token_logps") is not None:
+            self._record_kl_from_init(output["old_per_token_logps"], init_logps, output["completion_mask"])
+        else:  # travels with its rows through TRL's shuffle and split into micro-batches; read in the loss
+            output[INIT_LOGPS] = init_logps
+        self._metrics["train"]["time/kl_from_init"].append(time.perf_counter() - start)
+
+    def _record_kl_from_init(self, policy_logps, init_logps, completion_mask) -> None:
+        from coreward.grpo.kl_from_init import sequence_k3
+
+        mask = completion_mask.float()
+        kl = self.accelerator.gather(sequence_k3(policy_logps.detach(), init_logps, mask))
         tokens = self.accelerator.gather(mask.sum(dim=1))
         metrics = self._metrics["train"]
         metrics["kl/from_init"].append(kl.mean().item())
         metrics["kl/from_init_per_token"].append((kl.sum() / tokens.sum().clamp(min=1)).item())
-        metrics["time/kl_from_init"].append(time.perf_counter() - start)
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                            *args, **kwargs)
+        pending, self._kl_pending = getattr(self, "_kl_pending", None), None
+        if pending is not None:  # the loss's pass over an on-policy micro-batch: the policy's log-probabilities
+            self._record_kl_from_init(result[0], *pending)
+        return result
+
+    def _expect_kl_from_init(self, inputs) -> None:
+        """The next log-probability pass (the loss's, over `inputs`) records kl/from_init; see _log_kl_from_init."""
+        if INIT_LOGPS in inputs and self.model.training:
+            self._kl_pending = (inputs[INIT_LOGPS], inputs["completion_mask"])
 
     def _compute_loss(self, model, inputs):
         if not (self.per_view_loss and "view" in inputs):
+            self._expect_kl_from_init(inputs)
             return super()._compute_loss(model, inputs)
         mode = "train" if self.model.training else "eval"
         metrics = self._metrics[mode]
         total = None
         for view, part in split_views(inputs):
             before = {key: len(values) for key, values in metrics.items()}
+            self._expect_kl_from_init(part)
             loss = super()._compute_loss(model, part)
             for key in [k for k in metrics if "/view" not in k]:  # what TRL logged for this view alone
                 metrics[f"{key}/view{view}"].extend(metrics[key][before.get(key, 0):])
