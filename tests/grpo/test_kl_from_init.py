@@ -80,6 +80,16 @@ def test_beta_zero_run_logs_kl_from_init_from_a_frozen_copy(tiny_policy, tmp_pat
         assert r["kl/from_init"] >= r["kl/from_init_per_token"] - 1e-7
         assert 0 <= r["verify/prompts_with_verified"] <= 1
 
+    # stopped after step 2 and resumed: the copy is of the initial policy again, not of the checkpoint, so
+    # step 3 measures the same distance as in the run that never stopped
+    resumed = tmp_path / "resumed"
+    first = coreward(*moving_args(tiny_policy, resumed, tmp_path, "--max-steps", "2"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = coreward(*moving_args(tiny_policy, resumed, tmp_path, "--max-steps", "3", "--resume", "--allow-config-change"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    step3 = [r for r in _rows(resumed) if r["step"] == 3 and "kl/from_init" in r]
+    assert step3[-1]["kl/from_init"] == pytest.approx(rows[2]["kl/from_init"], rel=1e-3)
+
 
 def test_frozen_copy_agrees_with_trls_reference_and_can_be_turned_off(tiny_policy, tmp_path):
     """With beta > 0 and `sync_ref_model` (which makes coreward stop trusting the reference, so the frozen copy

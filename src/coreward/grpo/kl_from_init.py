@@ -43,7 +43,8 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     Built from config + state_dict so it computes with its own tensors: changing `model` afterwards leaves it
     untouched (tests/grpo/test_kl_from_init.py perturbs the policy and checks the copy's logits)."""
     config = model.config
-    copy = type(model)._from_config(config, dtype=next(model.parameters()).dtype)
+    with torch.random.fork_rng(devices=[]):  # building initializes random weights: leave the run's RNG untouched
+        copy = type(model)._from_config(config, dtype=next(model.parameters()).dtype)
     state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
     missing, unexpected = copy.load_state_dict(state, strict=False)
     tied = set(getattr(copy, "_tied_weights_keys", None) or [])

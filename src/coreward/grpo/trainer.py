@@ -145,8 +145,9 @@ class CorewardGRPOTrainer(GRPOTrainer):
             from trl.models.utils import prepare_deepspeed, prepare_fsdp
             from trl.trainer.grpo_trainer import create_model_from_path, get_config_model_id
 
-            copy = create_model_from_path(get_config_model_id(model.config), dtype=model.dtype, device_map=None,
-                                          trust_remote_code=self.args.trust_remote_code)
+            with torch.random.fork_rng(devices=[]):  # the run's sampling RNG stays as it would be without the copy
+                copy = create_model_from_path(get_config_model_id(model.config), dtype=model.dtype, device_map=None,
+                                              trust_remote_code=self.args.trust_remote_code)
             copy.requires_grad_(False)
             add_fused_lm_head(copy, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
             prepare = prepare_deepspeed if self.is_deepspeed_enabled else prepare_fsdp
