@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -344,7 +345,7 @@ def make_map(settings: MapSettings, say: Callable[[str], None] = print) -> dict[
     run_cells(cells, settings, say)
     result = collect(cells, settings)
     result["settings"]["wall_seconds"] = round(time.monotonic() - start, 1)
-    result["settings"]["command"] = " ".join(sys.argv) if sys.argv else None
+    result["settings"]["command"] = "coreward " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     (settings.output / JSON_FILE).write_text(json.dumps(result, indent=1) + "\n")
     (settings.output / TABLE_FILE).write_text("# Hackability map\n\n" + render_table(result) + "\n")
     plot_map(result, settings.output / FIGURE_FILE)
