@@ -1,6 +1,6 @@
 """The package's layers, read from the code itself: every import in `src/` (inside functions too).
 
-    runtime < verify < llm < data < rm < rewards < evaluation < grpo < demo < cli
+    runtime < verify < llm < data < rm < rewards < evaluation < grpo < experiments < demo < cli
 
 A module may import from its own package and from packages below it, never from one above; no two files
 import each other, directly or around a loop; only the engine package (`grpo`) imports TRL; no library
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-LAYERS = ["runtime", "verify", "llm", "data", "rm", "rewards", "evaluation", "grpo", "demo", "cli"]
+LAYERS = ["runtime", "verify", "llm", "data", "rm", "rewards", "evaluation", "grpo", "experiments", "demo", "cli"]
 TOP = {"coreward", "coreward.cli"}  # the public API (`import coreward`) and the command line stand on everything
 
 

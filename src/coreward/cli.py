@@ -42,6 +42,7 @@ def _register_all() -> None:
     from coreward.grpo import cli as grpo_cli
     from coreward.demo import cli as demo_cli
     from coreward.evaluation import cli as evaluation_cli
+    from coreward.experiments import cli as map_cli
     from coreward.rm import cli as rm_cli
 
     data_cli.register(app)
@@ -50,6 +51,7 @@ def _register_all() -> None:
     grpo_cli.register(app)
     demo_cli.register(app)
     evaluation_cli.register(app)
+    map_cli.register(app)
     rm_cli.register(app)
 
 

@@ -15,7 +15,8 @@ from coreward.runtime.errors import CorewardError
 from coreward.evaluation.plots import ema, load_run
 from coreward.evaluation.report import make_report, run_labels
 
-FIGURES = {"training_reward_accuracy.png", "validation_accuracy.png", "completion_length.png", "reward_model.png"}
+FIGURES = {"training_reward_accuracy.png", "validation_accuracy.png", "completion_length.png", "reward_model.png",
+           "overoptimization.png"}
 
 
 def write_run(path: Path, rows: list[dict], summary: dict | None = None) -> Path:
@@ -39,6 +40,8 @@ def two_runs(tmp_path) -> list[Path]:
                 "verified_accuracy": 0.4 + 0.01 * step,
                 "completions/mean_length": 30 - 0.1 * step,
                 "kl": 0.01,
+                "kl/from_init": 0.01 * step,
+                "verify/prompts_with_verified": 0.9,
             }
         )
         hacked.append(
@@ -49,6 +52,9 @@ def two_runs(tmp_path) -> list[Path]:
                 "completions/mean_length": 30 + 0.5 * step,
                 "rm/loss": 0.7 / math.sqrt(step),
                 "rm/accuracy": min(1.0, 0.5 + 0.02 * step),
+                "kl/from_init": 0.04 * step,
+                # hacked: verified rollouts get rarer as the policy drifts
+                "verify/prompts_with_verified": 1.0 - 0.02 * step,
             }
         )
         if step % 10 == 0:
@@ -70,9 +76,33 @@ def test_report_plots_and_summary(two_runs, tmp_path):
     report = (out / "report.md").read_text()
     for name in FIGURES:
         assert f"]({name})" in report
-    rows = {line.split(" | ")[0].strip("| "): line for line in report.splitlines() if line.startswith("| ")}
+    rows = {}  # the final-numbers table comes first
+    for line in report.splitlines():
+        if line.startswith("| "):
+            rows.setdefault(line.split(" | ")[0].strip("| "), line)
     assert rows["rule"] == "| rule | 40 | 2m05s | 0.800 | 80.0% | 72.0% (avg@4) | 72.0% (40) |"
     assert rows["model"] == "| model | 40 | – | 0.980 | 13.0% | 21.0% (avg@4) | 39.0% (10) |"
+
+
+def test_overoptimization_curves_and_table(two_runs, tmp_path):
+    """The hacked run peaks at its first step and ends with reward far above verified accuracy; the rule run
+    peaks at its last step with no gap. Values are read from the smoothed curves (smooth=0: the raw ones)."""
+    from coreward.evaluation.overoptimization import summarize
+
+    out = tmp_path / "report"
+    make_report(two_runs, out, smooth=0)
+    rule, hacked = (summarize(load_run(path), smooth=0) for path in two_runs)
+    assert (rule.peak_step, hacked.peak_step) == (40, 1)
+    assert rule.peak_sqrt_kl == pytest.approx(math.sqrt(0.4)) and hacked.peak_sqrt_kl == pytest.approx(0.2)
+    assert rule.gap == pytest.approx(0.0) and rule.drop_from_peak == pytest.approx(0.0)
+    assert hacked.gap == pytest.approx(0.98 - 0.13) and hacked.drop_from_peak == pytest.approx(0.442 - 0.13)
+    assert hacked.final_coverage == pytest.approx(0.2)
+    # a shorter horizon is read from the same run: at step 20 the hacked run has fallen less far
+    early = summarize(load_run(two_runs[1]), smooth=0, upto_step=20)
+    assert early.steps == 20 and early.final_verified == pytest.approx(0.29)
+    report = (out / "report.md").read_text()
+    assert "![Overoptimization](overoptimization.png)" in report
+    assert "| model | 44.2% (1, 0.20) | 13.0% | 0.980 | +0.850 | 1.26 | 20.0% |" in report
 
 
 def test_missing_metrics_are_skipped(tmp_path):
@@ -80,7 +110,7 @@ def test_missing_metrics_are_skipped(tmp_path):
     written = make_report([run], tmp_path / "out", smooth=0)
     assert [p.name for p in written] == ["training_reward_accuracy.png", "report.md"]
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "Not plotted (no run logged them): held-out accuracy, held-out agreement (no reference answers), completion length, reward model." in report
+    assert "Not plotted (no run logged them): overoptimization (needs kl/from_init), held-out accuracy, held-out agreement (no reference answers), completion length, reward model." in report
     assert "| only_reward | 4 | – | 0.400 | – | – | – |" in report
 
 
@@ -124,13 +154,16 @@ def test_labels_and_smoothing(tmp_path):
     assert run.series("reward") == ([2], [1.0])
 
 
-def test_reward_panel_switches_to_symlog_only_when_run_scales_differ():
-    """Self-certainty's reward (~12) next to [0, 1] rewards would flatten them: symlog then, linear otherwise."""
-    from coreward.evaluation.plots import scales_differ
+def test_reward_panel_splits_runs_by_scale_only_when_they_differ(tmp_path):
+    """Self-certainty's reward (~12) next to [0, 1] rewards would flatten them: a panel per scale then."""
+    from coreward.evaluation.plots import scale_groups
 
-    assert scales_differ([[0.3, 0.6], [11.8, 12.0]])
-    assert not scales_differ([[0.3, 0.6], [0.1, 0.9], []])
-    assert not scales_differ([[12.0]])
+    def run(name, values):
+        return load_run(write_run(tmp_path / name, [{"step": i + 1, "reward": v} for i, v in enumerate(values)]))
+
+    a, b, c = run("a", [0.3, 0.6]), run("b", [11.8, 12.0]), run("c", [0.1, 0.9])
+    assert scale_groups([a, b, c], "reward") == [[a, c], [b]]
+    assert scale_groups([a, c], "reward") == [[a, c]]
 
 
 def test_axes_show_change_honestly():

@@ -1,8 +1,10 @@
 """PNG plots of training runs, one line per run (same colour for a run in every figure).
 
-Each figure is a row of panels against the training step. Reward and verified accuracy sit side by side, so a
-run that is being reward-hacked (reward up, verified accuracy down) stands out at a glance. Noisy per-step
-curves can be smoothed with TensorBoard's debiased EMA; the raw curve stays behind it, faint.
+Each figure is a grid of panels (at most two across, so it stays readable at the width of a README or a
+notebook) against the training step. Reward and verified accuracy sit side by side, so a run that is being
+reward-hacked (reward up, verified accuracy down) stands out at a glance. Noisy per-step curves can be
+smoothed with TensorBoard's debiased EMA; the raw curve stays behind it, faint. Axes are linear with plain
+tick labels; rewards on scales 10x apart (self-certainty ~12 beside [0, 1] rewards) get a panel each.
 
 Matplotlib is used through `Figure` and the Agg canvas only (no pyplot): no display, no global state.
 """
@@ -70,8 +72,9 @@ class Panel:
     title: str  # "{metric}" becomes the matched name without its prefix (e.g. avg@4)
     smooth: bool = True  # per-step training metrics; sparse evaluation points are never smoothed
     # rewards of different methods live on different scales (self-certainty ~12, others in [0, 1]): when the
-    # runs' largest magnitudes differ more than 10x, a symlog axis keeps the small ones readable
-    symlog_when_scales_differ: bool = False
+    # runs' largest magnitudes differ more than 10x, the runs are split by scale into panels of their own (a
+    # shared linear axis would flatten the small ones; a symlog axis has unreadable ticks between 0 and 1)
+    split_by_scale: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ FIGURES = (
     FigureSpec(
         "training_reward_accuracy.png",
         "Training reward and verified accuracy",
-        (Panel("reward", "training reward", symlog_when_scales_differ=True), Panel("verified_accuracy", "verified accuracy (rule verifier)")),
+        (Panel("reward", "training reward", split_by_scale=True), Panel("verified_accuracy", "verified accuracy (rule verifier)")),
         "A run whose reward rises while its verified accuracy falls is being reward-hacked.",
     ),
     FigureSpec(
@@ -122,46 +125,91 @@ FIGURES = (
 )
 
 
+MAX_COLUMNS = 2  # panels across: a README or notebook shows a figure ~800 px wide
+
+
 def plot_figure(spec: FigureSpec, runs: list[Run], output_dir: Path, smooth: float) -> Path | None:
     """Draw one figure; panels no run has data for are dropped, and None is returned if none is left."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    panels = [p for p in spec.panels if any(run.series(p.pattern)[0] for run in runs)]
+    panels = []  # (panel, the runs drawn in it, title suffix)
+    for panel in spec.panels:
+        present = [run for run in runs if run.series(panel.pattern)[0]]
+        if not present:
+            continue
+        groups = scale_groups(present, panel.pattern) if panel.split_by_scale else [present]
+        for group in groups:
+            suffix = f" ({_scale_label(group, panel.pattern)})" if len(groups) > 1 else ""
+            panels.append((panel, group, suffix))
     if not panels:
         return None
-    figure = Figure(figsize=(6.2 * len(panels), 4.2), dpi=110, layout="constrained")
+    columns = min(MAX_COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    figure = Figure(figsize=(5.0 * columns, 3.5 * rows + 0.5), dpi=110, layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.subplots(1, len(panels), squeeze=False)[0]
-    for ax, panel in zip(axes, panels):
-        for index, run in enumerate(runs):
+    grid = figure.subplots(rows, columns, squeeze=False, sharex=True)  # every panel spans the whole run
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    for ax, (panel, group, suffix) in zip(axes, panels):
+        for run in group:
+            index = runs.index(run)  # a run keeps its colour across panels and figures
             _draw_run(ax, run, panel, f"C{index % 10}", smooth, LINESTYLES[index % len(LINESTYLES)])
-        key = next(k for k in (run.key_like(panel.pattern) for run in runs) if k)
-        title = panel.title.format(metric=key.rsplit("/", 1)[-1])
+        key = next(k for k in (run.key_like(panel.pattern) for run in group) if k)
+        title = panel.title.format(metric=key.rsplit("/", 1)[-1]) + suffix
         if len(panels) > 1:
-            ax.set_title(title)
+            ax.set_title(title, fontsize=10)
         else:  # the figure's heading is its title already
             ax.set_ylabel(title)
         ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-        if panel.symlog_when_scales_differ and scales_differ([run.series(panel.pattern)[1] for run in runs]):
-            ax.set_yscale("symlog", linthresh=1.0)
-            ax.set_title(f"{ax.get_title()} (symlog: linear in [-1, 1])")
-        else:
-            honest_axes(ax, [v for run in runs for v in run.series(panel.pattern)[1]])
-    _legend(figure, axes)
+        ax.xaxis.set_tick_params(labelbottom=True)  # shared x: still labelled under every panel
+        finish_axes(ax, [v for run in group for v in run.series(panel.pattern)[1]])
+    legend_below(figure, axes[: len(panels)])
     figure.suptitle(spec.heading, fontweight="bold")
     path = output_dir / spec.filename
     figure.savefig(path)
     return path
 
 
-def honest_axes(ax, values: list[float], min_span: float = 0.1) -> None:
+def scale_groups(runs: list[Run], pattern: str, ratio: float = 10.0) -> list[list[Run]]:
+    """Runs split where their largest magnitudes jump by more than `ratio` (one group when they don't)."""
+    peaks = {id(run): max(abs(v) for v in run.series(pattern)[1]) for run in runs}
+    ordered = sorted(runs, key=lambda run: peaks[id(run)])
+    groups = [[ordered[0]]]
+    for run in ordered[1:]:
+        low = max(peaks[id(groups[-1][0])], 1e-12)
+        if peaks[id(run)] > ratio * low:
+            groups.append([run])
+        else:
+            groups[-1].append(run)
+    return [sorted(group, key=runs.index) for group in groups]
+
+
+def _scale_label(group: list[Run], pattern: str) -> str:
+    peak = max(abs(v) for run in group for v in run.series(pattern)[1])
+    return f"runs with |values| up to {peak:.3g}"
+
+
+def finish_axes(ax, values: list[float], integer_x: bool = True) -> None:
+    """A light grid, plain tick labels (0.65, never 6.5625×10⁻¹ or an offset), and honest y limits."""
+    from matplotlib.ticker import ScalarFormatter
+
+    ax.grid(alpha=0.3)
+    for axis in (ax.xaxis, ax.yaxis):
+        formatter = ScalarFormatter(useOffset=False)
+        formatter.set_scientific(False)
+        axis.set_major_formatter(formatter)
+    honest_axes(ax, values, integer_x=integer_x)
+
+
+def honest_axes(ax, values: list[float], min_span: float = 0.1, integer_x: bool = True) -> None:
     """Integer step ticks, and a y-axis at least `min_span` tall (or 10% of the values' size) around the data:
     matplotlib would stretch a change of 0.0025 over the whole panel and make it look like a cliff."""
     from matplotlib.ticker import MaxNLocator
 
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if integer_x:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     finite = [v for v in values if _finite(v)]
     if not finite:
         return
@@ -172,21 +220,18 @@ def honest_axes(ax, values: list[float], min_span: float = 0.1) -> None:
         ax.set_ylim(middle - span / 2, middle + span / 2)
 
 
-def scales_differ(series: list[list[float]], ratio: float = 10.0) -> bool:
-    """Whether the runs' largest magnitudes differ by more than `ratio` (runs without values are ignored)."""
-    peaks = [max(abs(v) for v in values) for values in series if values]
-    return len(peaks) > 1 and max(peaks) > ratio * max(min(peaks), 1e-12)
-
-
-def _legend(figure, axes) -> None:
+def legend_below(figure, axes, extra: str = "") -> None:
     """One legend for the figure, below the panels, with every run that has a line in any panel."""
     entries: dict[str, Any] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
-    figure.legend(
-        entries.values(), entries.keys(), loc="outside lower center", ncols=min(len(entries), 4), frameon=False
+    legend = figure.legend(
+        entries.values(), entries.keys(), loc="outside lower center", ncols=min(len(entries), 3), frameon=False,
+        fontsize=9,
     )
+    if extra:
+        legend.set_title(extra, prop={"size": 9})
 
 
 LINESTYLES = ("-", "--", ":", "-.")  # runs with equal values would hide each other under one colour

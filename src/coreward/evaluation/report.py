@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from coreward.runtime.errors import CorewardError
+from coreward.evaluation.overoptimization import plot_curves, summarize
 from coreward.evaluation.plots import FIGURES, Run, load_run, plot_figure
 
 REPORT_FILE = "report.md"
+OVEROPTIMIZATION_FILE = "overoptimization.png"
 
 
 def run_labels(paths: Sequence[Path]) -> list[str]:
@@ -36,6 +38,7 @@ def make_report(run_dirs: Sequence[str | Path], output_dir: str | Path, smooth: 
     except OSError as err:
         raise CorewardError(f"cannot create {output_dir}: {err}") from None
     drawn = {spec.filename: plot_figure(spec, runs, output_dir, smooth) for spec in FIGURES}
+    drawn[OVEROPTIMIZATION_FILE] = plot_curves(runs, output_dir / OVEROPTIMIZATION_FILE, smooth)
     report = output_dir / REPORT_FILE
     report.write_text(render_report(runs, drawn, smooth))
     return [path for path in drawn.values() if path is not None] + [report]
@@ -49,6 +52,14 @@ def render_report(runs: list[Run], drawn: dict[str, Path | None], smooth: float)
               "than `coreward eval`, avg@N as the column says); the demo's table.md is avg@8 on 500 problems: "
               "the two are different protocols, not to be compared.", ""]
     missing = []
+    if drawn.get(OVEROPTIMIZATION_FILE) is not None:
+        lines += ["## Overoptimization", "", f"![Overoptimization]({OVEROPTIMIZATION_FILE})", "",
+                  "Training reward and the verified accuracy of the same rollouts against √KL(π ‖ π_init), the policy's "
+                  "distance from its initial weights (the axes of Gao, Schulman and Hilton 2022). A reward that keeps "
+                  "rising while verified accuracy turns down (★ marks its peak) is being overoptimized.", "",
+                  overoptimization_table(runs, smooth), ""]
+    else:
+        missing.append("overoptimization (needs kl/from_init)")
     for spec in FIGURES:
         if drawn[spec.filename] is None:
             missing.append(spec.heading.lower())
@@ -61,6 +72,24 @@ def render_report(runs: list[Run], drawn: dict[str, Path | None], smooth: float)
     if missing:
         lines += [f"Not plotted (no run logged them): {', '.join(missing)}.", ""]
     return "\n".join(lines)
+
+
+def overoptimization_table(runs: list[Run], smooth: float) -> str:
+    """Peak and final verified accuracy of the rollouts (smoothed), where the peak was, and the reward's gap."""
+    header = ["Run", "Peak verified (step, √KL)", "Final verified", "Final reward", "Gap (reward − verified)",
+              "Final √KL", "Prompts with a verified rollout"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    for run in runs:
+        s = summarize(run, smooth)
+        if s is None:
+            lines.append("| " + " | ".join([run.name] + ["–"] * (len(header) - 1)) + " |")
+            continue
+        lines.append("| " + " | ".join([
+            run.name, f"{_percent(s.peak_verified)} ({s.peak_step}, {s.peak_sqrt_kl:.2f})", _percent(s.final_verified),
+            f"{s.final_reward:.3f}", f"{s.gap:+.3f}", f"{s.final_sqrt_kl:.2f}", _percent(s.final_coverage),
+        ]) + " |")
+    note = f" EMA-smoothed per-step values (weight {smooth})." if smooth else ""
+    return "\n".join(lines) + f"\n\nVerified accuracy and reward of the training rollouts.{note}"
 
 
 def final_numbers_table(runs: list[Run]) -> str:

@@ -107,6 +107,10 @@ class TrainConfig:
     torch_threads: int | None = None
     # signals that end the run cleanly after the current step (checkpoint written, exit status 75); [] to disable
     preempt_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])
+    # log kl/from_init, the policy's KL from its initial weights, every step (the report's overoptimization
+    # curves). Free when grpo.beta > 0 (TRL's reference is the initial policy); otherwise a frozen copy of the
+    # initial policy: one more copy of its weights in memory and a no-grad forward of it per step
+    kl_from_init: bool = True
 
     def validate(self) -> None:
         from coreward.grpo.preemption import signal_numbers

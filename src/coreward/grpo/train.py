@@ -459,6 +459,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         paired_views=bool(config.data.rephrasings),
         per_view_loss=config.data.view_loss == "per_view",
         keep_checkpoints=keep_checkpoints(config),
+        kl_from_init=config.kl_from_init,
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     # TRL writes its own model card to the run root at every checkpoint ("fine-tuned version of [None]" for a model

@@ -21,6 +21,8 @@ What we change in TRL (trl==1.16.0), and why:
   that view's rows of the micro-batch, and the losses add up. Every metric TRL logs inside it (entropy,
   KL, clip ratios) is also logged per view as `<name>/view0|1`, with `loss/view0|1`, as the authors log
   pg_loss, ppo_kl and clip fractions per view.
+* `_generate_and_score_completions` also logs `kl/from_init`, the KL of the policy from its initial weights on
+  the step's own samples, also when `beta` is 0 (`grpo/kl_from_init.py`: what it costs, where π_init comes from).
 * `_get_grad_norm` — an optimizer step whose gradient is NaN or inf is skipped (weights and optimizer
   moments unchanged) and counted in `faults/nonfinite_grad_steps`, never applied.
 
@@ -53,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 SOURCES_DIR = "reward_sources"
 TRAINER_STATE = "coreward_trainer_state_{rank}.pt"
+INIT_LOGPS = "coreward_init_per_token_logps"  # π_init's log-probabilities of the sampled tokens (kl/from_init)
 FAULT_COUNTERS = ("nonfinite_grad_steps", "nonfinite_reward_samples", "truncated_completions")
 
 
@@ -102,6 +105,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         keep_checkpoints: int | None = 2,
         paired_views: bool = False,
         per_view_loss: bool = False,
+        kl_from_init: bool = True,
         **kwargs: Any,
     ):
         self.per_view_loss = per_view_loss
@@ -123,6 +127,38 @@ class CorewardGRPOTrainer(GRPOTrainer):
         if len(set(names)) != len(names):
             names = [f"{n}_{i}" for i, n in enumerate(names)]
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
+        self.kl_init_source, self.kl_init_model = self._initial_policy_for_kl() if kl_from_init else (None, None)
+
+    def _initial_policy_for_kl(self) -> tuple[str, Any]:
+        """How `kl/from_init` gets π_init's log-probabilities (see grpo/kl_from_init.py), built while the policy
+        still holds its initial weights (a resumed run loads its checkpoint later, in `train`)."""
+        from trl.trainer.utils import add_fused_lm_head
+
+        from coreward.grpo.kl_from_init import frozen_copy, moves_reference
+
+        if self.beta != 0.0 and not moves_reference(self):
+            return "reference", None  # TRL's reference (or a PEFT policy's adapter-off pass) is π_init
+        model = self.accelerator.unwrap_model(self.model)
+        if hasattr(model, "peft_config"):
+            return "adapter_off", None
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:  # built and sharded as TRL builds its reference
+            from trl.models.utils import prepare_deepspeed, prepare_fsdp
+            from trl.trainer.grpo_trainer import create_model_from_path, get_config_model_id
+
+            with torch.random.fork_rng(devices=[]):  # the run's sampling RNG stays as it would be without the copy
+                copy = create_model_from_path(get_config_model_id(model.config), dtype=model.dtype, device_map=None,
+                                              trust_remote_code=self.args.trust_remote_code)
+            copy.requires_grad_(False)
+            add_fused_lm_head(copy, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
+            prepare = prepare_deepspeed if self.is_deepspeed_enabled else prepare_fsdp
+            copy = prepare(copy, self.accelerator)
+        else:
+            copy = frozen_copy(model)
+            # TRL's log-probability pass calls `model(..., fused_lm_head=True)`: patched onto the copy itself, as
+            # TRL patches its reference (the closure is over the copy, never the policy)
+            add_fused_lm_head(copy, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
+            copy = self.accelerator.prepare_model(copy, evaluation_mode=True)
+        return "copy", copy
 
     def create_accelerator_and_postprocess(self):
         from coreward.grpo.engines import promote_fsdp_on_cpu
@@ -196,6 +232,8 @@ class CorewardGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         if (self.per_view_loss or self.paired_views) and mode == "train":  # rows stay aligned through the shuffle
             output["view"] = torch.tensor([int(row["view"]) for row in inputs], device=output["completion_mask"].device)
+        if mode == "train" and self.kl_init_source is not None:
+            self._log_kl_from_init(output)
         total = time.perf_counter() - start
         if mode == "train":
             self._scoring_time = total
@@ -218,14 +256,71 @@ class CorewardGRPOTrainer(GRPOTrainer):
         finally:
             grpo.shuffle_sequence_dict = shuffle
 
+    def _log_kl_from_init(self, output: dict[str, Any]) -> None:
+        """`kl/from_init` (sequence KL, nats) and `kl/from_init_per_token` of this step's samples.
+
+        π_init's log-probabilities are computed here. The policy's are TRL's: `old_per_token_logps` when TRL
+        computed them; otherwise the rollouts are on-policy and TRL's loss computes exactly those log-probabilities
+        (before any update of this generation batch), so they are taken from there (`_get_per_token_logps_and_
+        entropies` below) instead of paying for another forward pass of the policy.
+        """
+        from trl.trainer.utils import use_adapter
+
+        start = time.perf_counter()
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        width, batch_size = output["completion_ids"].size(1), self.args.per_device_train_batch_size
+        logps = lambda model: self._get_per_token_logps_and_entropies(model, ids, attention, width, batch_size)[0]
+        if self.kl_init_source == "reference":
+            init_logps = output.get("ref_per_token_logps")
+            if init_logps is None:  # a PEFT policy under beta > 0 keeps no ref_model: its base is π_init
+                with use_adapter(self.accelerator.unwrap_model(self.model), adapter_name=None):
+                    init_logps = logps(self.model)
+        elif self.kl_init_source == "adapter_off":
+            model = self.accelerator.unwrap_model(self.model)
+            with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
+                init_logps = logps(self.model)
+        else:
+            init_logps = logps(self.kl_init_model)
+        if output.get("old_per_token_logps") is not None:
+            self._record_kl_from_init(output["old_per_token_logps"], init_logps, output["completion_mask"])
+        else:  # travels with its rows through TRL's shuffle and split into micro-batches; read in the loss
+            output[INIT_LOGPS] = init_logps
+        self._metrics["train"]["time/kl_from_init"].append(time.perf_counter() - start)
+
+    def _record_kl_from_init(self, policy_logps, init_logps, completion_mask) -> None:
+        from coreward.grpo.kl_from_init import sequence_k3
+
+        mask = completion_mask.float()
+        kl = self.accelerator.gather(sequence_k3(policy_logps.detach(), init_logps, mask))
+        tokens = self.accelerator.gather(mask.sum(dim=1))
+        metrics = self._metrics["train"]
+        metrics["kl/from_init"].append(kl.mean().item())
+        metrics["kl/from_init_per_token"].append((kl.sum() / tokens.sum().clamp(min=1)).item())
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                            *args, **kwargs)
+        pending, self._kl_pending = getattr(self, "_kl_pending", None), None
+        if pending is not None:  # the loss's pass over an on-policy micro-batch: the policy's log-probabilities
+            self._record_kl_from_init(result[0], *pending)
+        return result
+
+    def _expect_kl_from_init(self, inputs) -> None:
+        """The next log-probability pass (the loss's, over `inputs`) records kl/from_init; see _log_kl_from_init."""
+        if INIT_LOGPS in inputs and self.model.training:
+            self._kl_pending = (inputs[INIT_LOGPS], inputs["completion_mask"])
+
     def _compute_loss(self, model, inputs):
         if not (self.per_view_loss and "view" in inputs):
+            self._expect_kl_from_init(inputs)
             return super()._compute_loss(model, inputs)
         mode = "train" if self.model.training else "eval"
         metrics = self._metrics[mode]
         total = None
         for view, part in split_views(inputs):
             before = {key: len(values) for key, values in metrics.items()}
+            self._expect_kl_from_init(part)
             loss = super()._compute_loss(model, part)
             for key in [k for k in metrics if "/view" not in k]:  # what TRL logged for this view alone
                 metrics[f"{key}/view{view}"].extend(metrics[key][before.get(key, 0):])
@@ -331,6 +426,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
             metrics["verified_accuracy"].append(sum(v.correct for v in verdicts) / len(verdicts))
             metrics["verify/timeouts"].append(float(sum(v.timed_out for v in verdicts)))
             metrics["verify/no_answer"].append(sum(v.extracted is None for v in verdicts) / len(verdicts))
+            # what a method that learns from verified rollouts (Cooper's positives) has to work with
+            groups = list(batch.groups())
+            metrics["verify/prompts_with_verified"].append(
+                sum(any(verdicts[i].correct for i in rows) for rows in groups) / max(1, len(groups)))
         for name, value in batch.metrics.items():
             metrics[name].append(value)
         if mode == "train":

@@ -132,7 +132,8 @@ class CooperReward(RMOwner, RewardSource):
         batch.log("rm/nonfinite_logits", float(sum(not math.isfinite(s) for s in scores)))
         if batch.mode != "train":
             return self._reward(scores)  # evaluation batches score, they don't teach the RM
-        if self.params.eval_every and batch.step % self.params.eval_every == 0:  # the RM that scored this step
+        last = batch.policy is not None and batch.step + 1 == batch.policy.max_steps  # so the curve reaches the end
+        if self.params.eval_every and (batch.step % self.params.eval_every == 0 or last):  # the RM that scored this step
             if self._eval_rows is None:
                 self._eval_rows = read_labelled(resolve_file(self.params.eval_data, "rm_pairs", key="eval_data"))
             for name, value in evaluate_rm(learner.rm, self._eval_rows).items():

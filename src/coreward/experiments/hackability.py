@@ -1,0 +1,365 @@
+"""`coreward map`: a hackability map of reward configs — how far can GRPO push each reward before the verified
+accuracy of its own rollouts stops following it?
+
+For every reward config × learning rate × seed, one `coreward train` run (a cell) goes to the longest horizon;
+each shorter horizon is read from that run's metrics up to its step, not trained again (with a decaying
+learning-rate schedule, or Cooper's RM schedule, a horizon H therefore sees the longest run's schedule up to
+step H, not a schedule of its own). Every cell is an ordinary run directory, started with `--resume`: a map
+that was stopped continues where it was, finished cells are skipped. Independent cells run side by side
+(`jobs`), each with one torch thread.
+
+The rule reward (the verifier itself) is the reference row: a config with another reward gets a rule-reward
+twin built from it (same model, data and settings, `rewards: [{name: rule}]`) unless one is given.
+
+Per (config, learning rate, horizon), over seeds (mean ± std), from `evaluation/overoptimization.py`:
+peak and final verified accuracy of the rollouts, the step and √KL of the peak, the gap between reward and
+verified accuracy, the share of prompts with a verified rollout, and the held-out accuracy when logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coreward.runtime.errors import CorewardError
+
+TABLE_FILE, JSON_FILE, FIGURE_FILE, CURVES_FILE = "map.md", "map.json", "map.png", "curves.png"
+REFERENCE = "rule"
+
+
+def default_jobs() -> int:
+    """Half the usable cores: each run has one torch thread, plus verifier worker processes and data loading."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // 2)
+
+
+@dataclass
+class Cell:
+    reward: str  # the config's label
+    config: Path
+    lr: float
+    seed: int
+    run_dir: Path
+    log: Path
+    status: str = "waiting"  # waiting | running | done | failed | stopped
+    returncode: int | None = None
+    seconds: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.reward} lr={self.lr:g} seed={self.seed}"
+
+
+@dataclass
+class MapSettings:
+    configs: list[Path]
+    lrs: list[float]
+    horizons: list[int]
+    seeds: list[int]
+    output: Path
+    jobs: int = field(default_factory=default_jobs)
+    overrides: list[str] = field(default_factory=list)
+    smooth: float = 0.6
+
+    def validate(self) -> None:
+        if not self.configs:
+            raise CorewardError("give at least one reward config (--config FILE, repeatable)")
+        for path in self.configs:
+            if not path.is_file():
+                raise CorewardError(f"config file not found: {path}")
+        if not self.lrs or any(not lr > 0 for lr in self.lrs):
+            raise CorewardError(f"--lr needs positive learning rates, got {self.lrs}")
+        if not self.horizons or any(h < 1 for h in self.horizons):
+            raise CorewardError(f"--horizons needs step counts >= 1, got {self.horizons}")
+        if not self.seeds:
+            raise CorewardError("--seeds needs at least one seed")
+        if self.jobs < 1:
+            raise CorewardError(f"--jobs must be >= 1, got {self.jobs}")
+        if not 0 <= self.smooth < 1:
+            raise CorewardError(f"--smooth must be in [0, 1), got {self.smooth}")
+
+
+# ----------------------------------------------------------------------------------------------- the cells
+def reward_configs(settings: MapSettings) -> list[tuple[str, Path]]:
+    """(label, config file) per reward, the rule reference first (a twin of the first config when none is given).
+    Every config is loaded and validated here, so a bad one fails before any run starts."""
+    from coreward.grpo.config import TrainConfig
+    from coreward.runtime.config import load_config
+
+    labelled, seen = [], set()
+    reference = None
+    for path in settings.configs:
+        config = load_config(TrainConfig, path, settings.overrides)
+        config.validate()
+        label = path.stem if path.stem not in seen else f"{path.parent.name}/{path.stem}"
+        seen.add(label)
+        if [r.name for r in config.rewards] == [REFERENCE] and reference is None:
+            reference = (label, path.resolve())
+        else:
+            labelled.append((label, path.resolve()))
+    if reference is None:
+        twin = settings.output / "configs" / f"{REFERENCE}.yaml"
+        twin.parent.mkdir(parents=True, exist_ok=True)
+        first = settings.configs[0].resolve()
+        twin.write_text(f"# the rule-reward reference of this map: {first} with the rule reward only\n"
+                        f"base: {first}\nrewards:\n  - name: {REFERENCE}\n")
+        reference = (REFERENCE, twin)
+    return [reference, *labelled]
+
+
+def plan(settings: MapSettings) -> list[Cell]:
+    cells = []
+    for label, path in reward_configs(settings):
+        for lr in settings.lrs:
+            for seed in settings.seeds:
+                name = f"lr{lr:g}_seed{seed}"
+                cells.append(Cell(label, path, lr, seed, settings.output / "runs" / label / name,
+                                  settings.output / "logs" / f"{label.replace('/', '_')}_{name}.log"))
+    return cells
+
+
+def train_command(cell: Cell, max_steps: int, overrides: Sequence[str]) -> list[str]:
+    sets = [f"grpo.learning_rate={cell.lr!r}", f"seed={cell.seed}", "torch_threads=1", *overrides]
+    return [sys.executable, "-m", "coreward.cli", "train", "--config", str(cell.config), "--output-dir",
+            str(cell.run_dir), "--max-steps", str(max_steps), "--resume", *(a for s in sets for a in ("--set", s))]
+
+
+def finished(cell: Cell) -> bool:
+    from coreward.grpo.train import final_complete
+
+    return final_complete(cell.run_dir)
+
+
+def last_step(run_dir: Path) -> int:
+    """The newest step in a run's metrics.jsonl (0 when none yet); reads only the file's tail."""
+    path = run_dir / "metrics.jsonl"
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, path.stat().st_size - 8192))
+            lines = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return 0
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return 0
+
+
+def run_cells(cells: list[Cell], settings: MapSettings, say: Callable[[str], None] = print,
+              progress_every: float = 30.0) -> None:
+    """Run every unfinished cell, `settings.jobs` at a time, printing a progress line on every change and every
+    `progress_every` seconds. Ctrl-C (or SIGTERM) stops the running cells cleanly (they checkpoint) and raises."""
+    max_steps = max(settings.horizons)
+    for cell in cells:
+        if finished(cell):
+            cell.status = "done"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    running: dict[int, tuple[Cell, subprocess.Popen, Any, float]] = {}
+    start, last_line = time.monotonic(), 0.0
+
+    def line() -> str:
+        done = sum(c.status == "done" for c in cells)
+        failed = sum(c.status == "failed" for c in cells)
+        now = ", ".join(f"{c.label} step {last_step(c.run_dir)}/{max_steps}" for c, *_ in running.values())
+        return (f"map: {done}/{len(cells)} cells done" + (f", {failed} failed" if failed else "")
+                + (f"; running: {now}" if now else "") + f"; {_duration(time.monotonic() - start)} elapsed")
+
+    try:
+        while True:
+            waiting = [c for c in cells if c.status == "waiting"]
+            while waiting and len(running) < settings.jobs:
+                cell = waiting.pop(0)
+                cell.log.parent.mkdir(parents=True, exist_ok=True)
+                log = open(cell.log, "a")
+                process = subprocess.Popen(train_command(cell, max_steps, settings.overrides), stdout=log,
+                                           stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                cell.status = "running"
+                running[process.pid] = (cell, process, log, time.monotonic())
+                say(f"map: started {cell.label} -> {cell.run_dir}")
+            if not running:
+                if not last_line:  # nothing ran: every cell was finished already
+                    say(line())
+                break
+            changed = False
+            for pid, (cell, process, log, began) in list(running.items()):
+                if process.poll() is None:
+                    continue
+                log.close()
+                del running[pid]
+                cell.returncode, cell.seconds = process.returncode, time.monotonic() - began
+                cell.status = "done" if process.returncode == 0 and finished(cell) else "failed"
+                if cell.status == "failed":
+                    say(f"map: {cell.label} failed (exit {process.returncode}); see {cell.log}")
+                changed = True
+            if changed or time.monotonic() - last_line >= progress_every:
+                say(line())
+                last_line = time.monotonic()
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        for cell, process, log, _ in running.values():  # coreward train checkpoints on SIGTERM and exits 75
+            process.send_signal(signal.SIGTERM)
+        for cell, process, log, _ in running.values():
+            process.wait()
+            log.close()
+            cell.status = "stopped"
+        raise
+
+
+# ----------------------------------------------------------------------------------------------- the results
+def collect(cells: list[Cell], settings: MapSettings) -> dict[str, Any]:
+    """Each finished cell's summary at every horizon, and the per-(reward, lr, horizon) rows over seeds."""
+    from coreward.evaluation.overoptimization import summarize
+    from coreward.evaluation.plots import load_run
+
+    per_cell = []
+    for cell in cells:
+        entry = {"reward": cell.reward, "config": str(cell.config), "lr": cell.lr, "seed": cell.seed,
+                 "run_dir": str(cell.run_dir), "status": cell.status, "horizons": {}}
+        if cell.status == "done":
+            run = load_run(cell.run_dir, cell.label)
+            for horizon in sorted(settings.horizons):
+                summary = summarize(run, settings.smooth, upto_step=horizon)
+                entry["horizons"][str(horizon)] = summary.to_dict() if summary else None
+        per_cell.append(entry)
+    rows = []
+    rewards = list(dict.fromkeys(c.reward for c in cells))
+    for lr in settings.lrs:
+        for horizon in sorted(settings.horizons):
+            reference = None
+            for reward in rewards:
+                seeds = [e for e in per_cell if e["reward"] == reward and e["lr"] == lr]
+                values = [e["horizons"].get(str(horizon)) for e in seeds]
+                row = {"reward": reward, "lr": lr, "horizon": horizon, "seeds": [e["seed"] for e in seeds],
+                       **{key: [v[key] if v else None for v in values] for key in SUMMARY_KEYS}}
+                if reward == rewards[0]:
+                    reference = row
+                row["vs_reference"] = [None if a is None or b is None else a - b
+                                       for a, b in zip(row["final_verified"], reference["final_verified"])]
+                rows.append(row)
+    return {"settings": {"configs": [str(p) for p in settings.configs], "lrs": settings.lrs,
+                         "horizons": sorted(settings.horizons), "seeds": settings.seeds, "jobs": settings.jobs,
+                         "overrides": settings.overrides, "smooth": settings.smooth, "reference": rewards[0]},
+            "cells": per_cell, "rows": rows}
+
+
+SUMMARY_KEYS = ("steps", "peak_verified", "peak_step", "peak_sqrt_kl", "final_verified", "final_reward", "gap",
+                "drop_from_peak", "final_coverage", "heldout_final")
+
+
+def render_table(result: dict[str, Any]) -> str:
+    from coreward.evaluation.tables import spread_cell
+
+    header = ["Reward", "lr", "Steps", "Peak verified", "Peak step", "√KL at peak", "Final verified",
+              "vs rule", "Final reward", "Gap (reward − verified)", "Prompts with a verified rollout",
+              "Held-out (final)"]
+    lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
+    for row in result["rows"]:
+        def cell(key, scale=1.0, digits=2, sign=False):
+            values = row[key]
+            return spread_cell(values if len(values) > 1 else (values[0] if values else None), scale, digits, sign)
+
+        name = f"**{row['reward']}** (reference)" if row["reward"] == result["settings"]["reference"] else row["reward"]
+        lines.append("| " + " | ".join([
+            name, f"{row['lr']:g}", str(row["horizon"]), cell("peak_verified", 100, 1), cell("peak_step", 1, 0),
+            cell("peak_sqrt_kl"), cell("final_verified", 100, 1),
+            "–" if row["reward"] == result["settings"]["reference"] else cell("vs_reference", 100, 1, sign=True),
+            cell("final_reward", 1, 3), cell("gap", 1, 3, sign=True), cell("final_coverage", 100, 1),
+            cell("heldout_final", 100, 1),
+        ]) + " |")
+    seeds = result["settings"]["seeds"]
+    return "\n".join(lines) + (
+        f"\n\nVerified accuracy, reward and coverage are the training rollouts' own, EMA-smoothed per step (weight "
+        f"{result['settings']['smooth']}); accuracies in %. {'Mean ± std over seeds ' + str(seeds) if len(seeds) > 1 else 'Seed ' + str(seeds[0])}. "
+        f"Each row's horizon is read from the run to {max(result['settings']['horizons'])} steps. "
+        "\"vs rule\": final verified accuracy minus the rule reference's at the same lr, horizon and seed (points).")
+
+
+def plot_map(result: dict[str, Any], path: Path) -> Path | None:
+    """Final verified accuracy (top) and the reward − verified gap (bottom) against the horizon, one line per
+    reward, a column per learning rate; error bars are the std over seeds."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from coreward.evaluation.plots import finish_axes, legend_below
+    from coreward.evaluation.tables import mean_std
+
+    lrs, rewards = result["settings"]["lrs"], list(dict.fromkeys(r["reward"] for r in result["rows"]))
+    if not any(v is not None for r in result["rows"] for v in r["final_verified"]):
+        return None
+    figure = Figure(figsize=(4.6 * len(lrs) + 0.4, 6.6), dpi=110, layout="constrained")
+    FigureCanvasAgg(figure)
+    grid = figure.subplots(2, len(lrs), squeeze=False, sharex=True)
+    for column, lr in enumerate(lrs):
+        for row_index, (key, label) in enumerate((("final_verified", "verified accuracy at the horizon"),
+                                                  ("gap", "reward − verified accuracy"))):
+            ax = grid[row_index][column]
+            drawn = []
+            for index, reward in enumerate(rewards):
+                points = []
+                for row in result["rows"]:
+                    values = [v for v in row[key] if v is not None]
+                    if row["reward"] == reward and row["lr"] == lr and values:
+                        points.append((row["horizon"], *mean_std(values)))
+                if not points:
+                    continue
+                x, mean, std = zip(*points)
+                ax.errorbar(x, mean, yerr=std, color=f"C{index % 10}", marker="o", capsize=3, linewidth=2,
+                            linestyle="--" if index == 0 else "-", label=reward + (" (reference)" if index == 0 else ""))
+                drawn += mean
+            ax.set_title(f"lr {lr:g}: {label}", fontsize=10)
+            ax.set_xlabel("horizon (steps)")
+            ax.xaxis.set_tick_params(labelbottom=True)
+            finish_axes(ax, list(drawn))
+    legend_below(figure, [ax for row in grid for ax in row])
+    figure.suptitle("Hackability map", fontweight="bold")
+    figure.savefig(path)
+    return path
+
+
+def make_map(settings: MapSettings, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) every cell, then write map.md, map.json, map.png and curves.png under `settings.output`."""
+    from coreward.evaluation.overoptimization import plot_curves
+    from coreward.evaluation.plots import load_run
+
+    settings.validate()
+    settings.output.mkdir(parents=True, exist_ok=True)
+    cells = plan(settings)
+    say(f"map: {len(cells)} cells ({len({c.reward for c in cells})} rewards × {len(settings.lrs)} lr × "
+        f"{len(settings.seeds)} seeds) to {max(settings.horizons)} steps, {settings.jobs} at a time; "
+        f"horizons {sorted(settings.horizons)} read from each run's metrics")
+    start = time.monotonic()
+    run_cells(cells, settings, say)
+    result = collect(cells, settings)
+    result["settings"]["wall_seconds"] = round(time.monotonic() - start, 1)
+    result["settings"]["command"] = "coreward " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    (settings.output / JSON_FILE).write_text(json.dumps(result, indent=1) + "\n")
+    (settings.output / TABLE_FILE).write_text("# Hackability map\n\n" + render_table(result) + "\n")
+    plot_map(result, settings.output / FIGURE_FILE)
+    runs = [load_run(c.run_dir, c.label) for c in cells if c.status == "done"]
+    if runs:
+        plot_curves(runs, settings.output / CURVES_FILE, settings.smooth)
+    failed = [c for c in cells if c.status != "done"]
+    if failed:
+        raise CorewardError(f"{len(failed)} of {len(cells)} cells did not finish ({', '.join(c.label for c in failed)}); "
+                            f"their logs are in {settings.output / 'logs'}; run the same command again to resume them")
+    return result
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"

@@ -1,0 +1,85 @@
+"""`coreward map`: reward configs × learning rates × seeds, horizons read from the longest run, resumable cells."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coreward.experiments.hackability import Cell, MapSettings, collect, render_table
+from tests.helpers.runs import RULE_CONFIG, coreward
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def fake_cell(root: Path, reward: str, seed: int, verified: list[float], reward_values: list[float]) -> Cell:
+    run_dir = root / reward / f"seed{seed}"
+    run_dir.mkdir(parents=True)
+    rows = [{"step": i + 1, "reward": r, "verified_accuracy": v, "kl/from_init": 0.01 * (i + 1),
+             "verify/prompts_with_verified": 1.0} for i, (v, r) in enumerate(zip(verified, reward_values))]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return Cell(reward, root / f"{reward}.yaml", 1e-4, seed, run_dir, root / "log", status="done")
+
+
+def test_rows_read_each_horizon_from_the_longest_run_and_compare_with_the_rule_reference(tmp_path):
+    """A hacked reward: its verified accuracy climbs to step 2 then falls while its reward keeps rising; the rule
+    run climbs throughout. At horizon 2 the hacked run is at its peak; at 4 it has dropped below the rule run."""
+    cells = [fake_cell(tmp_path, "rule", s, [0.4, 0.5, 0.6, 0.7], [0.4, 0.5, 0.6, 0.7]) for s in (1, 2)]
+    cells += [fake_cell(tmp_path, "model", s, [0.4, 0.6 + 0.02 * s, 0.3, 0.1], [0.5, 0.7, 0.8, 0.9]) for s in (1, 2)]
+    settings = MapSettings(configs=[tmp_path / "model.yaml"], lrs=[1e-4], horizons=[4, 2], seeds=[1, 2],
+                           output=tmp_path, jobs=1, smooth=0.0)
+    result = collect(cells, settings)
+    rows = {(r["reward"], r["horizon"]): r for r in result["rows"]}
+    assert [(r["reward"], r["horizon"]) for r in result["rows"]] == [("rule", 2), ("model", 2), ("rule", 4), ("model", 4)]
+    assert rows["model", 2]["peak_step"] == [2, 2] and rows["model", 4]["peak_step"] == [2, 2]
+    assert rows["model", 2]["final_verified"] == pytest.approx([0.62, 0.64])
+    assert rows["model", 4]["final_verified"] == pytest.approx([0.1, 0.1])
+    assert rows["model", 4]["gap"] == pytest.approx([0.8, 0.8])
+    assert rows["model", 4]["vs_reference"] == pytest.approx([-0.6, -0.6])  # per seed, against the rule run
+    assert rows["model", 2]["vs_reference"] == pytest.approx([0.12, 0.14])
+    assert rows["model", 4]["peak_sqrt_kl"] == pytest.approx([0.02 ** 0.5] * 2)
+    table = render_table(result)
+    assert "| **rule** (reference) | 0.0001 | 4 |" in table
+    assert "| model | 0.0001 | 4 | 63.0 ± 1.4 | 2 ± 0 |" in table  # peaks 62% and 64% over the two seeds
+    assert "-60.0 ± 0.0" in table
+
+
+def test_map_runs_resumable_cells_side_by_side(tiny_policy, tmp_path):
+    """Two cells (the rule twin made from the entropy config, and the entropy config) run two at a time; the
+    table, json and figures are written; running the same command again trains nothing."""
+    config = tmp_path / "entropy.yaml"
+    config.write_text(f"base: {RULE_CONFIG}\nrewards:\n  - name: entropy\n")
+    out = tmp_path / "map"
+    command = ["map", "--config", str(config), "--lr", "1e-3", "--horizons", "1,2", "--seeds", "5", "--jobs", "2",
+               "--output", str(out), "--set", f"model.name_or_path={tiny_policy}",
+               "--set", "grpo.per_device_train_batch_size=16", "--set", "grpo.max_completion_length=12",
+               "--set", "data.eval_every=0", "--set", "grpo.save_steps=1"]
+    first = coreward(*command)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "map: 2 cells (2 rewards × 1 lr × 1 seeds) to 2 steps, 2 at a time" in first.stderr
+    assert "map: 2/2 cells done" in first.stderr
+    for name in ("map.md", "map.json", "map.png", "curves.png"):
+        assert (out / name).is_file()
+    result = json.loads((out / "map.json").read_text())
+    assert [(r["reward"], r["horizon"]) for r in result["rows"]] == [("rule", 1), ("entropy", 1), ("rule", 2), ("entropy", 2)]
+    entropy = next(c for c in result["cells"] if c["reward"] == "entropy")
+    assert entropy["horizons"]["2"]["steps"] == 2 and entropy["horizons"]["1"]["steps"] == 1
+    assert entropy["horizons"]["2"]["final_reward"] < 0  # minus the mean token entropy: the config's own reward
+    rule_config = out / "configs" / "rule.yaml"
+    assert "name: rule" in rule_config.read_text()
+    metrics = sorted((out / "runs").glob("*/*/metrics.jsonl"))
+    assert len(metrics) == 2
+    before = [m.stat().st_mtime_ns for m in metrics]
+
+    again = coreward(*command)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "started" not in again.stderr and "map: 2/2 cells done" in again.stderr
+    assert [m.stat().st_mtime_ns for m in metrics] == before
+
+
+def test_map_refuses_a_missing_config(tmp_path):
+    result = coreward("map", "--config", str(tmp_path / "nope.yaml"), "--lr", "1e-4", "--horizons", "5",
+                      "--output", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert "config file not found" in result.stderr and "nope.yaml" in result.stderr
