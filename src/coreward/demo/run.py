@@ -34,7 +34,7 @@ LABELS = {
 
 @dataclass(frozen=True)
 class Stress:
-    """A second, harder setting for the reward-model rows: 10x the learning rate, twice the steps.
+    """A second, harder setting for the reward-model rows: 4x the learning rate, twice the steps.
 
     At the demo's learning rate the policy stays close to the warm start, where the demo RM is accurate. Pushed
     harder, the policy drifts into outputs the RM never saw, and a frozen RM's holes start to pay: this is where
@@ -56,9 +56,13 @@ class Budget:
     stress: Stress | None = None  # the reward-model rows again under harder optimisation (None: skip)
 
 
-# Sized for a 2-core CPU: the full demo in under 20 minutes, --quick in under 5 (measured; see README).
+# Sized for a 2-core CPU: the full demo in under 20 minutes, --quick in under 5 (docs/figures.md).
+# The stress setting comes from a hackability map on seed 3, a seed the published table does not use
+# (`coreward map`, docs/demo.md): at 4x the demo's learning rate the frozen RM's rollouts peak in verified
+# accuracy and then fall while its reward rises, and verified positives persist (Cooper keeps getting pairs).
+# At 10x (5e-4) positives vanish within ~30 steps and no co-optimized RM can learn: the documented limit.
 FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_problems=100,
-              stress=Stress(learning_rate=5e-4, steps=60))
+              stress=Stress(learning_rate=2e-4, steps=60))
 QUICK = Budget(steps=8, eval_problems=200, eval_n=8, curve_every=0, curve_problems=0)
 
 
