@@ -21,7 +21,8 @@ a static RM (`model`) never sees it. Positives are rule-verified, so they are pr
 Several processes: every process holds the whole batch (see `rewards/base.py`). Scoring is split across
 them; the assistant is called once, on the main process, batched over all prompts, and its negatives are
 broadcast, so every process has the same pairs; the RM update (`rm/learner.py`) is data-parallel with one
-result, so the RMs stay identical.
+result, so the RMs stay identical. Under FSDP2 / DeepSpeed ZeRO-2 / ZeRO-3 the RM is sharded like the policy
+(`rm/sharding.py`; `device: auto` only: an RM on a device of its own stays whole).
 """
 
 from __future__ import annotations
@@ -141,13 +142,17 @@ class CooperReward(RewardSource):
     def get_learner(self, policy: Policy | None = None) -> RMLearner:
         """The RM and its optimizer, on the policy's device: from the checkpoint when resuming, else from `rm`."""
         if self.learner is None:
+            from coreward.rm.sharding import sharding_for
+
             device = policy.device if self.params.device == "auto" and policy is not None else self.params.device
+            sharding = sharding_for(policy) if self.params.device == "auto" else None  # the policy's engine's
             if self._resume_from is not None:
-                self.learner = RMLearner.load(self._resume_from, device, dtype=self.params.rm_dtype, **self.learner_settings)
+                self.learner = RMLearner.load(self._resume_from, device, dtype=self.params.rm_dtype,
+                                              sharding=sharding, **self.learner_settings)
             else:
                 rm = VerifyRM.from_pretrained(self.params.rm, device=device, dtype=self.params.rm_dtype,
                                               batch_size=self.params.batch_size)
-                self.learner = RMLearner(rm, **self.learner_settings)
+                self.learner = RMLearner(rm, sharding=sharding, **self.learner_settings)
             self.learner.rm.use_cut(self.params.rm_cut)
         return self.learner
 
@@ -249,8 +254,12 @@ class CooperReward(RewardSource):
     def save_state(self, directory: Path) -> None:
         from coreward.runtime.distributed import world
 
-        if self.learner is not None and world()[0] == 0:  # the RM is the same on every process: one writes
-            self.learner.save(Path(directory))
+        if self.learner is not None and (world()[0] == 0 or self.learner.sharding is not None):
+            self.learner.save(Path(directory))  # replicated: one process writes; sharded: all gather, one writes
+
+    def engine_models(self, policy: Policy) -> dict[str, Any]:
+        """The RM for the engine line printed at start (built now, sharded like the policy)."""
+        return {"rm": self.get_learner(policy).rm.model}
 
     def export_models(self, directory: Path) -> dict[str, Path]:
         """The RM `save_state` wrote in HF format: `VerifyRM.from_pretrained` (or transformers'

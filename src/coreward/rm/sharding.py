@@ -117,6 +117,7 @@ class ShardedRM:
         self.engine = None  # DeepSpeed's engine
         self.offload = optimizer_offload
         rm = learner.rm
+        rm.sharded = True  # scoring goes lock-step (rm/evaluate.py `score_unique`)
         if self.kind == "fsdp2":
             self.module = _fully_shard(rm.model, sharding.mesh, rm.device)
             learner.parameters = [p for p in self.module.parameters() if p.requires_grad]
