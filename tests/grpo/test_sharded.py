@@ -50,7 +50,7 @@ rewards:
 
 def overrides(policy: Path) -> list[str]:
     return [f"model.name_or_path={policy}", "data.limit=4", "data.eval_every=0", "grpo.num_generations=4",
-            "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=16", "grpo.save_steps=1",
+            "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=24", "grpo.save_steps=1",
             "grpo.learning_rate=1e-3", "grpo.beta=0.01", "torch_threads=1"]
 
 
@@ -140,6 +140,7 @@ def test_sharded_engine_runs_three_methods_and_resumes_exactly(engine, memorized
     assert any(not torch.equal(saved_teacher[k].float(), initial[k].float()) for k in initial if k in saved_teacher)
     rm, rm_ref = ours / "reward_sources" / "cooper", theirs / "reward_sources" / "cooper"
     assert json.loads((rm / "cooper_state.json").read_text()) == json.loads((rm_ref / "cooper_state.json").read_text())
+    assert json.loads((rm_ref / "cooper_state.json").read_text())["updates"] > 0  # the RM took optimizer steps
     assert_close(load_file(rm / "rm" / "model.safetensors"), load_file(rm_ref / "rm" / "model.safetensors"))
     assert_close(rm_optimizer(rm), rm_optimizer(rm_ref))
     # the whole RM (not a shard), and it learned
