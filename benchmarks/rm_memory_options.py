@@ -1,7 +1,8 @@
 """What Cooper's RM memory options cost, per process: weights dtype, optimizer offload, and sharding the RM
 like the policy (FSDP2, DeepSpeed ZeRO-3 / ZeRO-2 on 2 gloo processes), at Qwen2.5-0.5B's shape.
 
-    python benchmarks/rm_memory_options.py [--updates 3] [--pairs 2] [--options fp32,fsdp2,zero3,...] [--markdown]
+    python benchmarks/rm_memory_options.py [--updates 3] [--pairs 2] [--max-length 256] [--options fp32,fsdp2,...]
+                                           [--markdown]
 
 Sharded options (`fsdp2`, `fsdp2-offload`, `zero3`, `zero3-offload`, `zero2`) run the RM learner sharded as
 `rm/sharding.py` does under a policy of that engine, in 2 processes (torchrun, gloo), and report the largest
@@ -102,7 +103,8 @@ def build_rm(root: Path) -> Path:
     return rm
 
 
-def measure(rm_path: str, dtype: str, offload: bool, updates: int, pairs: int, engine: str | None = None) -> dict:
+def measure(rm_path: str, dtype: str, offload: bool, updates: int, pairs: int, engine: str | None = None,
+            max_length: int = 256) -> dict:
     import torch
 
     from coreward.rm.learner import Pair, RMLearner
@@ -121,7 +123,7 @@ def measure(rm_path: str, dtype: str, offload: bool, updates: int, pairs: int, e
             deepspeed.init_distributed(dist_backend="gloo")
         sharding = Sharding(engine)
     torch.manual_seed(0)
-    rm = VerifyRM.from_pretrained(rm_path, device="cpu", dtype=dtype, max_length=256, batch_size=2 * pairs)
+    rm = VerifyRM.from_pretrained(rm_path, device="cpu", dtype=dtype, max_length=max_length, batch_size=2 * pairs)
     learner = RMLearner(rm, lr=1e-6, optimizer_offload=offload, sharding=sharding)
     grads_seen = [0]
     if sharding is not None:  # count the gradients where they peak: just before the step
@@ -211,12 +213,15 @@ def main() -> None:
     every = [*OPTIONS, *SHARDED]
     parser.add_argument("--options", default="fp32,fp32-offload,fsdp2,fsdp2-offload,zero3,zero3-offload,zero2",
                         help=f"comma-separated, of {', '.join(every)}")
+    parser.add_argument("--max-length", type=int, default=256,
+                        help="RM tokens per text (bytes held do not depend on it; time does)")
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown too")
     parser.add_argument("--child", nargs=4, metavar=("RM", "DTYPE", "OFFLOAD", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         rm_path, dtype, offload, engine = args.child
-        result = measure(rm_path, dtype, offload == "1", args.updates, args.pairs, None if engine == "-" else engine)
+        result = measure(rm_path, dtype, offload == "1", args.updates, args.pairs, None if engine == "-" else engine,
+                         args.max_length)
         if os.environ.get("RANK", "0") == "0":
             print(json.dumps(result))
         return
@@ -240,6 +245,7 @@ def main() -> None:
                 (dtype, offload), engine, processes = OPTIONS[name], "-", 1
                 launcher = [sys.executable]
             done = subprocess.run([*launcher, __file__, "--updates", str(args.updates), "--pairs", str(args.pairs),
+                                   "--max-length", str(args.max_length),
                                    "--child", str(rm), dtype, "1" if offload else "0", engine],
                                   capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
             if done.returncode != 0:

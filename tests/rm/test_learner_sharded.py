@@ -115,6 +115,9 @@ def test_sharded_learner_equals_replicated_and_resumes(engine, offload, tiny_rm_
             # moves the update by more than ε; 1e-4 is 0.5% of one step's size (lr), far below what learning moved
             assert torch.allclose(saved[key], expected[key], atol=1e-4, rtol=0), (checkpoint, key)
     assert any(not torch.equal(saved[k], initial[k]) for k in initial)  # the RM learned
+    # the checkpoint names the model's own class (FSDP2 renames it to FSDP<class> while sharded)
+    architectures = json.loads((tmp_path / "first" / "rm" / "config.json").read_text())["architectures"]
+    assert architectures == [type(learner.rm.model).__name__]
 
 
 if __name__ == "__main__":

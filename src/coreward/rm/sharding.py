@@ -118,6 +118,7 @@ class ShardedRM:
         self.offload = optimizer_offload
         rm = learner.rm
         rm.sharded = True  # scoring goes lock-step (rm/evaluate.py `score_unique`)
+        self.architecture = type(rm.model).__name__  # FSDP2 renames the class (FSDP<name>); checkpoints keep this
         if self.kind == "fsdp2":
             self.module = _fully_shard(rm.model, sharding.mesh, rm.device)
             learner.parameters = [p for p in self.module.parameters() if p.requires_grad]
@@ -209,6 +210,8 @@ class ShardedRM:
             with atomic_directory(directory / weights_dir) as staging:
                 self.module.save_pretrained(staging, state_dict=state)
                 learner.rm.tokenizer.save_pretrained(staging)
+                config = Path(staging) / "config.json"
+                config.write_text(config.read_text().replace(f'"FSDP{self.architecture}"', f'"{self.architecture}"'))
         if self.engine is not None:
             self.engine.save_checkpoint(str(directory / ENGINE_DIR), tag=ENGINE_TAG, save_latest=False)
         elif self.offload:
