@@ -10,7 +10,7 @@ process's bytes: weights, gradients and optimizer state held by the process (the
 fp32 master partitions count as optimizer state), and what `optimizer_offload` moved to the CPU side.
 Gradients are counted just before the optimizer step, where they peak. With R parameters and N processes fp32
 AdamW holds ≈ 16R replicated and ≈ 16R/N sharded (ZeRO-3 keeps its own fp32 masters besides fp32 weights:
-≈ 20R/N); offload moves the optimizer's part (8R/N moments, masters) to the CPU.
+≈ 20R/N; ZeRO-2 keeps weights whole: ≈ 4R + 16R/N); offload moves the optimizer's part (8R/N moments, masters) to the CPU.
 
 Cooper trains its RM with its own AdamW on every process, beside the policy. The options (`rewards.N.params`):
 `rm_dtype: bfloat16` (weights and gradients in bf16), `optimizer_offload: true` (AdamW state and float32 master

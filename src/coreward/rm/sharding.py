@@ -3,9 +3,10 @@
     policy engine      the RM                                            per process, fp32 AdamW (R parameters, N processes)
     FSDP2              decoder layers and root `fully_shard`ed on the     ≈ 16R/N  (weights, gradients, 2 moments: all shards)
                        policy's mesh; AdamW over the DTensor shards
-    DeepSpeed ZeRO-3   a second DeepSpeed engine, stage 3                 ≈ 16R/N
-    DeepSpeed ZeRO-2   a second DeepSpeed engine, stage 2                 ≈ 4R + 12R/N  (weights whole; gradients and
-                                                                          optimizer state split)
+    DeepSpeed ZeRO-3   a second DeepSpeed engine, stage 3                 ≈ 20R/N  (DeepSpeed keeps fp32 master partitions
+                                                                          besides fp32 weights: +4R/N)
+    DeepSpeed ZeRO-2   a second DeepSpeed engine, stage 2                 ≈ 4R + 16R/N  (weights whole; gradients, masters
+                                                                          and moments split)
     DDP, one process   replicated (unchanged: rm/learner.py)              16R
 
 Why a second DeepSpeed engine (as DeepSpeed-Chat builds one per actor and critic) rather than accelerate's
