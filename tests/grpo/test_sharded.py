@@ -4,8 +4,13 @@ Cooper and Co-rewarding-II together (one run, three reward sources, so their sta
 killed (SIGKILL in the reward phase of step 2) and resumed: the resumed run ends where an uninterrupted run of
 the same engine ends — policy weights, EMA teacher, Cooper's RM, its optimizer and counters.
 
-The engine line each run prints (`engine: ... policy P/T tensors partitioned`) is asserted, so a silent
-fall-back to DDP (accelerate's behaviour for FSDP on CPU) or to whole ZeRO-3 tensors fails the test.
+Cooper's RM is sharded like the policy (rm/sharding.py): its checkpoint holds the whole RM (gathered, written
+once, `VerifyRM.from_pretrained` loads it) and the resume scatters it back into the shards, with its optimizer
+(FSDP2: the gathered state, written once; DeepSpeed: the RM engine's per-rank shards).
+
+The engine line each run prints (`engine: ... policy P/T tensors partitioned, ..., rm P/T tensors partitioned`)
+is asserted, so a silent fall-back to DDP (accelerate's behaviour for FSDP on CPU), to whole ZeRO-3 tensors or
+to a replicated RM fails the test.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ rewards:
 
 def overrides(policy: Path) -> list[str]:
     return [f"model.name_or_path={policy}", "data.limit=4", "data.eval_every=0", "grpo.num_generations=4",
-            "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=16", "grpo.save_steps=1",
+            "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=24", "grpo.save_steps=1",
             "grpo.learning_rate=1e-3", "grpo.beta=0.01", "torch_threads=1"]
 
 
@@ -60,6 +65,22 @@ def assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: f
     assert sorted(a) == sorted(b)
     for name in a:
         assert torch.allclose(a[name].float(), b[name].float(), atol=atol, rtol=0), (name, (a[name] - b[name]).abs().max())
+
+
+def flat_tensors(value, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Every tensor in a nested optimizer state (dicts, lists), by its path."""
+    if torch.is_tensor(value):
+        return {prefix: value}
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else []
+    return {k: v for key, item in items for k, v in flat_tensors(item, f"{prefix}/{key}").items()}
+
+
+def rm_optimizer(rm_dir: Path) -> dict[str, torch.Tensor]:
+    """Cooper's RM optimizer state in a checkpoint: the gathered file (FSDP2) or DeepSpeed's per-rank shards."""
+    files = sorted(rm_dir.glob("optimizer_full.pt")) or sorted(rm_dir.glob("rm_engine/rm/*optim_states.pt"))
+    assert files, sorted(p.name for p in rm_dir.rglob("*"))
+    return {f"{file.name}{k}": v for file in files
+            for k, v in flat_tensors(torch.load(file, map_location="cpu", weights_only=False)).items()}
 
 
 def has_deepspeed() -> bool:
@@ -82,15 +103,20 @@ def test_sharded_engine_runs_three_methods_and_resumes_exactly(engine, memorized
     assert straight.returncode == 0, straight.log[-3000:]
     name, counts = engine_line(straight.log)
     policy_partial, policy_total = counts["policy"]
-    if engine == "zero2":  # whole parameters, optimizer state split: one shard of it per process
-        assert name == "DeepSpeed ZeRO-2" and policy_partial == 0
+    rm_partial, rm_total = counts["rm"]
+    if engine == "zero2":  # whole parameters, optimizer state split: one shard of it per process (policy and RM)
+        assert name == "DeepSpeed ZeRO-2" and policy_partial == 0 and rm_partial == 0
         shards = sorted((tmp_path / "reference" / f"checkpoint-{MAX_STEPS}").glob("global_step*/*optim_states.pt"))
         assert len(shards) == 2, shards
-    elif engine == "zero3":  # every tensor partitioned (threshold 0), policy and teacher (the reference)
+    elif engine == "zero3":  # every tensor partitioned (threshold 0): policy, teacher (the reference) and RM
         assert name == "DeepSpeed ZeRO-3"
         assert policy_partial == policy_total > 0 and counts["reference"][0] == counts["reference"][1] > 0
+        assert rm_partial == rm_total > 0
     else:  # FSDP2: DTensor shards, not DDP
-        assert name == "FSDP2" and policy_partial > 0 and counts["reference"][0] > 0
+        assert name == "FSDP2" and policy_partial > 0 and counts["reference"][0] > 0 and rm_partial > 0
+    if engine != "zero2":  # the RM's optimizer state is split too: one DeepSpeed shard per process
+        rm_engine = tmp_path / "reference" / f"checkpoint-{MAX_STEPS}" / "reward_sources" / "cooper" / "rm_engine"
+        assert engine == "fsdp2" or len(sorted(rm_engine.glob("rm/*optim_states.pt"))) == 2
 
     run_dir = tmp_path / "killed"
     attempts = kill_and_resume(config, run_dir, settings, MAX_STEPS, ["reward"], random.Random(0),
@@ -114,4 +140,13 @@ def test_sharded_engine_runs_three_methods_and_resumes_exactly(engine, memorized
     assert any(not torch.equal(saved_teacher[k].float(), initial[k].float()) for k in initial if k in saved_teacher)
     rm, rm_ref = ours / "reward_sources" / "cooper", theirs / "reward_sources" / "cooper"
     assert json.loads((rm / "cooper_state.json").read_text()) == json.loads((rm_ref / "cooper_state.json").read_text())
+    assert json.loads((rm_ref / "cooper_state.json").read_text())["updates"] > 0  # the RM took optimizer steps
     assert_close(load_file(rm / "rm" / "model.safetensors"), load_file(rm_ref / "rm" / "model.safetensors"))
+    assert_close(rm_optimizer(rm), rm_optimizer(rm_ref))
+    # the whole RM (not a shard), and it learned
+    from coreward.rm.model import VerifyRM
+
+    saved_rm = VerifyRM.from_pretrained(rm / "rm", device="cpu").model.state_dict()
+    initial_rm = VerifyRM.from_pretrained(tiny_rm_path, device="cpu").model.state_dict()
+    assert all(saved_rm[k].shape == initial_rm[k].shape for k in initial_rm)
+    assert any(not torch.equal(saved_rm[k], initial_rm[k]) for k in initial_rm)

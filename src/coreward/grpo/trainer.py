@@ -173,8 +173,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
 
         prepared = super()._prepare_for_training(*args, **kwargs)
         if self.accelerator.num_processes > 1:  # a single process has nothing to report
-            print_once(sharding_report(self.accelerator, {"policy": self.model_wrapped,
-                                                          "reference": getattr(self, "ref_model", None)}))
+            models = {"policy": self.model_wrapped, "reference": getattr(self, "ref_model", None)}
+            for source in self.reward_sources:  # models a source trains itself (Cooper's RM), on every process
+                models.update(getattr(source, "engine_models", lambda policy: {})(self.policy))
+            print_once(sharding_report(self.accelerator, models))
         return prepared
 
     @property

@@ -23,7 +23,8 @@ a static RM (`model`) never sees it. Positives are rule-verified, so they are pr
 Several processes: every process holds the whole batch (see `rewards/base.py`). Scoring is split across
 them; the assistant is called once, on the main process, batched over all prompts, and its negatives are
 broadcast, so every process has the same pairs; the RM update (`rm/learner.py`) is data-parallel with one
-result, so the RMs stay identical.
+result, so the RMs stay identical. Under FSDP2 / DeepSpeed ZeRO-2 / ZeRO-3 the RM is sharded like the policy
+(`rm/sharding.py`; `device: auto` only: an RM on a device of its own stays whole).
 """
 
 from __future__ import annotations

@@ -89,6 +89,10 @@ def score_unique(rm: VerifyRM, triples: list[tuple[str, str, str]]) -> list[floa
 
     A group's rollouts repeat more and more as GRPO makes the policy confident; scoring a repeat again is waste.
     """
+    if getattr(rm, "sharded", False):  # every process must make the same forward passes (rm/sharding.py)
+        from coreward.rm.sharding import score_unique as lockstep_score_unique
+
+        return lockstep_score_unique(rm, triples)
     unique = list(dict.fromkeys(triples))
     scores = distributed_map(lambda part: rm.score(*map(list, zip(*part))) if part else [], unique)
     by_triple = dict(zip(unique, scores))

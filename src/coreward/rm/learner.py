@@ -11,6 +11,9 @@ process backpropagates its share, the gradients are summed across processes (all
 applies the same clip and AdamW step to the same summed gradient. That is element-wise arithmetic on
 bitwise-identical inputs, so the RMs stay bitwise identical, even on GPUs whose backward kernels are not
 deterministic, and the work is split instead of repeated on every process.
+
+Sharded (`sharding`: the policy's FSDP2 / ZeRO-2 / ZeRO-3, see rm/sharding.py): the same schedule and loss, but
+the RM's parameters and optimizer state are split across the processes, and the engine reduces the gradients.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ class RMLearner:
 
     def __init__(self, rm, lr: float = 1e-5, weight_decay: float = 0.01, batch_size: int = 32,
                  max_grad_norm: float = 1.0, minibatch_size: int | None = None, epochs: int = 1,
-                 warmup_ratio: float = 0.0, optimizer_offload: bool = False, step_without_pairs: bool = False):
+                 warmup_ratio: float = 0.0, optimizer_offload: bool = False, step_without_pairs: bool = False,
+                 sharding=None):
         self.rm = rm
         self.step_without_pairs = step_without_pairs
         self.lr = lr
@@ -75,6 +79,11 @@ class RMLearner:
         self.updates = 0  # optimizer steps taken
         self.skipped = 0  # steps skipped for a non-finite gradient norm
         self.calls = 0  # RL steps whose pairs were learned (seeds the shuffles)
+        self.sharding = None  # a ShardedRM (rm/sharding.py) when the RM is sharded like the policy
+        if sharding is not None:
+            from coreward.rm.sharding import ShardedRM
+
+            self.sharding = ShardedRM(self, sharding, weight_decay, optimizer_offload)
 
     def set_learning_rate(self, step: int, total_steps: int) -> float:
         """Linear warmup over the first `warmup_ratio` of `total_steps` RL steps, then the base rate."""
@@ -119,19 +128,32 @@ class RMLearner:
         # sums over this process's share of the pairs: loss, σ(s⁺), σ(s⁻), s⁺ > s⁻
         sums = torch.zeros(4, dtype=torch.float64)
         rank, size = world()
-        start, stop = shard_bounds(len(pairs), rank, size)
         chunk = max(1, self.batch_size // 2)  # a pair is two sequences
-        for first in range(start, stop, chunk):
-            part = pairs[first : min(first + chunk, stop)]
+        if self.sharding is None:
+            start, stop = shard_bounds(len(pairs), rank, size)
+            ranges = [(first, min(first + chunk, stop)) for first in range(start, stop, chunk)]
+        else:  # every process makes the same number of passes; a padding pass (empty range) counts 0
+            from coreward.rm.sharding import lockstep_ranges
+
+            ranges = lockstep_ranges(len(pairs), chunk)
+        for n, (first, stop) in enumerate(ranges):
+            part = pairs[first:stop] or pairs[:1]
             logits = self.rm.logits([p.question for p in part] * 2, [p.reference for p in part] * 2,
                                     [p.positive for p in part] + [p.negative for p in part])
             s_pos, s_neg = logits[: len(part)], logits[len(part) :]
-            losses = pairwise_loss(s_pos, s_neg)
-            (losses.sum() / len(pairs)).backward()  # summed over chunks and processes: the mean over all pairs
-            sums += torch.stack([losses.sum(), s_pos.sigmoid().sum(), s_neg.sigmoid().sum(),
-                                 (s_pos > s_neg).sum()]).detach().double().cpu()
+            losses = pairwise_loss(s_pos, s_neg) * (1.0 if stop > first else 0.0)
+            loss = losses.sum() / len(pairs)  # summed over chunks and processes: the mean over all pairs
+            loss.backward() if self.sharding is None else self.sharding.backward(loss, last=n == len(ranges) - 1)
+            if stop > first:
+                sums += torch.stack([losses.sum(), s_pos.sigmoid().sum(), s_neg.sigmoid().sum(),
+                                     (s_pos > s_neg).sum()]).detach().double().cpu()
         if size > 1:
             sums = self._sum_across_processes(sums)
+        if self.sharding is not None:  # the engine clips and steps (or skips) and clears the gradients
+            grad_norm, stepped = self.sharding.clip_and_step(self)
+            self.updates, self.skipped = self.updates + stepped, self.skipped + (not stepped)
+            model.eval()
+            return sums, grad_norm
         grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
         if torch.isfinite(grad_norm):
             self._optimizer_step()
@@ -146,10 +168,23 @@ class RMLearner:
         return sums, float(grad_norm)
 
     def _step_without_pairs(self) -> dict[str, float]:
-        """`epochs` AdamW steps on a zero gradient (the same on every process: no data, no all-reduce)."""
+        """`epochs` AdamW steps on a zero gradient (the same on every process: no data, no all-reduce).
+
+        Under DeepSpeed the RM's engine steps only after its own backward, and there is no pair to run one on:
+        the step is skipped there (with a warning); FSDP2 shards step like a replicated RM."""
+        if self.sharding is not None and self.sharding.engine is not None:
+            if not getattr(self, "_warned_no_pair_step", False):
+                logger.warning("cooper: step_without_pairs is not applied to a DeepSpeed-sharded RM (no pair to run "
+                               "its engine's backward on): steps without pairs leave it as it is")
+                self._warned_no_pair_step = True
+            return {"rm/lr": self.optimizer.param_groups[0]["lr"]}
         for _ in range(self.epochs):
             for p in self.parameters:
                 p.grad = torch.zeros_like(p)  # zeros, not None: AdamW skips a parameter whose grad is None
+            if self.sharding is not None:  # FSDP2: DTensor zeros, stepped by the sharding (clears the gradients)
+                self.sharding.clip_and_step(self)
+                self.updates += 1
+                continue
             self._optimizer_step()
             self.updates += 1
             self.optimizer.zero_grad(set_to_none=True)
@@ -173,7 +208,7 @@ class RMLearner:
         """All-reduce every gradient (a process without pairs contributes zeros) and the metric sums."""
         import torch.distributed as dist
 
-        for p in self.parameters:
+        for p in self.parameters if self.sharding is None else []:  # a sharded RM's engine reduces its own
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             dist.all_reduce(p.grad)
@@ -182,9 +217,15 @@ class RMLearner:
         return sums.cpu()
 
     def save(self, directory: Path) -> None:
-        """Weights (HF format, atomic), optimizer state and counters."""
-        self.rm.save_pretrained(directory / RM_DIR)
-        torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
+        """Weights (HF format, atomic), optimizer state and counters. Sharded: called on every process (the
+        RM is gathered), the main process writes the weights and counters."""
+        if self.sharding is not None:
+            self.sharding.save(self, directory, RM_DIR, OPTIMIZER_FILE)
+            if world()[0] != 0:
+                return
+        else:
+            self.rm.save_pretrained(directory / RM_DIR)
+            torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
         (directory / STATE_FILE).write_text(json.dumps({"updates": self.updates, "skipped": self.skipped,
                                                         "calls": self.calls}))
 
@@ -193,7 +234,11 @@ class RMLearner:
         """The learner `save` wrote: same weights, same optimizer moments and step counts."""
         rm = VerifyRM.from_pretrained(directory / RM_DIR, device=device, dtype=dtype, batch_size=settings["batch_size"])
         learner = cls(rm, **settings)
-        learner.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=load_location(learner.rm.device)))
+        if learner.sharding is not None:  # the whole RM was loaded and sharded; now the optimizer's shards
+            learner.sharding.load(learner, directory)
+        else:
+            learner.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE,
+                                                         map_location=load_location(learner.rm.device)))
         state = json.loads((directory / STATE_FILE).read_text())
         learner.updates, learner.skipped = state["updates"], state["skipped"]
         learner.calls = state.get("calls", 0)

@@ -57,13 +57,17 @@ class RMOwner:
     def get_learner(self, policy: Any = None) -> RMLearner:
         """The RM and its optimizer, on the policy's device: from the checkpoint when resuming, else from `rm`."""
         if self.learner is None:
+            from coreward.rm.sharding import sharding_for
+
             p = self.params
             device = policy.device if p.device == "auto" and policy is not None else p.device
+            sharding = sharding_for(policy) if p.device == "auto" else None  # the policy's engine's (rm/sharding.py)
             if self._resume_from is not None:
-                self.learner = RMLearner.load(self._resume_from, device, dtype=p.rm_dtype, **self.learner_settings)
+                self.learner = RMLearner.load(self._resume_from, device, dtype=p.rm_dtype, sharding=sharding,
+                                              **self.learner_settings)
             else:
                 rm = VerifyRM.from_pretrained(p.rm, device=device, dtype=p.rm_dtype, batch_size=p.batch_size)
-                self.learner = RMLearner(rm, **self.learner_settings)
+                self.learner = RMLearner(rm, sharding=sharding, **self.learner_settings)
             self.learner.rm.use_cut(p.rm_cut)
         return self.learner
 
@@ -76,8 +80,12 @@ class RMOwner:
     def save_state(self, directory: Path) -> None:
         from coreward.runtime.distributed import world
 
-        if self.learner is not None and world()[0] == 0:  # the RM is the same on every process: one writes
-            self.learner.save(Path(directory))
+        if self.learner is not None and (world()[0] == 0 or self.learner.sharding is not None):
+            self.learner.save(Path(directory))  # replicated: one process writes; sharded: all gather, one writes
+
+    def engine_models(self, policy: Any) -> dict[str, Any]:
+        """The RM for the engine line printed at start (built now, sharded like the policy)."""
+        return {"rm": self.get_learner(policy).rm.model}
 
     def export_models(self, directory: Path) -> dict[str, Path]:
         """The RM `save_state` wrote in HF format: `VerifyRM.from_pretrained` (or transformers'

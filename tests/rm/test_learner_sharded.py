@@ -1,0 +1,124 @@
+"""Cooper's RM sharded like the policy (rm/sharding.py), 2 gloo processes on CPU under torchrun: FSDP2, DeepSpeed
+ZeRO-3 and ZeRO-2. The sharded learner must be the replicated one, split: the same scores, and after the same
+pairs (5 pairs, so the processes' shares differ and one pads its passes; 2 epochs, so 2 optimizer steps per
+update) the same weights within float tolerance. Its checkpoint is a whole RM `VerifyRM.from_pretrained` loads,
+and a learner resumed from it and sharded again takes a next step equal to the replicated learner's next step
+(which needs the AdamW moments back, not just the weights).
+
+    python -m pytest -q tests/rm/test_learner_sharded.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+SETTINGS = dict(lr=0.02, weight_decay=0.01, batch_size=4, epochs=2)
+
+
+def pairs():
+    from coreward.rm.learner import Pair
+
+    return [Pair(f"{a}+{b}=", str(a + b), f"{a}+{b}=#{a + b}", f"{a}+{b}=#{a + b + 1 + i}")
+            for i, (a, b) in enumerate([(1, 2), (3, 4), (5, 6), (7, 1), (2, 2)])]
+
+
+def triples():
+    return [("1+2=", "3", "#3"), ("1+2=", "3", "#4"), ("3+4=", "7", "#7")]
+
+
+def worker(engine: str, rm_path: str, out: str, offload: bool) -> None:
+    from accelerate.state import PartialState
+
+    from coreward.grpo.engines import partitioned_count
+    from coreward.rm.learner import RMLearner
+    from coreward.rm.model import VerifyRM
+    from coreward.rm.sharding import Sharding, score_unique
+
+    state = PartialState(cpu=True)
+    if engine != "fsdp2":
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="gloo")
+    out = Path(out)
+    sharding = Sharding(engine)
+    rm = VerifyRM.from_pretrained(rm_path, device="cpu", batch_size=SETTINGS["batch_size"])
+    learner = RMLearner(rm, **SETTINGS, optimizer_offload=offload, sharding=sharding)
+    counts = partitioned_count(learner.rm.model)
+    scores = score_unique(learner.rm, triples())
+    metrics = [learner.update(pairs()), learner.update(pairs())]
+    learner.save(out / "first")
+    resumed = RMLearner.load(out / "first", "cpu", **SETTINGS, optimizer_offload=offload, sharding=sharding)
+    metrics.append(resumed.update(pairs()))
+    resumed.save(out / "second")
+    if state.is_main_process:
+        (out / "result.json").write_text(json.dumps({"counts": counts, "scores": scores, "metrics": metrics}))
+
+
+def replicated(rm_path: Path, updates: int, offload: bool):
+    from coreward.rm.learner import RMLearner
+    from coreward.rm.model import VerifyRM
+
+    learner = RMLearner(VerifyRM.from_pretrained(rm_path, device="cpu", batch_size=SETTINGS["batch_size"]),
+                        **SETTINGS, optimizer_offload=offload)
+    metrics = [learner.update(pairs()) for _ in range(updates)]
+    return learner, metrics
+
+
+def has_deepspeed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("deepspeed") is not None
+
+
+needs_deepspeed = pytest.mark.skipif(not has_deepspeed(), reason='the deepspeed extra: pip install -e ".[deepspeed]"')
+
+
+@pytest.mark.parametrize("engine,offload", [("fsdp2", False), ("fsdp2", True),
+                                            pytest.param("zero3", False, marks=needs_deepspeed),
+                                            pytest.param("zero2", False, marks=needs_deepspeed)])
+def test_sharded_learner_equals_replicated_and_resumes(engine, offload, tiny_rm_path, tmp_path):
+    from coreward.rm.model import VerifyRM
+    from tests.helpers.kill_resume import free_port
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+               __file__, engine, str(tiny_rm_path), str(tmp_path), "1" if offload else "0"]
+    done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+
+    partial, total = result["counts"]
+    assert total > 0 and (partial == 0 if engine == "zero2" else partial > 0)  # ZeRO-2: whole weights, split optimizer
+
+    learner, metrics = replicated(tiny_rm_path, 2, offload)
+    assert result["scores"] == pytest.approx(VerifyRM.from_pretrained(tiny_rm_path, device="cpu").score(
+        *map(list, zip(*triples()))), abs=1e-6)
+    for name in ("rm/loss", "rm/train_pair_accuracy", "rm/grad_norm"):
+        assert [m[name] for m in result["metrics"][:2]] == pytest.approx([m[name] for m in metrics], abs=1e-5), name
+    initial = VerifyRM.from_pretrained(tiny_rm_path, device="cpu").model.state_dict()
+    for checkpoint, expected in (("first", learner.rm.model.state_dict()), ("second", None)):
+        if expected is None:  # one more update on both sides: equal only if the optimizer's moments came back
+            learner.update(pairs())
+            expected = learner.rm.model.state_dict()
+        saved = VerifyRM.from_pretrained(tmp_path / checkpoint / "rm", device="cpu").model.state_dict()
+        assert sorted(saved) == sorted(expected)
+        for key in expected:
+            # AdamW divides by √v: where a gradient is tiny, a rounding difference of the reduction order
+            # moves the update by more than ε; 1e-4 is 0.5% of one step's size (lr), far below what learning moved
+            assert torch.allclose(saved[key], expected[key], atol=1e-4, rtol=0), (checkpoint, key)
+    assert any(not torch.equal(saved[k], initial[k]) for k in initial)  # the RM learned
+    # the checkpoint names the model's own class (FSDP2 renames it to FSDP<class> while sharded)
+    architectures = json.loads((tmp_path / "first" / "rm" / "config.json").read_text())["architectures"]
+    assert architectures == [type(learner.rm.model).__name__]
+
+
+if __name__ == "__main__":
+    worker(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1")
