@@ -22,10 +22,11 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 import coreward.rewards.co_rewarding_2  # noqa: F401  (registers the source)
-from coreward.runtime.config import load_config
 from coreward.grpo.config import RewardSpec, TrainConfig
-from coreward.runtime.metrics import read_metrics
 from coreward.grpo.train import run_training
+from coreward.runtime.config import load_config
+from coreward.runtime.metrics import read_metrics
+
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "demo" / "co_rewarding_2.yaml"
 COLUMNS = ("wall", "cpu", "time/generation", "time/teacher_generation", "time/reward", "time/update",

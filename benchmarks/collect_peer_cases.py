@@ -36,6 +36,7 @@ import re
 import warnings
 from pathlib import Path
 
+
 DECIMAL_COMMA = re.compile(r"(?<![\d,])(?:0,\d+|\d+,(?:\d{1,2}|\d{4,}))(?![\d,])")
 NON_DEFAULT_OPTIONS = {"allow_set_relation_comp": False, "strict": True}  # math-verify's defaults
 

@@ -18,16 +18,17 @@ import statistics
 import tempfile
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs" / "demo"
 
 
 def run(method: str, steps: int, overrides: list[str]) -> list[dict]:
     """Per-step metrics rows of a `steps`-step run, the first step left out."""
-    from coreward.runtime.config import load_config
     from coreward.grpo.config import TrainConfig
-    from coreward.runtime.metrics import read_metrics
     from coreward.grpo.train import run_training
+    from coreward.runtime.config import load_config
+    from coreward.runtime.metrics import read_metrics
 
     config = load_config(TrainConfig, CONFIGS / f"{method}.yaml",
                          ["data.eval_every=0", f"grpo.save_steps={steps + 1}", *overrides])

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+
 # name -> `--set` overrides of the Cooper params (policy lr/steps are the stress setting's)
 VARIANTS = {
     "default": [],  # one AdamW step on all of a step's pairs, RM lr 1e-4, float32
@@ -94,7 +95,7 @@ def plot(run_dirs: list[Path], path: Path) -> None:
     # above it, as `coreward demo --seeds` writes), so demo runs of several seeds read side by side
     colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(d.name for d in run_dirs))}
     seeds = {d: next((part for part in d.parts if part.startswith("seed-")), "") for d in run_dirs}
-    styles = {seed: style for seed, style in zip(dict.fromkeys(seeds.values()), ("-", "--", ":", "-."))}
+    styles = dict(zip(dict.fromkeys(seeds.values()), ("-", "--", ":", "-.")))
     for run_dir in run_dirs:
         rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "reward" in r]
         label = f"{DISPLAY.get(run_dir.name, run_dir.name)} {seeds[run_dir]}".strip()

@@ -20,9 +20,10 @@ import time
 from coreward.data.benchmarks import load_benchmark
 from coreward.evaluation import evaluate
 from coreward.evaluation.backends import HFBackend, load_model
-from coreward.runtime.devices import load_tokenizer
 from coreward.evaluation.evaluate import DEMO_HELDOUT_PROBLEMS, resolve_model_path
+from coreward.runtime.devices import load_tokenizer
 from coreward.verify import Verifier
+
 
 N = 8
 TEMPERATURE, TOP_P = 0.7, 0.95

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+
 # the kill-and-resume harness and the tiny-model builders are test machinery, kept in tests/helpers
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -97,12 +98,12 @@ STATE_FILES = {
 
 
 def cycle(method: str, seed: int, steps: int, kills: int, policy: Path, rm: Path, root: Path, nproc: int = 1) -> dict:
-    from coreward.runtime.config import load_config
-    from coreward.grpo.config import TrainConfig
-    from tests.helpers.kill_resume import PHASES, check_checkpoint, kill_and_resume, launch, train_command
-    from coreward.runtime.metrics import read_metrics
-    from coreward.grpo.train import run_training
     from coreward.grpo.checkpoints import complete_checkpoints
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.train import run_training
+    from coreward.runtime.config import load_config
+    from coreward.runtime.metrics import read_metrics
+    from tests.helpers.kill_resume import PHASES, check_checkpoint, kill_and_resume, launch, train_command
 
     config = CONFIGS / f"{method}.yaml"
     overrides = overrides_for(method, policy, rm, seed, nproc)

@@ -27,6 +27,7 @@ from coreward.rewards.voting import extract, majority_votes
 from coreward.runtime.devices import load_tokenizer
 from coreward.verify import Verifier
 
+
 _LAST_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 

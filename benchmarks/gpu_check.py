@@ -51,23 +51,24 @@ import threading
 import time
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[1]
 PARTS = ("rule", "cooper", "cooper_rm_own_device", "cooper_sharded", "rm_update", "co_rewarding_2", "eval_vllm")
 
 # Qwen2.5-1.5B's config.json (written here: nothing is fetched)
-QWEN25_15B = dict(
-    vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-    num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
-    tie_word_embeddings=True, hidden_act="silu", max_window_layers=21, sliding_window=None, use_sliding_window=False,
-)
+QWEN25_15B = {
+    "vocab_size": 151936, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28, "num_attention_heads": 12,
+    "num_key_value_heads": 2, "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True, "hidden_act": "silu", "max_window_layers": 21, "sliding_window": None, "use_sliding_window": False,
+}
 # tiny: the same architecture at the demo's scale (head size 32, which vLLM's CPU attention supports)
-TINY = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=512, rope_theta=10000.0, rms_norm_eps=1e-6,
-            tie_word_embeddings=True, hidden_act="silu")
+TINY = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "max_position_embeddings": 512, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": True, "hidden_act": "silu"}
 
 # per-step work: (prompts x completions, completion tokens); the GPU sizes are a small real batch
-GPU_BATCH = dict(prompts=8, generations=8, completion_tokens=512, vllm_memory=0.3)
-TINY_BATCH = dict(prompts=2, generations=4, completion_tokens=16, vllm_memory=0.1)
+GPU_BATCH = {"prompts": 8, "generations": 8, "completion_tokens": 512, "vllm_memory": 0.3}
+TINY_BATCH = {"prompts": 2, "generations": 4, "completion_tokens": 16, "vllm_memory": 0.1}
 
 
 # --------------------------------------------------------------------------- models
@@ -101,8 +102,8 @@ def build_models(root: Path, tiny: bool) -> tuple[Path, Path]:
 
     tokenizer = standin_tokenizer(None if tiny else QWEN25_15B["vocab_size"])
     shape = {**TINY, "vocab_size": len(tokenizer)} if tiny else QWEN25_15B
-    ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-               pad_token_id=tokenizer.pad_token_id)
+    ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+               "pad_token_id": tokenizer.pad_token_id}
     torch.manual_seed(0)
     policy = Qwen2ForCausalLM(Qwen2Config(**shape, **ids)).to(torch.float32 if tiny else torch.bfloat16)
     policy.generation_config.pad_token_id = tokenizer.pad_token_id

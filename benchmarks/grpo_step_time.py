@@ -13,14 +13,15 @@ import statistics
 import tempfile
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def measure(config: str, steps: int, overrides: list[str]) -> dict[str, float]:
-    from coreward.runtime.config import load_config
     from coreward.grpo.config import TrainConfig
-    from coreward.runtime.metrics import read_metrics
     from coreward.grpo.train import run_training
+    from coreward.runtime.config import load_config
+    from coreward.runtime.metrics import read_metrics
 
     cfg = load_config(TrainConfig, config, ["data.eval_every=0", f"grpo.save_steps={steps + 1}", *overrides])
     with tempfile.TemporaryDirectory() as tmp:

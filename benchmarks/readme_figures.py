@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[1]
 
 # name -> the command the README's table gives (run from the repository root)

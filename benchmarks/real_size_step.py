@@ -22,14 +22,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Qwen2.5-0.5B's config.json (written here: nothing is fetched)
-QWEN25_05B = dict(
-    vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-    num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
-    tie_word_embeddings=True, hidden_act="silu", max_window_layers=21, sliding_window=None, use_sliding_window=False,
-)
+QWEN25_05B = {
+    "vocab_size": 151936, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+    "num_key_value_heads": 2, "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True, "hidden_act": "silu", "max_window_layers": 21, "sliding_window": None, "use_sliding_window": False,
+}
 
 
 def build_models(root: Path, dtype: str) -> tuple[Path, Path]:
@@ -41,8 +42,8 @@ def build_models(root: Path, dtype: str) -> tuple[Path, Path]:
     from coreward.rm.model import VerifyRM
 
     tokenizer = build_demo_tokenizer()
-    ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-               pad_token_id=tokenizer.pad_token_id)
+    ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+               "pad_token_id": tokenizer.pad_token_id}
     torch.manual_seed(0)
     policy = Qwen2ForCausalLM(Qwen2Config(**QWEN25_05B, **ids)).to(getattr(torch, dtype))
     policy.generation_config.pad_token_id = tokenizer.pad_token_id

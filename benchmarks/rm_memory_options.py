@@ -42,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+
 OPTIONS = {"fp32": ("float32", False), "bf16": ("bfloat16", False),
            "fp32-offload": ("float32", True), "bf16-offload": ("bfloat16", True)}
 SHARDED = {"fsdp2": ("fsdp2", False), "fsdp2-offload": ("fsdp2", True), "zero3": ("zero3", False),
@@ -251,7 +252,7 @@ def main() -> None:
             if done.returncode != 0:
                 raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
             r = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
-            gb = lambda key: f"{r[key] / 1e9:.2f}"  # noqa: E731
+            gb = lambda key, r=r: f"{r[key] / 1e9:.2f}"  # noqa: E731
             rows.append([name, str(processes), f"{r['parameters'] / 1e6:.0f}M", gb("weights_bytes"), gb("grad_bytes"),
                          gb("optimizer_bytes"), gb("device_bytes"), f"{r['device_bytes'] / r['parameters']:.1f}",
                          gb("offloaded_bytes"), gb("peak_rss_bytes"), f"{r['update_s']:.2f}"])

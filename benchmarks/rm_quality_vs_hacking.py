@@ -19,6 +19,7 @@ import json
 import tempfile
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -45,8 +46,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from coreward.data.benchmarks import load_benchmark
-    from coreward.demo.run import Budget, final_metrics, heldout_avg, method_config
     from coreward.demo.policy import ensure_demo_policy
+    from coreward.demo.run import Budget, final_metrics, heldout_avg, method_config
     from coreward.grpo.train import run_training
 
     output = args.output or Path(tempfile.mkdtemp(prefix="rm_quality_"))

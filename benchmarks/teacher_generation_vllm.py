@@ -24,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "demo" / "co_rewarding_2.yaml"
 ROLLOUTS_PER_STEP = 16 * 8  # prompts per step x teacher rollouts per prompt, in the demo config

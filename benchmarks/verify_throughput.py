@@ -25,6 +25,7 @@ from pathlib import Path
 
 from coreward.verify import Verifier
 
+
 GROUPS_PER_SOURCE = 64
 GROUP_SIZE = 8
 PATHOLOGICAL_FRACTION = 0.05

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = ["runtime", "verify", "llm", "data", "rm", "rewards", "evaluation", "grpo", "experiments", "demo", "cli"]
 TOP = {"coreward", "coreward.cli"}  # the public API (`import coreward`) and the command line stand on everything

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((REPO / "benchmarks").glob("*.py"))
 

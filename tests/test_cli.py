@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 
 from coreward.cli import app
 
+
 COMMANDS = [["train"], ["demo"], ["sft"], ["eval"], ["report"], ["map"], ["verify"], ["rephrase"], ["push"],
             ["rm", "train"], ["rm", "annotate"], ["rm", "eval"], ["data", "list"], ["data", "show"], ["data", "export"]]
 

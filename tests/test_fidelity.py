@@ -12,6 +12,7 @@ import yaml
 
 from coreward.runtime.config import read_yaml_with_base
 
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "fidelity.md"
 

@@ -16,6 +16,7 @@ import pytest
 
 from tests.helpers.vllm_cpu import requires_vllm
 
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 QUESTIONS = [("3+4-2=", "5"), ("5+1-3=", "3"), ("2+2-1=", "3"), ("7+1-4=", "4")]

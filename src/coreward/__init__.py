@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+
 __version__ = "0.1.0"
 
 # public name -> module that defines it

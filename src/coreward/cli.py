@@ -13,6 +13,7 @@ import typer
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.quiet import quiet_libraries
 
+
 def _flags_without_a_type(option_class) -> None:
     """typer 0.2x's rich help prints a type after every option, `--resume <bool>` and `--help <bool>` included,
     as if a flag took a value; a flag shows none (presentation only: parsing is click's, untouched)."""
@@ -38,12 +39,12 @@ app = typer.Typer(
 def _register_all() -> None:
     from coreward.data import cli as data_cli
     from coreward.data import rephrase_cli
-    from coreward.verify import cli as verify_cli
-    from coreward.grpo import cli as grpo_cli
     from coreward.demo import cli as demo_cli
     from coreward.evaluation import cli as evaluation_cli
     from coreward.experiments import cli as map_cli
+    from coreward.grpo import cli as grpo_cli
     from coreward.rm import cli as rm_cli
+    from coreward.verify import cli as verify_cli
 
     data_cli.register(app)
     rephrase_cli.register(app)

@@ -12,6 +12,7 @@ import pytest
 from coreward.data.benchmarks import load_named
 from coreward.runtime.errors import CorewardError
 
+
 CARD = """---
 configs:
 - config_name: easy

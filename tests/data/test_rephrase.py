@@ -13,6 +13,7 @@ from coreward.data.rephrase import BEGIN, END, load_rephrasings, parse_rephrasin
 from coreward.runtime.errors import CorewardError
 from tests.helpers.llm_test_server import LLMTestServer
 
+
 Q = "Ann has 12 apples, buys 5, sells 3. How many?"
 
 

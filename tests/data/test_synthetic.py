@@ -19,8 +19,8 @@ from coreward.data.synthetic import (
     parse_demo,
     rephrase_demo,
 )
-from coreward.runtime.errors import CorewardError
 from coreward.demo.model import build_demo_tokenizer
+from coreward.runtime.errors import CorewardError
 from coreward.verify import extract_answer
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from coreward.runtime.errors import CorewardError
 from coreward.demo.run import Budget, Stress, parse_methods, run_demo
+from coreward.runtime.errors import CorewardError
 
 
 def test_demo_runs_methods_and_stress_and_writes_table_results_and_reports(tmp_path):

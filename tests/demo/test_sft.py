@@ -8,12 +8,13 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from coreward.runtime.config import to_dict
 from coreward.data.synthetic import load_demo
-from coreward.runtime.errors import CorewardError
 from coreward.demo import policy as demo_policy
 from coreward.demo.model import build_demo_model, build_demo_tokenizer
 from coreward.demo.sft import DemoSFTConfig, sft_main
+from coreward.runtime.config import to_dict
+from coreward.runtime.errors import CorewardError
+
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = [

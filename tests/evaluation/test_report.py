@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from coreward.runtime.errors import CorewardError
 from coreward.evaluation.plots import ema, load_run
 from coreward.evaluation.report import make_report, run_labels
+from coreward.runtime.errors import CorewardError
+
 
 FIGURES = {"training_reward_accuracy.png", "validation_accuracy.png", "completion_length.png", "reward_model.png",
            "overoptimization.png"}

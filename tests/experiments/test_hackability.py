@@ -10,6 +10,7 @@ import pytest
 from coreward.experiments.hackability import Cell, MapSettings, collect, render_table
 from tests.helpers.runs import RULE_CONFIG, coreward
 
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

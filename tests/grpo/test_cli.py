@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from coreward.grpo.checkpoints import COMPLETE_MARKER, complete_checkpoints
+from coreward.grpo.config import TrainConfig
 from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
-from coreward.grpo.config import TrainConfig
 from coreward.runtime.metrics import read_metrics
-from coreward.grpo.checkpoints import COMPLETE_MARKER, complete_checkpoints
-
 from tests.helpers.runs import RULE_CONFIG, coreward, tiny_train_args  # noqa: F401
+
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 
 from coreward.grpo.compat import NAMES, checkpointing_key, checkpointing_settings
+from coreward.grpo.config import TrainConfig
 from coreward.grpo.train import build_grpo_args
 from coreward.runtime.config import load_config
-from coreward.grpo.config import TrainConfig
+
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 

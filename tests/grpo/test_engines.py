@@ -12,6 +12,7 @@ from coreward.grpo.train import build_grpo_args
 from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
 
+
 RULE = Path(__file__).resolve().parents[2] / "configs" / "demo" / "rule.yaml"
 
 

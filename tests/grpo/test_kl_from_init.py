@@ -10,6 +10,7 @@ import torch
 from coreward.grpo.kl_from_init import frozen_copy, sequence_k3
 from tests.helpers.runs import RULE_CONFIG, coreward, tiny_train_args
 
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

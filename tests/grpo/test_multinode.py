@@ -37,6 +37,7 @@ from tests.grpo.test_sharded import assert_close, three_methods
 from tests.helpers.kill_resume import launch, train_command
 from tests.helpers.multinode import REPO, launch_nodes
 
+
 MULTI_NODE = REPO / "configs" / "accelerate" / "multi_node_cpu.yaml"
 MAX_STEPS = 3
 

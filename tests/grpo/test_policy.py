@@ -18,6 +18,7 @@ import pytest
 
 from tests.helpers.vllm_cpu import ROOT, requires_vllm, run_coreward
 
+
 pytestmark = requires_vllm
 
 LOGP_DIFF = "sampling/sampling_logp_difference/mean"

@@ -20,6 +20,7 @@ from coreward.runtime.metrics import read_metrics
 from tests.helpers.kill_resume import free_port
 from tests.helpers.runs import coreward, tiny_train_args
 
+
 STEPS = 6
 
 

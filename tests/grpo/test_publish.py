@@ -14,6 +14,7 @@ from coreward.grpo.publish import model_card, push, push_plan, write_model_card
 from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
 
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "demo"

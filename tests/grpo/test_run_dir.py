@@ -19,6 +19,7 @@ from coreward.runtime.errors import CorewardError
 from coreward.runtime.metrics import read_metrics
 from tests.helpers.runs import REPO, coreward, tiny_train_args
 
+
 PLANTED = "sk-planted-0123456789abcdef"
 
 

@@ -27,6 +27,7 @@ from safetensors.torch import load_file
 from coreward.runtime.metrics import read_metrics
 from tests.helpers.kill_resume import kill_and_resume, launch, train_command
 
+
 REPO = Path(__file__).resolve().parents[2]
 ACCELERATE = REPO / "configs" / "accelerate"
 MAX_STEPS = 3

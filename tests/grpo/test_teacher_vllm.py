@@ -16,6 +16,7 @@ from pathlib import Path
 from tests.grpo.test_policy import LOGP_DIFF, SYNCED, train
 from tests.helpers.vllm_cpu import requires_vllm
 
+
 pytestmark = requires_vllm
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from coreward.grpo.config import TrainConfig
 from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
-from coreward.grpo.config import TrainConfig
+
 
 REPO = Path(__file__).resolve().parents[2]
 RULE = REPO / "configs" / "demo" / "rule.yaml"

@@ -14,6 +14,7 @@ from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.metrics import read_metrics
 
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 RULE = Path(__file__).resolve().parents[2] / "configs" / "demo" / "rule.yaml"

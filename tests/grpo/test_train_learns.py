@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coreward.runtime.config import load_config
-from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.grpo.config import TrainConfig
-from coreward.runtime.metrics import read_metrics
 from coreward.grpo.train import run_training
+from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.runtime.config import load_config
+from coreward.runtime.metrics import read_metrics
+
 
 RULE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo" / "rule.yaml"
 

@@ -64,8 +64,8 @@ def test_every_stateless_reward_source_trains_on_two_processes(memorized_policy,
     """`coreward train` under torchrun (2 processes, gloo) with Co-rewarding-I's paired batches and the static
     RM, majority, self-certainty and entropy rewards side by side, periodic evaluation on: it runs to the end
     and every source logs every step. (Cooper and Co-rewarding-II have two-process tests of their own.)"""
-    from tests.helpers.kill_resume import launch, train_command
     from coreward.runtime.metrics import read_metrics
+    from tests.helpers.kill_resume import launch, train_command
 
     sources = ["co_rewarding_1", "model", "majority", "self_certainty", "entropy"]
     config = tmp_path / "all_sources.yaml"
@@ -114,7 +114,6 @@ def test_per_view_loss_runs_with_both_views_in_each_micro_batch(tmp_path, monkey
     from coreward.grpo.train import run_training
     from coreward.runtime.config import load_config
     from coreward.runtime.errors import CorewardError
-
     from coreward.runtime.metrics import read_metrics
 
     config_path = Path(__file__).resolve().parents[2] / "configs" / "demo" / "co_rewarding_1.yaml"

@@ -19,18 +19,19 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from coreward.runtime.config import load_config
-from coreward.rewards.base import RewardSource, register
+from coreward.grpo.checkpoints import complete_checkpoints
 from coreward.grpo.config import TrainConfig
+from coreward.grpo.trainer import CorewardGRPOTrainer
+from coreward.rewards.base import RewardSource, register
+from coreward.runtime.config import load_config
+from coreward.runtime.metrics import read_metrics
 from tests.helpers.kill_resume import (
     FAULT_ENV,
     check_checkpoint,
     kill_and_resume,
     parse_faults,
 )
-from coreward.runtime.metrics import read_metrics
-from coreward.grpo.checkpoints import complete_checkpoints
-from coreward.grpo.trainer import CorewardGRPOTrainer
+
 
 REPO = Path(__file__).resolve().parents[2]
 RULE = REPO / "configs" / "demo" / "rule.yaml"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import torch
 
 from coreward.grpo.samplers import balanced_view_shuffle
+
 
 REPO = Path(__file__).resolve().parents[2]
 

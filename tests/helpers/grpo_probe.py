@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tests.helpers.kill_resume import free_port
 
+
 WORKER = Path(__file__).parent / "grpo_probe_worker.py"
 G = 4
 

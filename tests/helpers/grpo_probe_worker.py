@@ -73,8 +73,8 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward
     from trl import GRPOConfig
 
     from coreward.data.synthetic import load_demo
-    from coreward.rewards import registered_sources
     from coreward.grpo.trainer import CorewardGRPOTrainer
+    from coreward.rewards import registered_sources
     from coreward.verify import Verifier
 
     class RecordingTrainer(CorewardGRPOTrainer):

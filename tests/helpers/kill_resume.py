@@ -19,6 +19,7 @@ from pathlib import Path
 from coreward.grpo.checkpoints import checkpoint_step
 from coreward.runtime.faults import FAULT_ENV, FAULT_RANK_ENV, MAIN_PROCESS_PHASES, PHASES, parse_faults  # noqa: F401
 
+
 # --------------------------------------------------------------------------- a kill-and-resume harness
 # Used by tests/grpo/test_trainer_faults.py and benchmarks/fault_injection.py: run `coreward train` in a subprocess, kill it
 # (at a named point, or after a random delay), resume it, and record what each resume picked up.

@@ -24,6 +24,7 @@ from collections import Counter, defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
+
 STEPS = {"ok", "500", "429", "slow", "malformed", "empty", "no_choices", "close"}
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from coreward.runtime.faults import FAULT_ENV, FAULT_RANK_ENV
 from tests.helpers.kill_resume import _kill_group, free_port, train_command
 
+
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_NODE = REPO / "configs" / "slurm" / "launch_node.sh"
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[2]
 RULE_CONFIG = REPO / "configs" / "demo" / "rule.yaml"
 

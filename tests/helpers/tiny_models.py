@@ -54,8 +54,8 @@ def build_memorized_policy(directory: str | Path, problems: int = 4, steps: int 
 
 def build_random_rm(directory: str | Path) -> Path:
     """A random tiny VerifyRM (hidden 32, 2 layers) saved to `directory` (its backbone beside it)."""
-    from coreward.rm.model import VerifyRM
     from coreward.demo.model import build_demo_model, build_demo_tokenizer
+    from coreward.rm.model import VerifyRM
 
     directory = Path(directory)
     tokenizer = build_demo_tokenizer()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -13,6 +12,7 @@ from coreward.llm import (
     HFLocalGenerator,
     build_generator,
 )
+
 
 FAST = {"backoff_s": 0.01, "timeout_s": 2.0, "max_retries": 4, "deadline_s": 20.0}
 

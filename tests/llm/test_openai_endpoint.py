@@ -12,14 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from coreward.runtime.errors import CorewardError
-from tests.helpers.kill_resume import free_port
 from coreward.llm import (
     GenerationRequest,
     OpenAIEndpointGenerator,
     build_generator,
 )
+from coreward.runtime.errors import CorewardError
+from tests.helpers.kill_resume import free_port
 from tests.helpers.llm_test_server import LLMTestServer
+
 
 FAST = {"backoff_s": 0.01, "timeout_s": 2.0, "max_retries": 4, "deadline_s": 20.0}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from coreward.grpo.samplers import PairedRepeatSampler, paired_rows
 from coreward.rewards.base import RolloutBatch
 from coreward.rewards.co_rewarding_1 import CrossViewReward
-from coreward.grpo.samplers import PairedRepeatSampler, paired_rows
 from tests.helpers.grpo_probe import run_worker
 
 

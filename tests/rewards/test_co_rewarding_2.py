@@ -15,7 +15,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from coreward.runtime.errors import CorewardError
 from coreward.rewards.co_rewarding_2 import CoRewarding2Reward
 from coreward.rewards.ema_teacher import (
     STATE_FILE,
@@ -26,9 +25,11 @@ from coreward.rewards.ema_teacher import (
     cosine_alpha,
     full_pairs,
 )
+from coreward.runtime.errors import CorewardError
 from coreward.verify import Verifier
 from tests.helpers.batches import batch_of
 from tests.helpers.kill_resume import free_port  # the same hand-built groups
+
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "demo" / "co_rewarding_2.yaml"
@@ -144,9 +145,9 @@ def test_pseudo_labels_from_hand_built_teacher_rollouts(verifier):
 
 # ---------------------------------------------------------------------------------- real runs
 def train(policy: Path, run_dir: Path, max_steps: int, *overrides: str, resume: bool = False, config: Path = CONFIG):
-    from coreward.runtime.config import load_config
     from coreward.grpo.config import TrainConfig
     from coreward.grpo.train import run_training
+    from coreward.runtime.config import load_config
 
     config = load_config(TrainConfig, config, [
         f"model.name_or_path={policy}", "grpo.per_device_train_batch_size=16", "grpo.max_completion_length=12",
@@ -312,7 +313,7 @@ def test_teacher_rolls_out_the_rephrased_question(tmp_path, monkeypatch):
     real = trainer_module.CorewardGRPOTrainer._calculate_rewards
 
     def capture(self, inputs, prompts, completions, completion_ids_list):
-        captured.setdefault("prompts", [p for p in prompts])
+        captured.setdefault("prompts", list(prompts))
         return real(self, inputs, prompts, completions, completion_ids_list)
 
     monkeypatch.setattr(trainer_module.CorewardGRPOTrainer, "_calculate_rewards", capture)

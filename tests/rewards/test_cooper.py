@@ -23,15 +23,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from coreward.data.synthetic import VERIFIABLE_FORMATS, demo_problems
-from coreward.runtime.errors import CorewardError
+from coreward.demo.model import build_demo_model, build_demo_tokenizer
 from coreward.llm import GenerationResult, OpenAIEndpointGenerator
 from coreward.rewards.base import RolloutBatch
-from coreward.demo.rows import demo_eval_rows
 from coreward.rewards.cooper import CooperReward, select_positives
-from coreward.rm.evaluate import evaluate_rm, pair_accuracy
-from coreward.rm.learner import RM_DIR, Pair, RMLearner, pairwise_loss
 from coreward.rm.assistant import (
-    write_negatives,
     USER_TEMPLATE,
     Assistant,
     LLMAssistant,
@@ -39,11 +35,15 @@ from coreward.rm.assistant import (
     PerturbationAssistant,
     build_assistant,
     perturb,
+    write_negatives,
 )
+from coreward.rm.evaluate import pair_accuracy
+from coreward.rm.learner import RM_DIR, Pair, RMLearner, pairwise_loss
 from coreward.rm.model import TAGS, VerifyRM, format_input
-from coreward.demo.model import build_demo_model, build_demo_tokenizer
-from tests.helpers.kill_resume import free_port
+from coreward.runtime.errors import CorewardError
 from coreward.verify import extract_answer
+from tests.helpers.kill_resume import free_port
+
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "demo" / "cooper.yaml"
@@ -343,8 +343,8 @@ def test_params_are_validated(tmp_path):
 
 
 def test_demo_and_paper_configs():
-    from coreward.runtime.config import load_config, read_yaml
     from coreward.grpo.config import TrainConfig
+    from coreward.runtime.config import load_config, read_yaml
 
     demo = load_config(TrainConfig, CONFIG, [])
     rule = load_config(TrainConfig, REPO / "configs" / "demo" / "rule.yaml", [])
@@ -364,9 +364,9 @@ def test_demo_and_paper_configs():
 
 # ---------------------------------------------------------------------------------- real runs
 def train(policy: Path, rm: Path, run_dir: Path, max_steps: int, *overrides: str, resume: bool = False):
-    from coreward.runtime.config import load_config
     from coreward.grpo.config import TrainConfig
     from coreward.grpo.train import run_training
+    from coreward.runtime.config import load_config
 
     config = load_config(TrainConfig, CONFIG, [
         f"model.name_or_path={policy}", f"rewards.0.params.rm={rm}", "rewards.0.params.lr=0.001",

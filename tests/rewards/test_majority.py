@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
+from coreward.grpo.token_stats import completion_token_stats
 from coreward.rewards.base import RolloutBatch
 from coreward.rewards.entropy import EntropyReward
 from coreward.rewards.majority import MajorityVoteReward
 from coreward.rewards.self_certainty import SelfCertaintyReward
-from coreward.grpo.token_stats import completion_token_stats
 from tests.helpers.batches import batch_of
 from tests.helpers.grpo_probe import run_worker
 

@@ -22,6 +22,7 @@ from safetensors.torch import load_file
 
 from tests.rewards.test_co_rewarding_2 import CONFIG, train
 
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 PLACEMENTS = {

@@ -21,6 +21,7 @@ from coreward.rewards.base import RolloutBatch
 from coreward.verify import Verifier
 from coreward.verify.extract import clip_completion, encodable
 
+
 REPO = Path(__file__).resolve().parents[2]
 PWNED = Path("/tmp/coreward-untrusted-pwned")
 CODE = f"__import__('os').system('touch {PWNED}'); eval(\"open('{PWNED}', 'w')\")"
@@ -105,10 +106,10 @@ def test_memory_does_not_grow_with_completion_length(size, verifier):
 
 
 def test_trainer_clips_completions_before_any_reward_and_counts_them(memorized_policy, tmp_path):
-    from coreward.runtime.config import load_config
     from coreward.grpo.config import TrainConfig
-    from coreward.runtime.metrics import read_metrics
     from coreward.grpo.train import run_training
+    from coreward.runtime.config import load_config
+    from coreward.runtime.metrics import read_metrics
 
     config = load_config(TrainConfig, REPO / "configs" / "demo" / "rule.yaml", [
         f"model.name_or_path={memorized_policy}", "data.limit=4", "data.eval_every=0", "grpo.num_generations=4",
@@ -134,8 +135,8 @@ def test_rm_reads_any_text(tiny_rm_path):
 
 def test_templates_keep_untrusted_text_literal():
     from coreward.data.prompts import build_messages, render_prompt
-    from coreward.rm.assistant import LLMAssistant, NegativeRequest
     from coreward.demo.model import build_demo_tokenizer
+    from coreward.rm.assistant import LLMAssistant, NegativeRequest
 
     evil = PATHOLOGICAL["templates"]
     rendered = render_prompt(build_demo_tokenizer(), build_messages(evil, instruction=None))

@@ -8,6 +8,7 @@ import torch
 from coreward.rm.learner import Pair, RMLearner
 from coreward.rm.model import VerifyRM
 
+
 PAIRS = [Pair(f"{a}+4", str(a + 4), f"#### {a + 4}", f"#### {a + 5}") for a in range(10)]
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import torch
 
+
 REPO = Path(__file__).resolve().parents[2]
-SETTINGS = dict(lr=0.02, weight_decay=0.01, batch_size=4, epochs=2)
+SETTINGS = {"lr": 0.02, "weight_decay": 0.01, "batch_size": 4, "epochs": 2}
 
 
 def pairs():

@@ -15,18 +15,19 @@ import typer
 from transformers import BertConfig, BertForSequenceClassification, Qwen3Config, Qwen3ForCausalLM
 from typer.testing import CliRunner
 
-from coreward.runtime.errors import CorewardError
+from coreward.demo.model import build_demo_tokenizer
 from coreward.llm import GenerationResult, TextGenerator
 from coreward.rewards.base import RolloutBatch
 from coreward.rewards.model import ModelReward
 from coreward.rm import cli as rm_cli
 from coreward.rm.annotate import annotate, parse_verdict
 from coreward.rm.evaluate import binary_metrics, evaluate_verifiers
-from coreward.rm.model import TAGS, VerifyRM, format_input, truncate
 from coreward.rm.labelled import read_labelled, split_by_question
+from coreward.rm.model import TAGS, VerifyRM, format_input, truncate
 from coreward.rm.train import RMTrainConfig, train_rm
-from coreward.demo.model import build_demo_tokenizer
+from coreward.runtime.errors import CorewardError
 from coreward.verify import Verifier
+
 
 QUESTION = "Ann has 12 apples, buys 5, sells 3. How many?"
 
@@ -367,8 +368,8 @@ def test_demo_rm_config_file_matches_the_code():
     """configs/rm/demo.yaml documents the recipe ensure_demo_rm() runs: they must not drift apart."""
     from pathlib import Path
 
-    from coreward.runtime.config import load_config
     from coreward.demo.rm import DEMO_CONFIG, demo_config
+    from coreward.runtime.config import load_config
 
     shipped = load_config(RMTrainConfig, Path(__file__).parents[2] / "configs" / "rm" / "demo.yaml")
     assert shipped == demo_config(DEMO_CONFIG["data"]["train"], DEMO_CONFIG["output_dir"])
@@ -381,10 +382,10 @@ def test_shipped_demo_rm_is_the_current_recipe_and_verifies():
     import random
 
     from coreward.data.synthetic import demo_problems
-    from coreward.rm.assistant import perturb
-    from coreward.demo.rm import SHIPPED, ensure_demo_rm, shipped_demo_rm
-    from coreward.rm.model import VerifyRM
     from coreward.demo.policy import ensure_demo_policy
+    from coreward.demo.rm import SHIPPED, ensure_demo_rm, shipped_demo_rm
+    from coreward.rm.assistant import perturb
+    from coreward.rm.model import VerifyRM
 
     assert shipped_demo_rm(ensure_demo_policy()) == SHIPPED, "rebuild it: python -m coreward.demo.rm DIR --ship"
     assert ensure_demo_rm() == SHIPPED
@@ -400,8 +401,8 @@ def test_shipped_demo_rm_is_the_current_recipe_and_verifies():
 def test_demo_model_config_is_rule_with_the_static_rm():
     from pathlib import Path
 
-    from coreward.runtime.config import load_config
     from coreward.grpo.config import TrainConfig
+    from coreward.runtime.config import load_config
 
     configs = Path(__file__).parents[2] / "configs" / "demo"
     model, rule = load_config(TrainConfig, configs / "model.yaml"), load_config(TrainConfig, configs / "rule.yaml")

@@ -8,6 +8,7 @@ import pytest
 from coreward.verify import Verifier
 from coreward.verify.answers import chain_values, elements, plan, split_unit
 
+
 HEDGES = [  # (completion, gold): each completion claims something besides the gold
     ("\\boxed{5 = 3}", "3"),
     ("\\boxed{5 = 3}", "5"),

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from coreward.verify import Verifier, VerifyResult, extract_answer, get_verifier, is_equivalent
 from coreward.verify.equivalence import canonical, exact_value, fast_decide, math_verify_equal, over_budget
 
+
 DATA = Path(os.environ.get("COREWARD_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
 
 # Within the static budget, yet math-verify runs for minutes on it (SIGALRM stops it).

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+
 DATA = Path(os.environ.get("COREWARD_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from coreward.verify import extract_answer
 
+
 # ---------------------------------------------------------------------------------------------------------
 # A revision: the last box, marked as the final answer (or the earlier one taken back), is the answer
 # ---------------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from typing import Any
 
 from coreward.runtime.errors import CorewardError
 
+
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 
 # The chat template of a model that reads bare text (the demo's character-level policy): messages are only

@@ -10,9 +10,9 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from coreward.runtime.errors import CorewardError
-
 from coreward.data.records import BadField, MissingField, Record
+from coreward.runtime.assets import hub_unreachable
+from coreward.runtime.errors import CorewardError
 
 
 def _open_error(path: Path, err: Exception) -> CorewardError:
@@ -149,7 +149,6 @@ def _first_line(err: BaseException) -> str:
     return line
 
 
-from coreward.runtime.assets import HUB_PROBE_S as HUB_PROBE_TIMEOUT_S, hub_unreachable  # noqa: E402,F401 - re-exported
 
 
 def offline_mode() -> bool:

@@ -14,7 +14,6 @@ from typing import Any
 from coreward.verify import drop_thousands_separators
 
 
-
 @dataclass
 class Record:
     """One math problem with its reference answer, whatever benchmark or file it came from."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from coreward.data.records import Record
 from coreward.runtime.errors import CorewardError
 
+
 BEGIN, END = "<rephrased>", "</rephrased>"
 
 REPHRASE_PROMPT = """Rewrite the math problem below as a new problem that has exactly the same mathematical content.

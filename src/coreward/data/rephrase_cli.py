@@ -28,9 +28,9 @@ def register(app: typer.Typer) -> None:
 
         Example: coreward rephrase --input math --limit 100 --model http://localhost:8000/v1#Qwen/Qwen3-32B --output rephrased.jsonl
         """
+        from coreward.data.benchmarks import load_named, parse_columns
         from coreward.data.rephrase import demo_pairs, rephrase_records, write_pairs
         from coreward.runtime.errors import CorewardError
-        from coreward.data.benchmarks import load_named, parse_columns
 
         if fmt not in ("pairs", "verl"):
             raise CorewardError(f"--format must be 'pairs' or 'verl', got {fmt!r}")

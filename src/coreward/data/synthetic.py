@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from coreward.runtime.errors import CorewardError
 
+
 if TYPE_CHECKING:
     from coreward.data.records import Record
 

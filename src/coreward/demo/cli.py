@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+
 CONFIG_HELP = "YAML config file"
 SET_HELP = "override a config key, e.g. --set grpo.learning_rate=1e-6 (repeatable)"
 

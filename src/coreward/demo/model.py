@@ -23,6 +23,7 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config,
 from coreward.data.prompts import PLAIN_CHAT_TEMPLATE
 from coreward.data.synthetic import ANSWER_FORMATS, ITEMS, NAMES, TEMPLATES, DemoProblem
 
+
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 
 # Pieces the pre-tokenizer cuts text into; each piece is one vocabulary entry (or <unk>).

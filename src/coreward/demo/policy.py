@@ -19,6 +19,7 @@ from pathlib import Path
 from coreward.runtime.assets import cache_root, shipped_path
 from coreward.runtime.config import to_dict
 
+
 SHIPPED = shipped_path("demo", "policy")
 
 

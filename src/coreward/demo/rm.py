@@ -34,10 +34,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from coreward.rm.train import RMTrainConfig
 from coreward.runtime.assets import shipped_path
 from coreward.runtime.config import build
-from coreward.rm.train import RMTrainConfig
 from coreward.runtime.devices import torch_threads
+
 
 RECIPE_VERSION = 2  # bump when the code below changes what gets built
 

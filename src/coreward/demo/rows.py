@@ -17,6 +17,7 @@ from coreward.data.synthetic import VERIFIABLE_FORMATS, demo_problems
 from coreward.rm.assistant import perturb
 from coreward.runtime.assets import shipped_path
 
+
 EVAL_PROBLEMS = 200  # demo test problems in the held-out set: 200 (correct, wrong) pairs
 
 

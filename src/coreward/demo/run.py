@@ -17,6 +17,7 @@ from typing import Any
 
 from coreward.runtime.errors import CorewardError
 
+
 # in the order of the Cooper paper's table: references first, then the co-optimized / co-derived rewards
 METHODS = ("rule", "model", "cooper", "majority", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2")
 LABELS = {
@@ -87,8 +88,8 @@ def parse_methods(text: str | None) -> list[str]:
 
 
 def method_config(method: str, budget: Budget, seed: int):
-    from coreward.runtime.config import load_config
     from coreward.grpo.config import TrainConfig
+    from coreward.runtime.config import load_config
 
     path = configs_dir() / f"{method}.yaml"
     if not path.is_file():

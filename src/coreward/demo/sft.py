@@ -24,7 +24,6 @@ import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback, set_seed
 
-from coreward.runtime.config import load_config, save_yaml
 from coreward.data.synthetic import (
     ANSWER_FORMATS,
     DemoProblem,
@@ -32,11 +31,12 @@ from coreward.data.synthetic import (
     demo_answer_in_any_format,
     demo_problems,
 )
-from coreward.grpo.sft import run_sft, sft_config
-from coreward.runtime.devices import torch_threads
-from coreward.runtime.generation import generate_from_ids
-from coreward.runtime.errors import CorewardError
 from coreward.demo.model import build_demo_model, build_demo_tokenizer
+from coreward.grpo.sft import run_sft, sft_config
+from coreward.runtime.config import load_config, save_yaml
+from coreward.runtime.devices import torch_threads
+from coreward.runtime.errors import CorewardError
+from coreward.runtime.generation import generate_from_ids
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import Any
 
 from coreward.evaluation.plots import Run, ema
 
+
 KL_KEY = "kl/from_init"
 COVERAGE_KEY = "verify/prompts_with_verified"
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from coreward.runtime.errors import CorewardError
 from coreward.evaluation.overoptimization import plot_curves, summarize
 from coreward.evaluation.plots import FIGURES, Run, load_run, plot_figure
+from coreward.runtime.errors import CorewardError
+
 
 REPORT_FILE = "report.md"
 OVEROPTIMIZATION_FILE = "overoptimization.png"

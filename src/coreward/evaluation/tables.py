@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+
 DISPLAY_NAMES = {
     "gsm8k": "GSM8K",
     "svamp": "SVAMP",

@@ -32,6 +32,7 @@ from typing import Any
 
 from coreward.runtime.errors import CorewardError
 
+
 TABLE_FILE, JSON_FILE, FIGURE_FILE, CURVES_FILE = "map.md", "map.json", "map.png", "curves.png"
 REFERENCE = "rule"
 
@@ -210,7 +211,7 @@ def run_cells(cells: list[Cell], settings: MapSettings, say: Callable[[str], Non
                 last_line = time.monotonic()
             time.sleep(0.5)
     except KeyboardInterrupt:
-        for cell, process, log, _ in running.values():  # coreward train checkpoints on SIGTERM and exits 75
+        for _cell, process, _log, _ in running.values():  # coreward train checkpoints on SIGTERM and exits 75
             process.send_signal(signal.SIGTERM)
         for cell, process, log, _ in running.values():
             process.wait()
@@ -268,7 +269,7 @@ def render_table(result: dict[str, Any]) -> str:
               "Held-out (final)"]
     lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
     for row in result["rows"]:
-        def cell(key, scale=1.0, digits=2, sign=False):
+        def cell(key, scale=1.0, digits=2, sign=False, row=row):
             values = row[key]
             return spread_cell(values if len(values) > 1 else (values[0] if values else None), scale, digits, sign)
 

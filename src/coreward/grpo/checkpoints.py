@@ -13,6 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
+
 COMPLETE_MARKER = "COREWARD_COMPLETE"
 TRASH_PREFIX = ".trash-"
 

@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+
 CONFIG_HELP = "YAML config file"
 SET_HELP = "override a config key, e.g. --set grpo.learning_rate=1e-6 (repeatable)"
 
@@ -25,8 +26,8 @@ def register(app: typer.Typer) -> None:
 
         Example: coreward train --config configs/demo/cooper.yaml --max-steps 10 --output-dir runs/try
         """
-        from coreward.runtime.distributed import leave_process_group, print_once
         from coreward.grpo.train import train_main
+        from coreward.runtime.distributed import leave_process_group, print_once
 
         try:
             result = train_main(config, set_, output_dir, max_steps, resume, allow_config_change)

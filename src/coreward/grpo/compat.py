@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 NAMES = ("activation_checkpointing", "gradient_checkpointing")  # newest first
 
 

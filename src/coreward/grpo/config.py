@@ -21,7 +21,6 @@ from coreward.runtime.config import check_args_keys
 from coreward.runtime.errors import CorewardError
 
 
-
 @dataclass
 class ModelSettings:
     name_or_path: str = "demo"  # "demo" = the project's warm-started demo policy

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+
 PRECISION_ENV = "ACCELERATE_MIXED_PRECISION"
 
 

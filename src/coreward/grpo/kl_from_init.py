@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+
 SOURCES = ("reference", "adapter_off", "copy")
 
 

@@ -22,11 +22,18 @@ from transformers import Trainer, TrainerCallback
 
 from coreward.data.benchmarks import load_named
 from coreward.data.records import Record
-from coreward.runtime.errors import CorewardError
 from coreward.evaluation.backends import HFBackend
 from coreward.evaluation.evaluate import (
-    Problem, build_problems, model_defaults, refuse_mixed_references, sample, score, summarize,
+    Problem,
+    build_problems,
+    model_defaults,
+    refuse_mixed_references,
+    sample,
+    score,
+    summarize,
 )
+from coreward.runtime.errors import CorewardError
+
 
 DEFAULT_MAX_NEW_TOKENS = 256  # when the trainer's args have no max_completion_length
 

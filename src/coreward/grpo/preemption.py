@@ -23,6 +23,7 @@ from transformers import TrainerCallback
 
 from coreward.runtime.distributed import print_once
 
+
 PREEMPTED_EXIT = 75
 
 

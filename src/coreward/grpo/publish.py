@@ -19,6 +19,7 @@ import yaml
 
 from coreward.runtime.errors import CorewardError
 
+
 SOURCES_DIR = "reward_sources"  # as in grpo/trainer.py, where the final model's source state is written
 CARD = "README.md"
 # what each exported model is, for its own card: name -> (title, how to load it)

@@ -27,6 +27,7 @@ import yaml
 from coreward.runtime.config import to_dict
 from coreward.runtime.errors import CorewardError
 
+
 LOCK_FILE = ".lock"
 REDACTED = "REDACTED"
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.I)

@@ -18,6 +18,7 @@ import math
 
 import torch
 
+
 STATS = ("entropy", "self_certainty", "self_certainty_scaled")
 
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coreward.runtime.config import load_config
-from coreward.runtime.errors import CorewardError
 from coreward.data.prompts import INSTRUCTION
 from coreward.grpo.config import DataSettings, TrainConfig
 from coreward.runtime.assets import resolve_model
+from coreward.runtime.config import load_config
 from coreward.runtime.devices import load_tokenizer
 from coreward.runtime.distributed import print_once
+from coreward.runtime.errors import CorewardError
 
 
 @dataclass

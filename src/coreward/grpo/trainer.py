@@ -42,14 +42,15 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
-from coreward.rewards.base import RewardSource, RolloutBatch
 from coreward.grpo.checkpoints import discard, disk_full, last_complete_checkpoint, mark_complete, rotate_checkpoints
 from coreward.grpo.policy import TrainerPolicy
+from coreward.grpo.token_stats import completion_token_stats
+from coreward.rewards.base import RewardSource, RolloutBatch
 from coreward.runtime.distributed import load_location
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.faults import fault_point
-from coreward.grpo.token_stats import completion_token_stats
 from coreward.verify.extract import clip_completion
+
 
 logger = logging.getLogger(__name__)
 
@@ -190,13 +191,13 @@ class CorewardGRPOTrainer(GRPOTrainer):
         from coreward.grpo.samplers import PairedRepeatSampler, ResumableRepeatSampler
 
         dataset = dataset if dataset is not None else self.train_dataset
-        settings = dict(
-            mini_repeat_count=self.num_generations,
-            batch_size=self.args.generation_batch_size // self.num_generations,
-            repeat_count=self.num_iterations * self.args.steps_per_generation,
-            shuffle=self.shuffle_dataset,
-            seed=self.args.seed,
-        )
+        settings = {
+            "mini_repeat_count": self.num_generations,
+            "batch_size": self.args.generation_batch_size // self.num_generations,
+            "repeat_count": self.num_iterations * self.args.steps_per_generation,
+            "shuffle": self.shuffle_dataset,
+            "seed": self.args.seed,
+        }
         if self.paired_views:
             self._train_sampler = PairedRepeatSampler(num_rows=len(dataset), **settings)
         else:
@@ -272,7 +273,8 @@ class CorewardGRPOTrainer(GRPOTrainer):
         ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
         attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
         width, batch_size = output["completion_ids"].size(1), self.args.per_device_train_batch_size
-        logps = lambda model: self._get_per_token_logps_and_entropies(model, ids, attention, width, batch_size)[0]
+        def logps(model):
+            return self._get_per_token_logps_and_entropies(model, ids, attention, width, batch_size)[0]
         if self.kl_init_source == "reference":
             init_logps = output.get("ref_per_token_logps")
             if init_logps is None:  # a PEFT policy under beta > 0 keeps no ref_model: its base is π_init

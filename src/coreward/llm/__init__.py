@@ -9,6 +9,7 @@ from coreward.llm.factory import build_generator
 from coreward.llm.hf_local import HFLocalGenerator
 from coreward.llm.openai_endpoint import OpenAIEndpointGenerator
 
+
 __all__ = [
     "GenerationRequest",
     "GenerationResult",

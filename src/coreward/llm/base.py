@@ -88,7 +88,7 @@ class TextGenerator(ABC):
     def _generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
         """Backend work for a non-empty batch; must honour the same contract as `generate`."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook: backends holding nothing keep this one
         """Release connections, threads or model memory. Safe to call twice."""
 
     @property

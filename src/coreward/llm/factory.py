@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import inspect
 
-from coreward.runtime.errors import CorewardError
 from coreward.llm.base import TextGenerator
 from coreward.llm.hf_local import HFLocalGenerator
 from coreward.llm.openai_endpoint import OpenAIEndpointGenerator
+from coreward.runtime.errors import CorewardError
+
 
 BACKENDS: dict[str, type[TextGenerator]] = {"openai": OpenAIEndpointGenerator, "hf": HFLocalGenerator}
 

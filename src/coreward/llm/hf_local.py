@@ -20,9 +20,10 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList
 
-from coreward.runtime.errors import CorewardError
 from coreward.llm.base import GenerationRequest, GenerationResult, TextGenerator
+from coreward.runtime.errors import CorewardError
 from coreward.verify.extract import encodable
+
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-from coreward.runtime.errors import CorewardError
 from coreward.llm.base import GenerationRequest, GenerationResult, TextGenerator
+from coreward.runtime.errors import CorewardError
 from coreward.verify.extract import encodable
 
 

@@ -9,6 +9,7 @@ from coreward.rewards import co_rewarding_1, co_rewarding_2, cooper, entropy, ma
 from coreward.rewards.base import NoParams, Policy, RewardSource, RolloutBatch, parse_params, register, registered
 from coreward.runtime.errors import CorewardError
 
+
 __all__ = ["NoParams", "Policy", "RewardSource", "RolloutBatch", "build_source", "parse_params", "register",
            "registered_sources", "source_class"]
 

@@ -76,7 +76,7 @@ def pair_groups(batch: RolloutBatch) -> list[int]:
     if len(where) != len(batch.groups()):
         raise RuntimeError("a (pair_id, view) appears in two groups of one generation batch (sampler broken)")
     partner = []
-    for (pair_id, view), g in sorted(where.items(), key=lambda item: item[1]):
+    for (pair_id, view), _ in sorted(where.items(), key=lambda item: item[1]):
         other = where.get((pair_id, 1 - view))
         if other is None:
             raise RuntimeError(f"pair {pair_id!r}: view {1 - view} is not in this generation batch (sampler broken)")

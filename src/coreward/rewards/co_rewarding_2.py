@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ema_teacher import EmaTeacher
-from coreward.runtime.files import atomic_write_text
 from coreward.rewards.voting import Extract, Match, extract, label_accuracy, majority_votes, matches_label
+from coreward.runtime.files import atomic_write_text
 
 
 @register("co_rewarding_2")

@@ -47,6 +47,7 @@ from coreward.runtime.assets import resolve_file
 from coreward.runtime.distributed import on_main_then_broadcast
 from coreward.runtime.errors import CorewardError
 
+
 logger = logging.getLogger(__name__)
 
 

@@ -52,6 +52,7 @@ import torch
 from coreward.rewards.base import Policy
 from coreward.runtime.errors import CorewardError
 
+
 WEIGHTS_FILE = "teacher.safetensors"
 STATE_FILE = "teacher_state.json"
 

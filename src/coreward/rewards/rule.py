@@ -21,6 +21,7 @@ from typing import Literal
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
 
+
 _GSM8K_STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")  # verl's pattern, verbatim
 
 

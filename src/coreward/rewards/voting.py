@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from coreward.verify.extract import extract_answer, extract_boxed_raw
 
+
 Match = Literal["verified", "exact"]
 Extract = Literal["default", "boxed_raw"]
 

@@ -15,12 +15,13 @@ report: its false negatives (a correct answer in a format it cannot read) then b
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 from coreward.runtime.errors import CorewardError
+
 
 JUDGE_PROMPT = (
     "You are checking a solution to a math problem against the reference answer.\n\n"

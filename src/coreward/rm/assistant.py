@@ -21,11 +21,11 @@ from __future__ import annotations
 import random
 import re
 import time
-from abc import ABC, abstractmethod
 import zlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
 from fractions import Fraction
+from typing import Any
 
 from coreward.llm import (
     GenerationRequest,
@@ -50,7 +50,7 @@ class Assistant(ABC):
     def write(self, requests: list[NegativeRequest]) -> list[GenerationResult]:
         """One result per request, same order; per-item faults are results with an error."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook: assistants holding nothing keep this one
         """Release the backend (connections, model memory)."""
 
 

@@ -16,6 +16,7 @@ from coreward.rm.labelled import binary_metrics, read_labelled
 from coreward.rm.model import VerifyRM
 from coreward.runtime.distributed import distributed_map
 
+
 RULE = "rule"
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from coreward.runtime.errors import CorewardError
 
+
 COLUMNS = ("question", "reference_answer", "completion", "label")
 TEXT_COLUMNS = COLUMNS[:3]
 

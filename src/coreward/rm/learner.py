@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from coreward.rm.model import VerifyRM
 from coreward.runtime.distributed import load_location, shard_bounds, world
 
+
 logger = logging.getLogger(__name__)
 
 RM_DIR, OPTIMIZER_FILE, STATE_FILE = "rm", "optimizer.pt", "cooper_state.json"

@@ -32,6 +32,7 @@ from coreward.runtime.errors import CorewardError
 from coreward.runtime.files import atomic_directory
 from coreward.verify.extract import encodable
 
+
 TEMPLATE = (
     "<question>{question}</question>\n<reference_answer>{reference}</reference_answer>\n"
     "<completion>{completion}</completion>"

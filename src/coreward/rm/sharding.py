@@ -39,6 +39,7 @@ import torch
 
 from coreward.runtime.distributed import shard_bounds, world
 
+
 ENGINES = ("fsdp2", "zero3", "zero2")
 ENGINE_DIR, ENGINE_TAG = "rm_engine", "rm"  # DeepSpeed's checkpoint of the RM's engine (per-rank optimizer shards)
 FULL_OPTIMIZER_FILE = "optimizer_full.pt"  # FSDP2: the gathered optimizer state, written once

@@ -18,14 +18,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from coreward.runtime.config import check_args_keys, load_config, save_yaml
+from coreward.rm.labelled import TEXT_COLUMNS, balance_classes, binary_metrics, read_labelled, split_by_question
+from coreward.rm.model import CUTS, format_input
 from coreward.runtime.assets import resolve_model
+from coreward.runtime.config import check_args_keys, load_config, save_yaml
 from coreward.runtime.devices import torch_threads
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.files import commit_staging, staging_for
-from coreward.rm.labelled import TEXT_COLUMNS, balance_classes, binary_metrics, read_labelled, split_by_question
-from coreward.rm.model import CUTS, format_input
-
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import Callable
 
 from coreward.runtime.errors import CorewardError
 
+
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "assets"
 CACHE_ENV = "COREWARD_CACHE"
 KINDS = ("policy", "rm", "rm_pairs")

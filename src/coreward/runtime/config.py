@@ -17,6 +17,7 @@ import yaml
 
 from coreward.runtime.errors import CorewardError
 
+
 T = TypeVar("T")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence, TypeVar
 
+
 T = TypeVar("T")
 R = TypeVar("R")
 

@@ -27,6 +27,7 @@ import sys
 
 from coreward.runtime.errors import CorewardError
 
+
 FAULT_ENV = "COREWARD_FAULT_AT"
 FAULT_RANK_ENV = "COREWARD_FAULT_RANK"
 PHASES = ("generation", "reward", "update", "checkpoint", "checkpoint-sources", "rotation")

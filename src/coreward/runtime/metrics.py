@@ -20,6 +20,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from coreward.runtime.files import atomic_write_text
 
+
 # keys of HF's end-of-run summary, kept out of the per-step rows (written to summary.json instead)
 SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos"}
 
@@ -118,8 +119,9 @@ class CompactProgressCallback(ProgressCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and self.training_bar is not None and logs:
             shown = {label: f"{logs[key]:.3g}" for key, label in PROGRESS_KEYS.items() if isinstance(logs.get(key), float)}
-            shown.update({"eval": f"{value:.3g}" for key, value in logs.items()
-                          if key.startswith(EVAL_PREFIX) and isinstance(value, float)})
+            evals = [value for key, value in logs.items() if key.startswith(EVAL_PREFIX) and isinstance(value, float)]
+            if evals:  # the bar has room for one evaluation figure: the last logged
+                shown["eval"] = f"{evals[-1]:.3g}"
             if shown:
                 self.postfix.update(shown)
                 self.training_bar.set_postfix(self.postfix, refresh=False)

@@ -22,6 +22,7 @@ from coreward.verify.verifier import (
     is_equivalent,
 )
 
+
 __all__ = ["THOUSANDS", "Verifier", "VerifierStats", "VerifyResult", "boxes", "canonical", "check_settings",
            "clean_answer", "clip_completion", "drop_thousands_separators", "encodable", "extract_answer",
            "get_verifier", "gold_answer", "is_equivalent", "last_boxed", "reference_problem", "unescaped_braces"]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from coreward.verify.boxes import THOUSANDS
 
+
 MAX_CHECKS = 64  # a list matched element by element costs |gold| x |pred| comparisons
 
 

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 from coreward.verify.boxes import MAX_ANSWER_CHARS, THOUSANDS
 
+
 NUMERIC_REL_TOL = Fraction(1, 10**9)  # for non-integers; integers must match exactly
 
 _COSMETIC = re.compile(r"\s+|\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|\\[!,;: ]|\\displaystyle")

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+
 MAX_ANSWER_CHARS = 1_000
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")

@@ -12,6 +12,7 @@ import re
 
 from coreward.verify.boxes import MAX_ANSWER_CHARS, unescaped_braces
 
+
 # Real golds (MATH, MATH-500, OlympiadBench, AIME, AMC) have bracket depth <= 3, no exponent towers,
 # <= 47 operators.
 MAX_BRACKET_DEPTH = 6

@@ -12,5 +12,6 @@ from coreward.verify.verifier import (
     is_equivalent,
 )
 
+
 __all__ = ["Verifier", "VerifierStats", "VerifyResult", "canonical", "check_settings", "exact_value", "fast_decide",
            "get_verifier", "is_equivalent", "is_simple", "math_verify_equal", "over_budget", "reference_problem"]

@@ -39,8 +39,16 @@ import re
 from collections import deque
 from itertools import pairwise
 
-from coreward.verify.boxes import (BOX_COMMANDS, MAX_ANSWER_CHARS, THOUSANDS, boxes, drop_thousands_separators, unbox,
-                                   unescaped_braces)
+from coreward.verify.boxes import (
+    BOX_COMMANDS,
+    MAX_ANSWER_CHARS,
+    THOUSANDS,
+    boxes,
+    drop_thousands_separators,
+    unbox,
+    unescaped_braces,
+)
+
 
 __all__ = ["MAX_ANSWER_CHARS", "MAX_COMPLETION_CHARS", "TAIL_CHARS", "clean_answer", "clip_completion",
            "encodable", "extract_answer", "unescaped_braces"]

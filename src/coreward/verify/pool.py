@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from multiprocessing.connection import wait
 
+
 KILL_GRACE_S = 0.5  # a worker silent for timeout_s + this long is killed
 # Items cost 1-50 ms each: small chunks balance the workers, and IPC per chunk is well under 1 ms.
 CHUNKS_PER_WORKER = 8

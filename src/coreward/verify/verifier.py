@@ -21,6 +21,7 @@ from coreward.verify.budget import is_simple, over_budget
 from coreward.verify.extract import MAX_COMPLETION_CHARS, clip_completion, extract_answer, gold_answer
 from coreward.verify.pool import WorkerPool, default_workers, math_verify_equal
 
+
 # The wall-clock deadline is a last resort: the static budget refuses what is known to be slow, and real
 # answers take 1-50 ms, so a verdict never depends on how loaded the machine is.
 DEFAULT_TIMEOUT_S = 10.0
