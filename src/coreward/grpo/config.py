@@ -119,7 +119,7 @@ class TrainConfig:
             signal_numbers(self.preempt_signals)
         except ValueError as err:
             raise CorewardError(f"key preempt_signals: {err}") from None
-        validate_rewards(self.rewards)
+        validate_rewards(self.rewards, self.data)
         validate_grpo_keys(self.grpo)
         validate_grpo_values(self.grpo)
         validate_verifier(self.verifier)
@@ -144,11 +144,6 @@ class TrainConfig:
                 f"the generation batch ({total} completions: grpo.per_device_train_batch_size × {processes} "
                 f"process(es) × steps_per_generation) must be a multiple of grpo.num_generations ({G})"
             )
-        rephrased_teacher = [i for i, r in enumerate(self.rewards)
-                             if r.name == "co_rewarding_2" and (r.params or {}).get("teacher_prompt") == "rephrased"]
-        if rephrased_teacher and not self.data.teacher_rephrasings:
-            raise CorewardError(f"key rewards.{rephrased_teacher[0]}.params.teacher_prompt: rephrased needs "
-                                "data.teacher_rephrasings (the rephrasing of each training question)")
         if self.data.view_loss == "per_view" and not self.data.rephrasings:
             raise CorewardError("key data.view_loss: per_view needs paired views (set data.rephrasings)")
         if self.data.view_loss == "per_view" and self.grpo.get("loss_type") != "bnpo":
@@ -161,8 +156,9 @@ class TrainConfig:
             )
 
 
-def validate_rewards(rewards: list[RewardSpec]) -> None:
-    """Every reward names a known source and its parameters pass that source's `Params` (before any model loads)."""
+def validate_rewards(rewards: list[RewardSpec], data: DataSettings | None = None) -> None:
+    """Every reward names a known source, its parameters pass that source's `Params`, and the source accepts the
+    data settings (`RewardSource.check_data`): before any model loads."""
     from coreward.rewards import parse_params, source_class
 
     if not rewards:
@@ -177,10 +173,11 @@ def validate_rewards(rewards: list[RewardSpec]) -> None:
                 raise
             raise CorewardError(f"{err} (looked in the working directory {os.getcwd()} and on PYTHONPATH: run from "
                                 "the folder that holds the package, or add that folder to PYTHONPATH)") from None
+        params = parse_params(cls, spec.params, key=f"rewards.{i}.params")
         try:
-            parse_params(cls, spec.params, key=f"rewards.{i}.params")
-        except (ValueError, TypeError) as err:
-            raise CorewardError(f"key rewards.{i}.params: reward {spec.name!r}: {err}") from None
+            cls.check_data(params, data if data is not None else DataSettings())
+        except ValueError as err:  # its message starts with the parameter's name
+            raise CorewardError(f"key rewards.{i}.params.{err}") from None
 
 
 def working_directory_importable() -> None:

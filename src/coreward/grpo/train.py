@@ -144,7 +144,7 @@ def check_references(records, config: TrainConfig):
         raise CorewardError(
             f"key rewards: reward {users[0]!r} scores completions against reference answers, and {source} has none "
             f"(no {config.data.columns.get('answer', 'answer')!r} column: map yours with data.columns.answer); "
-            "majority, self_certainty, entropy, co_rewarding_1 and co_rewarding_2 need none"
+            f"{_reference_free_methods()} need none"
         )
     registered = source in list_benchmarks()
     kept, dropped = [], []
@@ -166,6 +166,14 @@ def check_references(records, config: TrainConfig):
     if not kept:
         raise CorewardError(f"key data.train: no problem of {source} has a usable reference answer")
     return kept
+
+
+def _reference_free_methods() -> str:
+    """The built-in methods that need no reference answer, for an error message: "a, b and c"."""
+    from coreward.rewards import builtin_methods
+
+    names = [cls.name for cls in builtin_methods() if not cls.needs_references]
+    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _prose_problem(reference) -> str | None:
@@ -456,7 +464,6 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         reward_sources=sources,
         verifier=verifier,
         reference_column=config.data.reference_column,
-        paired_views=bool(config.data.rephrasings),
         per_view_loss=config.data.view_loss == "per_view",
         keep_checkpoints=keep_checkpoints(config),
         kl_from_init=config.kl_from_init,

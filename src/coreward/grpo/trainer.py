@@ -82,6 +82,11 @@ def _placeholder_reward(name: str):
     return reward
 
 
+def has_paired_views(dataset: Any) -> bool:
+    """Whether the dataset's rows are paired views of each problem (`samplers.paired_rows`)."""
+    return {"pair_id", "view"} <= set(getattr(dataset, "column_names", None) or ())
+
+
 def split_views(inputs: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """(view, that view's rows of every per-row tensor) for each view present in a micro-batch; scalars and
     other entries are shared."""
@@ -103,7 +108,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         verifier: Any,
         reference_column: str = "answer",
         keep_checkpoints: int | None = 2,
-        paired_views: bool = False,
+        paired_views: bool | None = None,
         per_view_loss: bool = False,
         kl_from_init: bool = True,
         **kwargs: Any,
@@ -113,7 +118,8 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self.verifier = verifier
         self.reference_column = reference_column
         self.keep_checkpoints = keep_checkpoints
-        self.paired_views = paired_views
+        # paired views (two rows per problem, `pair_id` and `view`: `grpo/samplers.py`) are a property of the data
+        self.paired_views = has_paired_views(kwargs.get("train_dataset")) if paired_views is None else paired_views
         self.needed_token_stats = sorted({s for src in reward_sources for s in src.needs_token_stats})
         self._last_prompt_ids: list[list[int]] | None = None
         self._generation_time = 0.0

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol, Sequence
@@ -51,6 +52,9 @@ class Policy(Protocol):
     is_zero3: bool  # DeepSpeed ZeRO-3 in particular (partitioned parameters must be gathered to read)
     is_peft: bool  # the policy is a PEFT (LoRA) model: only its adapter trains
     max_completion_length: int  # the length limit of rollouts
+
+    def tokenize_prompt(self, prompt: Any) -> list[int]:
+        """Token ids of a dataset prompt (text, or chat messages) as the engine tokenizes the policy's prompts."""
 
     def module(self) -> Any:
         """The policy's model, unwrapped from any distributed wrapper."""
@@ -192,9 +196,18 @@ class RewardSource:
     needs_token_stats: ClassVar[tuple[str, ...]] = ()
     #: whether its rewards come from the reference answers (then each must be usable: checked before training)
     needs_references: ClassVar[bool] = False
+    #: the method's name in tables (`coreward demo`); empty: its config name, capitalized
+    label: ClassVar[str] = ""
+    #: its row in the demo's tables: reference-based methods first (the Cooper paper's order), each part by this
+    table_order: ClassVar[int] = 100
 
     def __init__(self, **params: Any):
         self.params = parse_params(type(self), params)
+
+    @classmethod
+    def check_data(cls, params: Any, data: Any) -> None:
+        """Refuse, before any model loads, data settings (`TrainConfig.data`) these parsed `params` can't work
+        with: raise ValueError with a message that starts with the parameter's name."""
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         """One reward per completion of the global batch (None: not applicable to that completion)."""
@@ -219,18 +232,44 @@ class RewardSource:
         """Release resources (pools, connections)."""
 
 
-def parse_params(cls: type[RewardSource], params: dict[str, Any], key: str = "params") -> Any:
-    """`cls.Params` from a mapping: unknown keys, wrong types (YAML's `1e-5` is a string: converted) and the
-    Params' own `validate()` are errors naming `key.<field>` and the reward."""
+class ParamsError(CorewardError):
+    """A reward's parameters are refused (the message names the key and the reward)."""
+
+
+#: the config key of the parameters being parsed (`rewards.N.params` while `build_source` builds entry N)
+_PARAMS_KEY: ContextVar[str] = ContextVar("params_key", default="params")
+
+
+@contextmanager
+def params_key(key: str):
+    """Name `key` in the parameter errors of the sources built inside the block."""
+    token = _PARAMS_KEY.set(key)
+    try:
+        yield
+    finally:
+        _PARAMS_KEY.reset(token)
+
+
+def parse_params(cls: type[RewardSource], params: dict[str, Any], key: str | None = None) -> Any:
+    """`cls.Params` from a mapping, the one place a source's parameters are checked: unknown keys, wrong types
+    (YAML's `1e-5` is a string: converted) and the Params' own `validate()` are a `ParamsError` naming
+    `key.<field>` and the reward."""
     from coreward.runtime.config import build
 
     if not dataclasses.is_dataclass(cls.Params):
         raise TypeError(f"{cls.__name__}.Params must be a dataclass")
+    key = key or _PARAMS_KEY.get()
     where = f"reward {cls.name!r}"
     try:
         return build(cls.Params, dict(params), key=key, where=where)
+    except ParamsError:
+        raise
+    except CorewardError as err:
+        raise ParamsError(str(err)) from None
     except ValueError as err:  # raised by Params.validate(), whose messages start with the field's name
-        raise CorewardError(f"{where}: {key}.{err}") from None
+        raise ParamsError(f"{where}: {key}.{err}") from None
+    except TypeError as err:
+        raise ParamsError(f"key {key}: {where}: {err}") from None
 
 
 def param_docs(cls: type[RewardSource]) -> dict[str, str]:
@@ -268,3 +307,8 @@ def register(name: str) -> Callable[[type[RewardSource]], type[RewardSource]]:
 def registered() -> dict[str, type[RewardSource]]:
     """The sources registered so far (importing `coreward.rewards` registers the built-in ones)."""
     return dict(_REGISTRY)
+
+
+def label_of(cls: type[RewardSource]) -> str:
+    """How tables name a method."""
+    return cls.label or cls.name.replace("_", " ").capitalize()

@@ -22,6 +22,9 @@ from coreward.runtime.errors import CorewardError
 
 @register("co_rewarding_1")
 class CrossViewReward(RewardSource):
+    label = "Co-rewarding-I"
+    table_order = 3
+
     @dataclass
     class Params:
         match: Match = "exact"  # "exact": equal strings (the authors'); "verified": math-verify equivalence

@@ -19,6 +19,9 @@ from coreward.rewards.voting import Extract, Match, label_accuracy, majority_vot
 
 @register("majority")
 class MajorityVoteReward(RewardSource):
+    label = "Majority voting"
+    table_order = 0
+
     @dataclass
     class Params:
         match: Match = "verified"  # "verified": math-verify equivalence classes; "exact": equal strings (TTRL's)
