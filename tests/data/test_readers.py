@@ -81,7 +81,7 @@ def test_chat_messages_as_the_prompt(tmp_path):
 
     from coreward.data.records import with_question
     from coreward.grpo.config import DataSettings
-    from coreward.grpo.train import build_rows
+    from coreward.data.rows import build_rows
 
     assert build_rows([record], DataSettings())[0]["prompt"] == messages  # TRL applies the chat template
     rephrased = with_question(record, "Compute 2+2.")

@@ -90,7 +90,7 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward
     paired = "co_rewarding_1" in reward
     if paired:  # each question next to its rephrasing, as Co-rewarding-I trains
         from coreward.data.synthetic import demo_rephrasing
-        from coreward.grpo.samplers import paired_rows
+        from coreward.data.rows import paired_rows
 
         rows = paired_rows([(row, demo_rephrasing(r)) for row, r in zip(rows, records)])
         for row in rows:

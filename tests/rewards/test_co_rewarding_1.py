@@ -6,7 +6,8 @@ import pytest
 
 from coreward.rewards.base import RolloutBatch
 from coreward.rewards.co_rewarding_1 import CrossViewReward
-from coreward.grpo.samplers import PairedRepeatSampler, paired_rows
+from coreward.data.rows import paired_rows
+from coreward.grpo.samplers import PairedRepeatSampler
 from tests.helpers.grpo_probe import run_worker
 
 

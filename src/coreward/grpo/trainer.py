@@ -83,7 +83,7 @@ def _placeholder_reward(name: str):
 
 
 def has_paired_views(dataset: Any) -> bool:
-    """Whether the dataset's rows are paired views of each problem (`samplers.paired_rows`)."""
+    """Whether the dataset's rows are paired views of each problem (`data/rows.py`)."""
     return {"pair_id", "view"} <= set(getattr(dataset, "column_names", None) or ())
 
 
