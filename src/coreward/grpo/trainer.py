@@ -35,6 +35,7 @@ import json
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,16 @@ def split_views(inputs: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     ]
 
 
+@dataclass
+class StepTimes:
+    """Wall time of one training step, as three TRL overrides see it: `_generate` adds the generation time,
+    `_generate_and_score_completions` the whole scoring (generation included), and `training_step` logs the rest
+    as the update. A step that reuses buffered rollouts has no scoring."""
+
+    generation: float = 0.0  # seconds in `_generate` since the current scoring began
+    scoring: float = 0.0  # this step's generation and scoring (train mode)
+
+
 class CorewardGRPOTrainer(GRPOTrainer):
     def __init__(
         self,
@@ -122,9 +133,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self.paired_views = has_paired_views(kwargs.get("train_dataset")) if paired_views is None else paired_views
         self.needed_token_stats = sorted({s for src in reward_sources for s in src.needs_token_stats})
         self._last_prompt_ids: list[list[int]] | None = None
-        self._generation_time = 0.0
-        self._scoring_time = 0.0
-        self._generation_step_seen = False
+        self._times = StepTimes()
         self.last_batch: RolloutBatch | None = None
         self.fault_counts = dict.fromkeys(FAULT_COUNTERS, 0)  # cumulative, saved with checkpoints
         self._train_sampler = None
@@ -223,7 +232,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         result = super()._generate(prompts)
         self._last_prompt_ids = result[0]
-        self._generation_time += time.perf_counter() - start
+        self._times.generation += time.perf_counter() - start
         if self.model.training:
             fault_point("generation", self.state.global_step + 1)
         return result
@@ -234,17 +243,15 @@ class CorewardGRPOTrainer(GRPOTrainer):
             for source in self.reward_sources:
                 source.on_step_begin(self.policy)
         start = time.perf_counter()
-        self._generation_time = 0.0
+        self._times.generation = 0.0
         output = super()._generate_and_score_completions(inputs)
         if (self.per_view_loss or self.paired_views) and mode == "train":  # rows stay aligned through the shuffle
             output["view"] = torch.tensor([int(row["view"]) for row in inputs], device=output["completion_mask"].device)
         if mode == "train" and self.kl_init_source is not None:
             self._log_kl_from_init(output)
-        total = time.perf_counter() - start
         if mode == "train":
-            self._scoring_time = total
-            self._generation_step_seen = True
-            self._metrics[mode]["time/generation"].append(self._generation_time)
+            self._times.scoring = time.perf_counter() - start
+            self._metrics[mode]["time/generation"].append(self._times.generation)
         return output
 
     def _prepare_inputs(self, generation_batch):
@@ -337,12 +344,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
 
     def training_step(self, model, inputs, num_items_in_batch):
         start = time.perf_counter()
-        self._generation_step_seen = False
+        self._times = StepTimes()
         output = super().training_step(model, inputs, num_items_in_batch)
-        elapsed = time.perf_counter() - start
         # `training_step` includes `_prepare_inputs`, hence generation and scoring when they happened
-        update = elapsed - (self._scoring_time if self._generation_step_seen else 0.0)
-        self._metrics["train"]["time/update"].append(update)
+        self._metrics["train"]["time/update"].append(time.perf_counter() - start - self._times.scoring)
         return output
 
     # ----------------------------------------------------------------- rewards on the global batch

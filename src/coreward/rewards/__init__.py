@@ -6,12 +6,12 @@ from __future__ import annotations
 import importlib
 
 from coreward.rewards import co_rewarding_1, co_rewarding_2, cooper, entropy, majority, model, rule, self_certainty  # noqa: F401  (registration)
-from coreward.rewards.base import (NoParams, ParamsError, Policy, RewardSource, RolloutBatch, params_key, parse_params,
-                                   register, registered)
+from coreward.rewards.base import (NoParams, ParamsError, Policy, RewardSource, RolloutBatch, Rollouts, params_key,
+                                   parse_params, register, registered)
 from coreward.runtime.errors import CorewardError
 
-__all__ = ["NoParams", "Policy", "RewardSource", "RolloutBatch", "build_source", "builtin_methods", "parse_params",
-           "register", "registered_sources", "source_class"]
+__all__ = ["NoParams", "Policy", "RewardSource", "RolloutBatch", "Rollouts", "build_source", "builtin_methods",
+           "parse_params", "register", "registered_sources", "source_class"]
 
 
 def registered_sources() -> dict[str, type[RewardSource]]:

@@ -78,8 +78,8 @@ class Policy(Protocol):
 
 
 @dataclass
-class RolloutBatch:
-    """All rollouts of one generation step, across every process, in group order.
+class Rollouts:
+    """What a reward reads: all rollouts of one generation step, across every process, in group order.
 
     Rows `g*G .. g*G+G-1` are the G completions of prompt group `g` (`group_ids[i] == i // G`).
     `columns` holds every dataset column (`answer`, `id`, `pair_id`, ...), one value per completion.
@@ -97,23 +97,9 @@ class RolloutBatch:
     # Per-completion statistics of the policy's own logits (mean entropy, self-certainty), filled by
     # the engine only when a configured source lists them in `needs_token_stats`.
     token_stats: dict[str, list[float]] = field(default_factory=dict)
-    # Shared services: "verifier" (the rule verifier), "mode" ("train" or "eval").
-    context: dict[str, Any] = field(default_factory=dict)
-    policy: Policy | None = None  # the policy being trained (None in a batch built by hand)
-    _verdicts: list[Any] | None = field(default=None, repr=False)
-    metrics: dict[str, float] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.completions)
-
-    @property
-    def mode(self) -> str:
-        """"train" for the rollouts the policy learns from, "eval" for evaluation batches."""
-        return self.context.get("mode", "train")
-
-    @property
-    def verifier(self) -> Any:
-        return self.context["verifier"]
 
     @property
     def references(self) -> list[str | None] | None:
@@ -128,43 +114,6 @@ class RolloutBatch:
         G = self.num_generations
         return [range(start, start + G) for start in range(0, len(self), G)]
 
-    def verdicts(self):
-        """Rule verification of every completion against its reference (computed once per batch).
-
-        Returns a list of `VerifyResult` (`correct`, `extracted`, `timed_out`), or None without references.
-        With several processes each verifies its contiguous share and the verdicts are gathered (every
-        process must call this, as every process runs the same sources on the same batch).
-        """
-        from coreward.runtime.distributed import distributed_map
-
-        refs = self.references
-        if refs is None:
-            return None
-        if self._verdicts is None:
-            def verify(share):
-                return self.verifier.verify_completions([c for c, _ in share], [r for _, r in share])
-
-            self._verdicts = distributed_map(verify, list(zip(self.completions, [r or "" for r in refs])))
-        return self._verdicts
-
-    def extracted_answers(self, how: str = "default") -> list[str | None]:
-        """The final answer extracted from each completion (no reference needed); `how="boxed_raw"`: the
-        Co-rewarding authors' raw last-`\\boxed{}` strings (`verify.extract.extract_boxed_raw`)."""
-        if how == "boxed_raw":
-            from coreward.verify.extract import extract_boxed_raw
-
-            return self.context.setdefault("_boxed_raw", [extract_boxed_raw(c) for c in self.completions])
-        if self._verdicts is not None:
-            return [v.extracted for v in self._verdicts]
-        cached = self.context.get("_extracted")
-        if cached is None:
-            from coreward.runtime.distributed import distributed_map
-            from coreward.verify import extract_answer
-
-            cached = distributed_map(lambda share: [extract_answer(c) for c in share], self.completions)
-            self.context["_extracted"] = cached
-        return cached
-
     def require_columns(self, source: str, *columns: str) -> list[list[Any]]:
         """The named columns (`"reference"` means the reference column), or an error naming what is missing."""
         found = []
@@ -175,6 +124,66 @@ class RolloutBatch:
                 raise CorewardError(f"reward {source!r} needs the dataset column {name!r}, which is missing or empty")
             found.append(values)
         return found
+
+
+@dataclass
+class RolloutBatch(Rollouts):
+    """The `Rollouts` a reward reads, with what it may call: the verifier (and the verdicts and answers it
+    computes once per batch, shared by every source), the policy, and the metrics sink `log`."""
+
+    # Shared services: "verifier" (the rule verifier), "mode" ("train" or "eval").
+    context: dict[str, Any] = field(default_factory=dict)
+    policy: Policy | None = None  # the policy being trained (None in a batch built by hand)
+    metrics: dict[str, float] = field(default_factory=dict)  # what `log` recorded, read by the engine
+    # answers and verdicts computed once per batch, whichever source asks first
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def mode(self) -> str:
+        """"train" for the rollouts the policy learns from, "eval" for evaluation batches."""
+        return self.context.get("mode", "train")
+
+    @property
+    def verifier(self) -> Any:
+        return self.context["verifier"]
+
+    def map_shards(self, fn: Callable[[list], list], items: Sequence[Any]) -> list:
+        """`fn` over the items, split across the policy's processes (`Policy.map_shards`); every process gets every
+        result, in order. In a batch built by hand (no policy): `fn(items)`."""
+        return self.policy.map_shards(fn, items) if self.policy is not None else list(fn(list(items)))
+
+    def verdicts(self):
+        """Rule verification of every completion against its reference (computed once per batch).
+
+        Returns a list of `VerifyResult` (`correct`, `extracted`, `timed_out`), or None without references.
+        With several processes each verifies its contiguous share and the verdicts are gathered (every
+        process must call this, as every process runs the same sources on the same batch).
+        """
+        refs = self.references
+        if refs is None:
+            return None
+        if "verdicts" not in self._cache:
+            def verify(share):
+                return self.verifier.verify_completions([c for c, _ in share], [r for _, r in share])
+
+            self._cache["verdicts"] = self.map_shards(verify, list(zip(self.completions, [r or "" for r in refs])))
+        return self._cache["verdicts"]
+
+    def extracted_answers(self, how: str = "default") -> list[str | None]:
+        """The final answer extracted from each completion (no reference needed); `how="boxed_raw"`: the
+        Co-rewarding authors' raw last-`\\boxed{}` strings (`verify.extract.extract_boxed_raw`)."""
+        if how == "boxed_raw":
+            from coreward.verify.extract import extract_boxed_raw
+
+            return self._cache.setdefault("boxed_raw", [extract_boxed_raw(c) for c in self.completions])
+        if "verdicts" in self._cache:
+            return [v.extracted for v in self._cache["verdicts"]]
+        if "extracted" not in self._cache:
+            from coreward.verify import extract_answer
+
+            self._cache["extracted"] = self.map_shards(lambda share: [extract_answer(c) for c in share],
+                                                       self.completions)
+        return self._cache["extracted"]
 
     def log(self, name: str, value: float | None) -> None:
         """Record a scalar metric for this step (logged as `name` in metrics.jsonl)."""

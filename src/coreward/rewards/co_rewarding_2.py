@@ -91,7 +91,7 @@ class CoRewarding2Reward(RewardSource):
         """Rewards of the policy's rollouts given the teacher's rollouts of each group (one list per group)."""
         verifier = batch.verifier
         teacher_answers = [[extract(c, self.params.extract) for c in group] for group in teacher_completions]
-        labels = [vote[0] for vote in majority_votes(teacher_answers, self.match, verifier)]
+        labels = [vote[0] for vote in majority_votes(teacher_answers, self.match, verifier, batch.map_shards)]
         if self.params.dump_dir and batch.mode == "train" and (batch.policy is None or batch.policy.rank == 0):
             self._dump(batch, teacher_completions, teacher_answers, labels)
         answers = batch.extracted_answers(self.params.extract)

@@ -32,7 +32,7 @@ class MajorityVoteReward(RewardSource):
         answers = batch.extracted_answers(self.params.extract)
         rewards, labels = [], []
         for label, classes, winner in majority_votes([[answers[i] for i in rows] for rows in batch.groups()],
-                                                     self.params.match, verifier):
+                                                     self.params.match, verifier, batch.map_shards):
             rewards += [1.0 if winner is not None and c == winner else 0.0 for c in classes]
             labels.append(label)
         group_refs = [batch.references[rows.start] for rows in batch.groups()] if batch.references else None
