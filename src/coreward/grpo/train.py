@@ -14,7 +14,7 @@ from typing import Any
 from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
 from coreward.data.prompts import INSTRUCTION
-from coreward.grpo.config import TrainConfig
+from coreward.grpo.config import TrainConfig, check_batch_fits
 from coreward.runtime.assets import resolve_model
 from coreward.runtime.devices import load_tokenizer
 from coreward.runtime.distributed import print_once
@@ -80,17 +80,6 @@ def _reference_free_methods() -> str:
 
     names = [cls.name for cls in builtin_methods() if not cls.needs_references]
     return ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def check_batch_fits(rows: int, args, where: str) -> None:
-    """One optimizer step samples `generation_batch_size / num_generations` prompts: the data must hold them,
-    or TRL's sampler yields no batch at all and the run ends at step 0 without a word."""
-    prompts = args.generation_batch_size // args.num_generations
-    if rows < prompts:
-        raise CorewardError(
-            f"key data.train: {rows} prompts {where}, but one step samples {prompts} (grpo.per_device_train_batch_size "
-            f"× processes × steps_per_generation ÷ grpo.num_generations): use more data (data.limit) or a smaller batch"
-        )
 
 
 def build_sources(config: TrainConfig):
