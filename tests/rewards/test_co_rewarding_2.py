@@ -17,15 +17,8 @@ from safetensors.torch import load_file
 
 from coreward.runtime.errors import CorewardError
 from coreward.rewards.co_rewarding_2 import CoRewarding2Reward
-from coreward.rewards.ema_teacher import (
-    STATE_FILE,
-    WEIGHTS_FILE,
-    EmaTeacher,
-    adapter_pairs,
-    add_teacher_adapter,
-    cosine_alpha,
-    full_pairs,
-)
+from coreward.rewards.ema_teacher import EmaTeacher, cosine_alpha
+from coreward.rewards.teacher_weights import STATE_FILE, WEIGHTS_FILE, adapter_pairs, add_teacher_adapter, full_pairs
 from coreward.verify import Verifier
 from tests.helpers.batches import batch_of
 from tests.helpers.kill_resume import free_port  # the same hand-built groups

@@ -4,14 +4,24 @@ config name; `source_class` also loads a user's source by import path (`mypkg.re
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
-from coreward.rewards import co_rewarding_1, co_rewarding_2, cooper, entropy, majority, model, rule, self_certainty  # noqa: F401  (registration)
 from coreward.rewards.base import (NoParams, ParamsError, Policy, RewardSource, RolloutBatch, Rollouts, params_key,
                                    parse_params, register, registered)
 from coreward.runtime.errors import CorewardError
 
 __all__ = ["NoParams", "Policy", "RewardSource", "RolloutBatch", "Rollouts", "build_source", "builtin_methods",
            "parse_params", "register", "registered_sources", "source_class"]
+
+
+def _register_builtin_methods() -> None:
+    """Import every module of this package: each method's file registers itself (`@register`), so a new
+    built-in method is its file alone."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+_register_builtin_methods()
 
 
 def registered_sources() -> dict[str, type[RewardSource]]:
