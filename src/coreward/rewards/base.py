@@ -149,8 +149,9 @@ class RolloutBatch(Rollouts):
 
     def map_shards(self, fn: Callable[[list], list], items: Sequence[Any]) -> list:
         """`fn` over the items, split across the policy's processes (`Policy.map_shards`); every process gets every
-        result, in order. In a batch built by hand (no policy): `fn(items)`."""
-        return self.policy.map_shards(fn, items) if self.policy is not None else list(fn(list(items)))
+        result, in order. In a batch built by hand (no policy, or a stand-in without `map_shards`): `fn(items)`."""
+        map_shards = getattr(self.policy, "map_shards", None)
+        return map_shards(fn, items) if map_shards is not None else list(fn(list(items)))
 
     def verdicts(self):
         """Rule verification of every completion against its reference (computed once per batch).
