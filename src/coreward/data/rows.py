@@ -5,7 +5,8 @@
                                                   + `teacher_prompt` (data.teacher_rephrasings, Co-rewarding-II)
 
 `data` is the config's `DataSettings` (`grpo/config.py`); the engine says which rewards score against the
-references. Prompts longer than `data.max_prompt_tokens` are dropped once the tokenizer is loaded (`drop_long_prompts`).
+references. Prompts longer than `data.max_prompt_tokens` are dropped once the tokenizer is loaded
+(`drop_long_prompts`).
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ def check_references(records, data: Any, reference_users: list[str], reference_f
     columns = [f.name for f in fields(Record)]
     if column not in columns:
         raise CorewardError(
-            f"key data.reference_column: {column!r} is not a column of the training data (columns: {', '.join(columns)})"
+            f"key data.reference_column: {column!r} is not a column of the training data "
+            f"(columns: {', '.join(columns)})"
         )
     if not reference_users:
         return records

@@ -39,8 +39,8 @@ class CrossViewReward(RewardSource):
         answers = batch.extracted_answers(self.params.extract)
         groups = batch.groups()
         partner = pair_groups(batch)
-        majorities = [vote[0] for vote in majority_votes([[answers[i] for i in rows] for rows in groups], self.match, verifier,
-                                                                batch.map_shards)]
+        votes = majority_votes([[answers[i] for i in rows] for rows in groups], self.match, verifier, batch.map_shards)
+        majorities = [vote[0] for vote in votes]
 
         rewards = [0.0] * len(batch)
         for g, rows in enumerate(groups):

@@ -158,10 +158,12 @@ class EmaTeacher:
             tensors = full_copies(self.pairs, self.masters)
         if self.policy is not None and self.policy.rank != 0:
             return
-        write_checkpoint(directory, tensors, {"last_update_step": self.last_update_step, "last_alpha": self.last_alpha})
+        state = {"last_update_step": self.last_update_step, "last_alpha": self.last_alpha}
+        write_checkpoint(directory, tensors, state)
 
     def export(self, folder: Path) -> Path | None:
-        """The teacher as a loadable model folder (`teacher_weights.export_model`); None when sharded or never built."""
+        """The teacher as a loadable model folder (`teacher_weights.export_model`); None when sharded or never
+        built."""
         if self.pairs is None or self.sharded:
             return None
         return export_model(self.module, self.adapter, folder)
