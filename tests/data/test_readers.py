@@ -81,8 +81,8 @@ def test_chat_messages_as_the_prompt(tmp_path):
     assert record.question == "What is 2+2?" and record.messages == messages and record.answer == "4"
 
     from coreward.data.records import with_question
+    from coreward.data.rows import build_rows
     from coreward.grpo.config import DataSettings
-    from coreward.grpo.train import build_rows
 
     assert build_rows([record], DataSettings())[0]["prompt"] == messages  # TRL applies the chat template
     rephrased = with_question(record, "Compute 2+2.")

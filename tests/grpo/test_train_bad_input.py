@@ -165,16 +165,18 @@ def test_registered_benchmark_rows_without_a_usable_reference_are_left_out(capsy
     """A shipped benchmark can't be fixed by the user (MATH's train split has two empty answers): such rows are
     left out and counted, not fatal."""
     from coreward.data.benchmarks import load_benchmark
-    from coreward.grpo.train import check_references
+    from coreward.data.rows import check_references
+    from coreward.grpo.train import reference_users
 
     records = load_benchmark("demo", "train", limit=4)
     records[1].answer = ""
     config = load_config(TrainConfig, RULE, ["data.train=demo"])
-    kept = check_references(records, config)
+    kept = check_references(records, config.data, reference_users(config))
     assert [r.id for r in kept] == [records[i].id for i in (0, 2, 3)]
     assert f"left out 1 of 4 problems of demo whose reference answer can't be verified: {records[1].id}" in capsys.readouterr().out
     majority = load_config(TrainConfig, RULE, ["data.train=demo", "rewards.0.name=majority"])
-    assert len(check_references(records, majority)) == 4  # a self-supervised reward doesn't read references
+    # a self-supervised reward doesn't read references
+    assert len(check_references(records, majority.data, reference_users(majority))) == 4
 
 
 def test_bad_data_file_on_the_command_line_exits_2_naming_file_and_row(tmp_path):

@@ -89,8 +89,8 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward
     rows = [{"prompt": r.question, "answer": r.answer, "id": r.id, "question": r.question} for r in records]
     paired = "co_rewarding_1" in reward
     if paired:  # each question next to its rephrasing, as Co-rewarding-I trains
+        from coreward.data.rows import paired_rows
         from coreward.data.synthetic import demo_rephrasing
-        from coreward.grpo.samplers import paired_rows
 
         rows = paired_rows([(row, demo_rephrasing(r)) for row, r in zip(rows, records)])
         for row in rows:

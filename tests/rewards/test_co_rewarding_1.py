@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coreward.grpo.samplers import PairedRepeatSampler, paired_rows
+from coreward.data.rows import paired_rows
+from coreward.grpo.samplers import PairedRepeatSampler
 from coreward.rewards.base import RolloutBatch
 from coreward.rewards.co_rewarding_1 import CrossViewReward
 from tests.helpers.grpo_probe import run_worker

@@ -16,15 +16,8 @@ import torch
 from safetensors.torch import load_file
 
 from coreward.rewards.co_rewarding_2 import CoRewarding2Reward
-from coreward.rewards.ema_teacher import (
-    STATE_FILE,
-    WEIGHTS_FILE,
-    EmaTeacher,
-    adapter_pairs,
-    add_teacher_adapter,
-    cosine_alpha,
-    full_pairs,
-)
+from coreward.rewards.ema_teacher import EmaTeacher, cosine_alpha
+from coreward.rewards.teacher_weights import STATE_FILE, WEIGHTS_FILE, adapter_pairs, add_teacher_adapter, full_pairs
 from coreward.runtime.errors import CorewardError
 from coreward.verify import Verifier
 from tests.helpers.batches import batch_of

@@ -18,19 +18,17 @@ from typing import Any
 from coreward.runtime.errors import CorewardError
 
 
-# in the order of the Cooper paper's table: references first, then the co-optimized / co-derived rewards
-METHODS = ("rule", "model", "cooper", "majority", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2")
-LABELS = {
-    "baseline": "Baseline (no RL)",
-    "rule": "Rule-based (GT-GRPO)",
-    "model": "Static reward model",
-    "cooper": "Cooper",
-    "majority": "Majority voting",
-    "self_certainty": "Self-certainty",
-    "entropy": "Entropy",
-    "co_rewarding_1": "Co-rewarding-I",
-    "co_rewarding_2": "Co-rewarding-II",
-}
+def demo_methods() -> dict[str, str]:
+    """Every built-in reward method by config name, with its table label, in the order of the Cooper paper's table
+    (`coreward.rewards.builtin_methods`)."""
+    from coreward.rewards import builtin_methods
+    from coreward.rewards.base import label_of
+
+    return {cls.name: label_of(cls) for cls in builtin_methods()}
+
+
+def label(method: str) -> str:
+    return "Baseline (no RL)" if method == "baseline" else demo_methods()[method]
 
 
 @dataclass(frozen=True)
@@ -78,12 +76,13 @@ def configs_dir() -> Path:
 
 
 def parse_methods(text: str | None) -> list[str]:
+    known = list(demo_methods())
     if not text:
-        return list(METHODS)
+        return known
     methods = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in known]
     if unknown:
-        raise CorewardError(f"--methods: unknown method {', '.join(unknown)} (known: {', '.join(METHODS)})")
+        raise CorewardError(f"--methods: unknown method {', '.join(unknown)} (known: {', '.join(known)})")
     return methods
 
 
@@ -206,18 +205,18 @@ def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int 
     print(f"baseline (warm-started demo policy): held-out avg@{budget.eval_n} = {rows[0]['heldout_avg']:.3f}")
     run_dirs = [output_dir / method for method in methods]
     for method, run_dir in zip(methods, run_dirs):
-        print(f"\n== {LABELS[method]}: {budget.steps} GRPO steps ({run_dir})")
+        print(f"\n== {label(method)}: {budget.steps} GRPO steps ({run_dir})")
         rows.append(train_and_evaluate(method, configs[method], run_dir, method))
-        print(f"{LABELS[method]}: held-out avg@{budget.eval_n} = {rows[-1]['heldout_avg']:.3f}")
+        print(f"{label(method)}: held-out avg@{budget.eval_n} = {rows[-1]['heldout_avg']:.3f}")
 
     table = demo_table(rows, budget)
     stress_rows, stress_dirs = [], [output_dir / "stress" / method for method in stressed]
     for method, run_dir in zip(stressed, stress_dirs):
-        print(f"\n== stress, {LABELS[method]}: {budget.stress.steps} GRPO steps at learning rate "
+        print(f"\n== stress, {label(method)}: {budget.stress.steps} GRPO steps at learning rate "
               f"{budget.stress.learning_rate:g}")
         row = train_and_evaluate(method, stress_configs[method], run_dir, f"stress-{method}")
         stress_rows.append({**row, **{f"start_{k}": v for k, v in final_metrics(run_dir, first=True).items()}})
-        print(f"stress, {LABELS[method]}: held-out avg@{budget.eval_n} = {row['heldout_avg']:.3f}; "
+        print(f"stress, {label(method)}: held-out avg@{budget.eval_n} = {row['heldout_avg']:.3f}; "
               f"train verified accuracy {_share(stress_rows[-1]['start_train_verified_accuracy'])} (first 5 steps) "
               f"-> {_share(row['train_verified_accuracy'])} (last 5)")
     if stress_rows:
@@ -258,7 +257,7 @@ def stress_table(rows: list[dict[str, Any]], baseline: Any, budget: Budget) -> s
         "|---|---:|---:|---:|---:|",
     ]
     for row in rows:
-        lines.append(f"| {LABELS[row['method']]} | {spread_cell(row['heldout_avg'], 100)} | "
+        lines.append(f"| {label(row['method'])} | {spread_cell(row['heldout_avg'], 100)} | "
                      f"{spread_cell(delta(row['heldout_avg'], baseline), 100, sign=True)} | "
                      f"{pair(row, 'train_reward', False)} | {pair(row, 'train_verified_accuracy', True)} |")
     return "\n".join(lines)
@@ -283,7 +282,7 @@ def demo_table(rows: list[dict[str, Any]], budget: Budget) -> str:
     ]
     for row in rows:
         change = "" if row["method"] == "baseline" else spread_cell(delta(row["heldout_avg"], baseline), 100, sign=True)
-        lines.append(f"| {LABELS[row['method']]} | {spread_cell(row['heldout_avg'], 100)} | {change} | "
+        lines.append(f"| {label(row['method'])} | {spread_cell(row['heldout_avg'], 100)} | {change} | "
                      f"{spread_cell(row['train_reward'], 1, 3)} | {spread_cell(row['train_verified_accuracy'], 100)} |")
     return "\n".join(lines)
 

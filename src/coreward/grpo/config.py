@@ -118,7 +118,7 @@ class TrainConfig:
             signal_numbers(self.preempt_signals)
         except ValueError as err:
             raise CorewardError(f"key preempt_signals: {err}") from None
-        validate_rewards(self.rewards)
+        validate_rewards(self.rewards, self.data)
         validate_grpo_keys(self.grpo)
         validate_grpo_values(self.grpo)
         validate_verifier(self.verifier)
@@ -127,41 +127,17 @@ class TrainConfig:
             validate_lora(self.lora)
         if self.torch_threads is not None and self.torch_threads < 1:
             raise CorewardError(f"key torch_threads must be >= 1 (or null: torch's default), got {self.torch_threads}")
-        G = self.grpo.get("num_generations", 8)
-        if G is not None and G < 2:
-            raise CorewardError(
-                f"key grpo.num_generations must be at least 2 (GRPO normalizes rewards within a group), got {G}"
-            )
-        batch = self.grpo.get("per_device_train_batch_size")
-        gen_batch = self.grpo.get("generation_batch_size")
-        steps = self.grpo.get("steps_per_generation") or self.grpo.get("gradient_accumulation_steps") or 1
-        # the generation batch is global: every process's share together (torchrun / accelerate set WORLD_SIZE)
-        processes = int(os.environ.get("WORLD_SIZE", "1"))
-        total = gen_batch if gen_batch is not None else (batch * processes * steps if batch is not None else None)
-        if total is not None and G and total % G != 0:
-            raise CorewardError(
-                f"the generation batch ({total} completions: grpo.per_device_train_batch_size × {processes} "
-                f"process(es) × steps_per_generation) must be a multiple of grpo.num_generations ({G})"
-            )
-        rephrased_teacher = [i for i, r in enumerate(self.rewards)
-                             if r.name == "co_rewarding_2" and (r.params or {}).get("teacher_prompt") == "rephrased"]
-        if rephrased_teacher and not self.data.teacher_rephrasings:
-            raise CorewardError(f"key rewards.{rephrased_teacher[0]}.params.teacher_prompt: rephrased needs "
-                                "data.teacher_rephrasings (the rephrasing of each training question)")
+        validate_batch(self.grpo, paired=bool(self.data.rephrasings))
         if self.data.view_loss == "per_view" and not self.data.rephrasings:
             raise CorewardError("key data.view_loss: per_view needs paired views (set data.rephrasings)")
         if self.data.view_loss == "per_view" and self.grpo.get("loss_type") != "bnpo":
             raise CorewardError("key data.view_loss: per_view sums per-view token means of the micro-batch, as verl's "
                                 f"token-mean does: set grpo.loss_type: bnpo (got {self.grpo.get('loss_type')!r})")
-        if self.data.rephrasings and total is not None and G and (total // G) % 2:
-            raise CorewardError(
-                f"data.rephrasings pairs each question with its rephrasing: the generation batch ({total} "
-                f"completions) must hold an even number of prompts, i.e. be a multiple of 2 × num_generations"
-            )
 
 
-def validate_rewards(rewards: list[RewardSpec]) -> None:
-    """Every reward names a known source and its parameters pass that source's `Params` (before any model loads)."""
+def validate_rewards(rewards: list[RewardSpec], data: DataSettings | None = None) -> None:
+    """Every reward names a known source, its parameters pass that source's `Params`, and the source accepts the
+    data settings (`RewardSource.check_data`): before any model loads."""
     from coreward.rewards import parse_params, source_class
 
     if not rewards:
@@ -176,10 +152,11 @@ def validate_rewards(rewards: list[RewardSpec]) -> None:
                 raise
             raise CorewardError(f"{err} (looked in the working directory {os.getcwd()} and on PYTHONPATH: run from "
                                 "the folder that holds the package, or add that folder to PYTHONPATH)") from None
+        params = parse_params(cls, spec.params, key=f"rewards.{i}.params")
         try:
-            parse_params(cls, spec.params, key=f"rewards.{i}.params")
-        except (ValueError, TypeError) as err:
-            raise CorewardError(f"key rewards.{i}.params: reward {spec.name!r}: {err}") from None
+            cls.check_data(params, data if data is not None else DataSettings())
+        except ValueError as err:  # its message starts with the parameter's name
+            raise CorewardError(f"key rewards.{i}.params.{err}") from None
 
 
 def working_directory_importable() -> None:
@@ -190,6 +167,55 @@ def working_directory_importable() -> None:
 
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
+
+
+# ---------------------------------------------------------------------------------------------- the batch
+# Every check of the batch's shape is here: at config load (`validate_batch`, the generation batch from the
+# settings and WORLD_SIZE) and once the data is read (`check_batch_fits`, from TRL's resolved GRPOConfig).
+
+
+def default_num_generations() -> int:
+    """TRL's own default of grpo.num_generations (one spelling: GRPOConfig's)."""
+    from trl import GRPOConfig
+
+    return GRPOConfig.__dataclass_fields__["num_generations"].default
+
+
+def validate_batch(grpo: dict[str, Any], paired: bool = False) -> None:
+    """A group holds at least 2 completions, the generation batch whole groups (and, with `paired` views, an even
+    number of prompts)."""
+    G = grpo.get("num_generations", default_num_generations())
+    if G is not None and G < 2:
+        raise CorewardError(
+            f"key grpo.num_generations must be at least 2 (GRPO normalizes rewards within a group), got {G}"
+        )
+    batch = grpo.get("per_device_train_batch_size")
+    gen_batch = grpo.get("generation_batch_size")
+    steps = grpo.get("steps_per_generation") or grpo.get("gradient_accumulation_steps") or 1
+    # the generation batch is global: every process's share together (torchrun / accelerate set WORLD_SIZE)
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    total = gen_batch if gen_batch is not None else (batch * processes * steps if batch is not None else None)
+    if total is not None and G and total % G != 0:
+        raise CorewardError(
+            f"the generation batch ({total} completions: grpo.per_device_train_batch_size × {processes} "
+            f"process(es) × steps_per_generation) must be a multiple of grpo.num_generations ({G})"
+        )
+    if paired and total is not None and G and (total // G) % 2:
+        raise CorewardError(
+            f"data.rephrasings pairs each question with its rephrasing: the generation batch ({total} "
+            f"completions) must hold an even number of prompts, i.e. be a multiple of 2 × num_generations"
+        )
+
+
+def check_batch_fits(rows: int, args, where: str) -> None:
+    """One optimizer step samples `generation_batch_size / num_generations` prompts: the data must hold them,
+    or TRL's sampler yields no batch at all and the run ends at step 0 without a word."""
+    prompts = args.generation_batch_size // args.num_generations
+    if rows < prompts:
+        raise CorewardError(
+            f"key data.train: {rows} prompts {where}, but one step samples {prompts} (grpo.per_device_train_batch_size "
+            f"× processes × steps_per_generation ÷ grpo.num_generations): use more data (data.limit) or a smaller batch"
+        )
 
 
 _COLUMN_FIELDS = ("question", "answer", "id", "solution")

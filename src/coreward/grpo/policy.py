@@ -67,6 +67,16 @@ class TrainerPolicy:
     def max_completion_length(self) -> int:
         return self._trainer.max_completion_length
 
+    def tokenize_prompt(self, prompt: Any) -> list[int]:
+        """Token ids of a dataset prompt as TRL 1.16's `_tokenize_prompts` makes them: chat messages through the
+        chat template with the generation prompt, plain text through the tokenizer."""
+        tokenizer = self.tokenizer
+        if isinstance(prompt, str):
+            return list(tokenizer(text=prompt)["input_ids"])
+        encoded = tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=True,
+                                                return_dict=True)
+        return list(encoded["input_ids"])
+
     # -- models -----------------------------------------------------------------------------------------
     def module(self) -> Any:
         return self._trainer.accelerator.unwrap_model(self._trainer.model)

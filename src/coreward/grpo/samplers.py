@@ -1,6 +1,7 @@
 """Paired views for Co-rewarding-I: each question and its rephrasing are rolled out in the same step.
 
-The dataset holds two rows per pair (`view` 0: the question, `view` 1: its rephrasing, same `pair_id`).
+The dataset holds two rows per pair (`view` 0: the question, `view` 1: its rephrasing, same `pair_id`;
+`data/rows.py`).
 The sampler shuffles *pairs* and emits `[q]×G + [q']×G` side by side, so a pair's 2G rollouts always
 land in one generation batch — and, because rewards are computed on the gathered global batch, they
 are scored together however the batch is split across processes.
@@ -13,16 +14,6 @@ from typing import Any, Iterator
 import torch
 from torch.utils.data import Sampler
 from trl.trainer.utils import RepeatSampler
-
-
-def paired_rows(pairs: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
-    """Two dataset rows per (row, rephrased question): the original (view 0) then the rephrasing (view 1)."""
-    rows = []
-    for row, rephrased in pairs:
-        pair_id = str(row["id"])
-        rows.append({**row, "pair_id": pair_id, "view": 0})
-        rows.append({**row, "question": rephrased, "pair_id": pair_id, "view": 1})
-    return rows
 
 
 class EpochReplay:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from coreward.data.prompts import INSTRUCTION
-from coreward.grpo.config import DataSettings, TrainConfig
+from coreward.grpo.config import TrainConfig, check_batch_fits
 from coreward.runtime.assets import resolve_model
 from coreward.runtime.config import load_config
 from coreward.runtime.devices import load_tokenizer
@@ -28,23 +28,6 @@ class TrainResult:
     trainer: Any
     preempted: bool = False  # stopped by a preemption signal: a checkpoint of `global_step`, no final model
     stopped_by: str | None = None  # with `preempted`: "Ctrl-C" or "a preemption signal (SIGTERM)"
-
-
-def build_rows(records, data: DataSettings) -> list[dict[str, Any]]:
-    """Dataset rows for TRL: `prompt` (plain text or chat messages) plus every record field."""
-    from coreward.data.prompts import build_messages, plain_prompt
-
-    rows = []
-    for record in records:
-        row = record.to_dict()
-        if record.messages is not None:  # the data's own chat prompt: TRL applies the chat template
-            row["prompt"] = record.messages
-        elif data.prompt_format == "chat":
-            row["prompt"] = build_messages(record.question, instruction=data.instruction, system=data.system_prompt)
-        else:
-            row["prompt"] = plain_prompt(record.question, instruction=data.instruction)
-        rows.append(row)
-    return rows
 
 
 def resolve_prompt_format(config: TrainConfig) -> TrainConfig:
@@ -78,163 +61,25 @@ def _reads_plain_text(name_or_path: str) -> bool:
 
 
 def build_train_dataset(config: TrainConfig):
-    from datasets import Dataset
+    """The training dataset (`data/rows.py`), its references checked for the configured rewards."""
+    from coreward.data.rows import build_train_dataset as build
 
-    from coreward.data.benchmarks import load_named
-
-    records = load_named(config.data.train, config.data.split, config.data.limit, config.data.data_dir, key="data.train",
-                         columns=config.data.columns)
-    records = check_references(records, config)
-    if config.data.rephrasings:
-        return Dataset.from_list(build_paired_rows(records, config.data))
-    if config.data.teacher_rephrasings:
-        return Dataset.from_list(build_teacher_rows(records, config.data))
-    return Dataset.from_list(build_rows(records, config.data))
+    return build(config.data, reference_users(config), _reference_free_methods())
 
 
-def build_teacher_rows(records, data: DataSettings) -> list[dict[str, Any]]:
-    """Rows whose `teacher_prompt` is the rephrased question, rendered as the prompt is (Co-rewarding-II's
-    use_aug: the policy answers the original, the EMA teacher the rephrasing)."""
-    from dataclasses import replace
-
-    from coreward.data.rephrase import demo_pairs, load_rephrasings
-
-    if data.teacher_rephrasings == "demo":
-        rephrased = {r.id: q2 for r, q2 in demo_pairs(records)}
-    else:
-        try:
-            rephrased = load_rephrasings(data.teacher_rephrasings, records)
-        except CorewardError as err:
-            raise CorewardError(f"key data.teacher_rephrasings: {err}") from None
-    kept = [r for r in records if r.id in rephrased]
-    if not kept:
-        raise CorewardError(f"data.teacher_rephrasings {data.teacher_rephrasings}: no id matches the training data")
-    if len(kept) < len(records):
-        print_once(f"{len(records) - len(kept)} of {len(records)} questions have no rephrasing and are left out")
-    rows = build_rows(kept, data)
-    for row, teacher_row in zip(rows, build_rows([replace(r, question=rephrased[r.id]) for r in kept], data)):
-        row["teacher_prompt"] = teacher_row["prompt"]
-    return rows
-
-
-def check_references(records, config: TrainConfig):
-    """The reference column exists, and, when a reward scores against it, every reference can be verified.
-
-    A bad reference in the user's file is an error naming file, row and id; in a registered benchmark
-    (which the user can't fix: MATH's train split has two empty answers) the problem is left out and counted.
-    """
-    from dataclasses import fields
-
-    from coreward.data.benchmarks import list_benchmarks
-    from coreward.data.records import Record
+def reference_users(config: TrainConfig) -> list[str]:
+    """The configured rewards that score completions against the reference answers (`needs_references`)."""
     from coreward.rewards import source_class
-    from coreward.verify.equivalence import reference_problem
 
-    column = config.data.reference_column
-    columns = [f.name for f in fields(Record)]
-    if column not in columns:
-        raise CorewardError(
-            f"key data.reference_column: {column!r} is not a column of the training data (columns: {', '.join(columns)})"
-        )
-    users = [spec.name for spec in config.rewards if source_class(spec.name).needs_references]
-    if not users:
-        return records
-    source = config.data.train
-    if all(not getattr(record, column) for record in records):
-        raise CorewardError(
-            f"key rewards: reward {users[0]!r} scores completions against reference answers, and {source} has none "
-            f"(no {config.data.columns.get('answer', 'answer')!r} column: map yours with data.columns.answer); "
-            "majority, self_certainty, entropy, co_rewarding_1 and co_rewarding_2 need none"
-        )
-    registered = source in list_benchmarks()
-    kept, dropped = [], []
-    for row, record in enumerate(records, start=1):
-        reference = getattr(record, column)
-        why = reference_problem(reference) or _prose_problem(reference)
-        if why is None:
-            kept.append(record)
-        elif registered:
-            dropped.append(record.id)
-        else:
-            raise CorewardError(
-                f"key data.train: {source}: row {row} (id {record.id}): the reference answer {str(reference)!r:.80} "
-                f"{why}; reward {users[0]!r} scores completions against it"
-            )
-    if dropped:
-        print_once(f"left out {len(dropped)} of {len(records)} problems of {source} whose reference answer can't be "
-              f"verified: {', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}")
-    if not kept:
-        raise CorewardError(f"key data.train: no problem of {source} has a usable reference answer")
-    return kept
+    return [spec.name for spec in config.rewards if source_class(spec.name).needs_references]
 
 
-def _prose_problem(reference) -> str | None:
-    """Words and nothing else ("no answer given here"): math-verify reads them as a product of letters, which no
-    completion will ever match. A word or two ("yes", "Evelyn", "x y") can be an answer; three words with no number,
-    symbol or LaTeX are not."""
-    words = str(reference).split()
-    if len(words) >= 3 and all(word.isalpha() for word in words):
-        return "is words with no readable answer (no number, expression or LaTeX)"
-    return None
+def _reference_free_methods() -> str:
+    """The built-in methods that need no reference answer, for an error message: "a, b and c"."""
+    from coreward.rewards import builtin_methods
 
-
-def check_batch_fits(rows: int, args, where: str) -> None:
-    """One optimizer step samples `generation_batch_size / num_generations` prompts: the data must hold them,
-    or TRL's sampler yields no batch at all and the run ends at step 0 without a word."""
-    prompts = args.generation_batch_size // args.num_generations
-    if rows < prompts:
-        raise CorewardError(
-            f"key data.train: {rows} prompts {where}, but one step samples {prompts} (grpo.per_device_train_batch_size "
-            f"× processes × steps_per_generation ÷ grpo.num_generations): use more data (data.limit) or a smaller batch"
-        )
-
-
-def build_paired_rows(records, data: DataSettings) -> list[dict[str, Any]]:
-    """Co-rewarding-I rows: each record's question (view 0) next to its rephrasing (view 1)."""
-    from coreward.data.records import with_question
-    from coreward.data.rephrase import demo_pairs, load_rephrasings
-    from coreward.grpo.samplers import paired_rows
-
-    if data.rephrasings == "demo":
-        pairs = demo_pairs(records)
-    else:
-        try:
-            rephrased = load_rephrasings(data.rephrasings, records)
-        except CorewardError as err:
-            raise CorewardError(f"key data.rephrasings: {err}") from None
-        pairs = [(r, rephrased[r.id]) for r in records if r.id in rephrased]
-        if not pairs:
-            raise CorewardError(f"data.rephrasings {data.rephrasings}: no id matches the training data")
-        if len(pairs) < len(records):
-            print_once(f"{len(records) - len(pairs)} of {len(records)} questions have no rephrasing and are left out")
-    originals = build_rows([r for r, _ in pairs], data)
-    views = build_rows([with_question(r, q2) for r, q2 in pairs], data)
-    rows = paired_rows([(row, q2) for row, (_, q2) in zip(originals, pairs)])
-    for i, view_row in enumerate(views):  # the rephrased view's prompt is rendered from its own question
-        rows[2 * i + 1]["prompt"] = view_row["prompt"]
-    return rows
-
-
-def drop_long_prompts(dataset, tokenizer, max_tokens: int, paired: bool = False):
-    """Drop rows whose rendered prompt is longer than `max_tokens` (TRL 1.16 has no prompt truncation).
-
-    With paired views a pair is dropped whole, so the two views stay side by side.
-    """
-
-    def length(prompt) -> int:
-        if isinstance(prompt, list):
-            prompt = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-        return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-
-    fits = [length(prompt) <= max_tokens for prompt in dataset["prompt"]]
-    if paired:
-        fits = [fits[i] and fits[i ^ 1] for i in range(len(fits))]  # rows 2p and 2p+1 are one pair
-    kept = dataset.select([i for i, ok in enumerate(fits) if ok])
-    if len(kept) < len(dataset):
-        print_once(f"dropped {len(dataset) - len(kept)} of {len(dataset)} prompts longer than {max_tokens} tokens")
-    if len(kept) == 0:
-        raise CorewardError(f"every prompt is longer than data.max_prompt_tokens={max_tokens}")
-    return kept
+    names = [cls.name for cls in builtin_methods() if not cls.needs_references]
+    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def build_sources(config: TrainConfig):
@@ -442,6 +287,8 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     tokenizer = load_tokenizer(model_path, config.model.trust_remote_code, key="key model.name_or_path")
 
     if config.data.max_prompt_tokens:
+        from coreward.data.rows import drop_long_prompts
+
         dataset = drop_long_prompts(dataset, tokenizer, config.data.max_prompt_tokens, bool(config.data.rephrasings))
         check_batch_fits(len(dataset), args, f"of at most data.max_prompt_tokens={config.data.max_prompt_tokens} tokens")
     verifier = Verifier(timeout_s=config.verifier.timeout_s, num_workers=config.verifier.num_workers,
@@ -456,7 +303,6 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         reward_sources=sources,
         verifier=verifier,
         reference_column=config.data.reference_column,
-        paired_views=bool(config.data.rephrasings),
         per_view_loss=config.data.view_loss == "per_view",
         keep_checkpoints=keep_checkpoints(config),
         kl_from_init=config.kl_from_init,

@@ -35,6 +35,7 @@ import json
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,11 @@ def _placeholder_reward(name: str):
     return reward
 
 
+def has_paired_views(dataset: Any) -> bool:
+    """Whether the dataset's rows are paired views of each problem (`data/rows.py`)."""
+    return {"pair_id", "view"} <= set(getattr(dataset, "column_names", None) or ())
+
+
 def split_views(inputs: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """(view, that view's rows of every per-row tensor) for each view present in a micro-batch; scalars and
     other entries are shared."""
@@ -96,6 +102,16 @@ def split_views(inputs: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     ]
 
 
+@dataclass
+class StepTimes:
+    """Wall time of one training step, as three TRL overrides see it: `_generate` adds the generation time,
+    `_generate_and_score_completions` the whole scoring (generation included), and `training_step` logs the rest
+    as the update. A step that reuses buffered rollouts has no scoring."""
+
+    generation: float = 0.0  # seconds in `_generate` since the current scoring began
+    scoring: float = 0.0  # this step's generation and scoring (train mode)
+
+
 class CorewardGRPOTrainer(GRPOTrainer):
     def __init__(
         self,
@@ -104,7 +120,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         verifier: Any,
         reference_column: str = "answer",
         keep_checkpoints: int | None = 2,
-        paired_views: bool = False,
+        paired_views: bool | None = None,
         per_view_loss: bool = False,
         kl_from_init: bool = True,
         **kwargs: Any,
@@ -114,12 +130,11 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self.verifier = verifier
         self.reference_column = reference_column
         self.keep_checkpoints = keep_checkpoints
-        self.paired_views = paired_views
+        # paired views (two rows per problem, `pair_id` and `view`: `grpo/samplers.py`) are a property of the data
+        self.paired_views = has_paired_views(kwargs.get("train_dataset")) if paired_views is None else paired_views
         self.needed_token_stats = sorted({s for src in reward_sources for s in src.needs_token_stats})
         self._last_prompt_ids: list[list[int]] | None = None
-        self._generation_time = 0.0
-        self._scoring_time = 0.0
-        self._generation_step_seen = False
+        self._times = StepTimes()
         self.last_batch: RolloutBatch | None = None
         self.fault_counts = dict.fromkeys(FAULT_COUNTERS, 0)  # cumulative, saved with checkpoints
         self._train_sampler = None
@@ -220,7 +235,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         result = super()._generate(prompts)
         self._last_prompt_ids = result[0]
-        self._generation_time += time.perf_counter() - start
+        self._times.generation += time.perf_counter() - start
         if self.model.training:
             fault_point("generation", self.state.global_step + 1)
         return result
@@ -231,17 +246,15 @@ class CorewardGRPOTrainer(GRPOTrainer):
             for source in self.reward_sources:
                 source.on_step_begin(self.policy)
         start = time.perf_counter()
-        self._generation_time = 0.0
+        self._times.generation = 0.0
         output = super()._generate_and_score_completions(inputs)
         if (self.per_view_loss or self.paired_views) and mode == "train":  # rows stay aligned through the shuffle
             output["view"] = torch.tensor([int(row["view"]) for row in inputs], device=output["completion_mask"].device)
         if mode == "train" and self.kl_init_source is not None:
             self._log_kl_from_init(output)
-        total = time.perf_counter() - start
         if mode == "train":
-            self._scoring_time = total
-            self._generation_step_seen = True
-            self._metrics[mode]["time/generation"].append(self._generation_time)
+            self._times.scoring = time.perf_counter() - start
+            self._metrics[mode]["time/generation"].append(self._times.generation)
         return output
 
     def _prepare_inputs(self, generation_batch):
@@ -335,12 +348,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
 
     def training_step(self, model, inputs, num_items_in_batch):
         start = time.perf_counter()
-        self._generation_step_seen = False
+        self._times = StepTimes()
         output = super().training_step(model, inputs, num_items_in_batch)
-        elapsed = time.perf_counter() - start
         # `training_step` includes `_prepare_inputs`, hence generation and scoring when they happened
-        update = elapsed - (self._scoring_time if self._generation_step_seen else 0.0)
-        self._metrics["train"]["time/update"].append(update)
+        self._metrics["train"]["time/update"].append(time.perf_counter() - start - self._times.scoring)
         return output
 
     # ----------------------------------------------------------------- rewards on the global batch

@@ -4,19 +4,47 @@ config name; `source_class` also loads a user's source by import path (`mypkg.re
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
-from coreward.rewards import co_rewarding_1, co_rewarding_2, cooper, entropy, majority, model, rule, self_certainty  # noqa: F401  (registration)
-from coreward.rewards.base import NoParams, Policy, RewardSource, RolloutBatch, parse_params, register, registered
+from coreward.rewards.base import (
+    NoParams,
+    ParamsError,
+    Policy,
+    RewardSource,
+    RolloutBatch,
+    Rollouts,
+    params_key,
+    parse_params,
+    register,
+    registered,
+)
 from coreward.runtime.errors import CorewardError
 
 
-__all__ = ["NoParams", "Policy", "RewardSource", "RolloutBatch", "build_source", "parse_params", "register",
-           "registered_sources", "source_class"]
+__all__ = ["NoParams", "Policy", "RewardSource", "RolloutBatch", "Rollouts", "build_source", "builtin_methods",
+           "parse_params", "register", "registered_sources", "source_class"]
+
+
+def _register_builtin_methods() -> None:
+    """Import every module of this package: each method's file registers itself (`@register`), so a new
+    built-in method is its file alone."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+_register_builtin_methods()
 
 
 def registered_sources() -> dict[str, type[RewardSource]]:
     """Every registered method by config name."""
     return registered()
+
+
+def builtin_methods() -> list[type[RewardSource]]:
+    """The built-in methods in the order of the Cooper paper's table: reference-based ones first, then the
+    co-optimized / co-derived rewards (each part by the methods' `table_order`)."""
+    built_in = [cls for cls in registered().values() if cls.__module__.startswith("coreward.rewards.")]
+    return sorted(built_in, key=lambda cls: (not cls.needs_references, cls.table_order, cls.name))
 
 
 def source_class(name: str, key: str = "name") -> type[RewardSource]:
@@ -46,9 +74,11 @@ def source_class(name: str, key: str = "name") -> type[RewardSource]:
 def build_source(name: str, params: dict, key: str = "rewards.0") -> RewardSource:
     """A source from a config entry; every error names `key` and the parameter."""
     cls = source_class(name, key=f"{key}.name")
-    parse_params(cls, params, key=f"{key}.params")  # the same check the source makes, with the config's key
     try:
-        return cls(**params)
+        with params_key(f"{key}.params"):  # the source's own parse names the config's key
+            return cls(**params)
+    except ParamsError:
+        raise
     except CorewardError as err:
         raise CorewardError(f"key {key}: {err}") from None
     except (ValueError, TypeError) as err:

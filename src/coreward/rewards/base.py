@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol, Sequence
@@ -52,6 +53,9 @@ class Policy(Protocol):
     is_peft: bool  # the policy is a PEFT (LoRA) model: only its adapter trains
     max_completion_length: int  # the length limit of rollouts
 
+    def tokenize_prompt(self, prompt: Any) -> list[int]:
+        """Token ids of a dataset prompt (text, or chat messages) as the engine tokenizes the policy's prompts."""
+
     def module(self) -> Any:
         """The policy's model, unwrapped from any distributed wrapper."""
 
@@ -74,8 +78,8 @@ class Policy(Protocol):
 
 
 @dataclass
-class RolloutBatch:
-    """All rollouts of one generation step, across every process, in group order.
+class Rollouts:
+    """What a reward reads: all rollouts of one generation step, across every process, in group order.
 
     Rows `g*G .. g*G+G-1` are the G completions of prompt group `g` (`group_ids[i] == i // G`).
     `columns` holds every dataset column (`answer`, `id`, `pair_id`, ...), one value per completion.
@@ -93,23 +97,9 @@ class RolloutBatch:
     # Per-completion statistics of the policy's own logits (mean entropy, self-certainty), filled by
     # the engine only when a configured source lists them in `needs_token_stats`.
     token_stats: dict[str, list[float]] = field(default_factory=dict)
-    # Shared services: "verifier" (the rule verifier), "mode" ("train" or "eval").
-    context: dict[str, Any] = field(default_factory=dict)
-    policy: Policy | None = None  # the policy being trained (None in a batch built by hand)
-    _verdicts: list[Any] | None = field(default=None, repr=False)
-    metrics: dict[str, float] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.completions)
-
-    @property
-    def mode(self) -> str:
-        """"train" for the rollouts the policy learns from, "eval" for evaluation batches."""
-        return self.context.get("mode", "train")
-
-    @property
-    def verifier(self) -> Any:
-        return self.context["verifier"]
 
     @property
     def references(self) -> list[str | None] | None:
@@ -124,43 +114,6 @@ class RolloutBatch:
         G = self.num_generations
         return [range(start, start + G) for start in range(0, len(self), G)]
 
-    def verdicts(self):
-        """Rule verification of every completion against its reference (computed once per batch).
-
-        Returns a list of `VerifyResult` (`correct`, `extracted`, `timed_out`), or None without references.
-        With several processes each verifies its contiguous share and the verdicts are gathered (every
-        process must call this, as every process runs the same sources on the same batch).
-        """
-        from coreward.runtime.distributed import distributed_map
-
-        refs = self.references
-        if refs is None:
-            return None
-        if self._verdicts is None:
-            def verify(share):
-                return self.verifier.verify_completions([c for c, _ in share], [r for _, r in share])
-
-            self._verdicts = distributed_map(verify, list(zip(self.completions, [r or "" for r in refs])))
-        return self._verdicts
-
-    def extracted_answers(self, how: str = "default") -> list[str | None]:
-        """The final answer extracted from each completion (no reference needed); `how="boxed_raw"`: the
-        Co-rewarding authors' raw last-`\\boxed{}` strings (`verify.extract.extract_boxed_raw`)."""
-        if how == "boxed_raw":
-            from coreward.verify.extract import extract_boxed_raw
-
-            return self.context.setdefault("_boxed_raw", [extract_boxed_raw(c) for c in self.completions])
-        if self._verdicts is not None:
-            return [v.extracted for v in self._verdicts]
-        cached = self.context.get("_extracted")
-        if cached is None:
-            from coreward.runtime.distributed import distributed_map
-            from coreward.verify import extract_answer
-
-            cached = distributed_map(lambda share: [extract_answer(c) for c in share], self.completions)
-            self.context["_extracted"] = cached
-        return cached
-
     def require_columns(self, source: str, *columns: str) -> list[list[Any]]:
         """The named columns (`"reference"` means the reference column), or an error naming what is missing."""
         found = []
@@ -171,6 +124,67 @@ class RolloutBatch:
                 raise CorewardError(f"reward {source!r} needs the dataset column {name!r}, which is missing or empty")
             found.append(values)
         return found
+
+
+@dataclass
+class RolloutBatch(Rollouts):
+    """The `Rollouts` a reward reads, with what it may call: the verifier (and the verdicts and answers it
+    computes once per batch, shared by every source), the policy, and the metrics sink `log`."""
+
+    # Shared services: "verifier" (the rule verifier), "mode" ("train" or "eval").
+    context: dict[str, Any] = field(default_factory=dict)
+    policy: Policy | None = None  # the policy being trained (None in a batch built by hand)
+    metrics: dict[str, float] = field(default_factory=dict)  # what `log` recorded, read by the engine
+    # answers and verdicts computed once per batch, whichever source asks first
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def mode(self) -> str:
+        """"train" for the rollouts the policy learns from, "eval" for evaluation batches."""
+        return self.context.get("mode", "train")
+
+    @property
+    def verifier(self) -> Any:
+        return self.context["verifier"]
+
+    def map_shards(self, fn: Callable[[list], list], items: Sequence[Any]) -> list:
+        """`fn` over the items, split across the policy's processes (`Policy.map_shards`); every process gets every
+        result, in order. In a batch built by hand (no policy, or a stand-in without `map_shards`): `fn(items)`."""
+        map_shards = getattr(self.policy, "map_shards", None)
+        return map_shards(fn, items) if map_shards is not None else list(fn(list(items)))
+
+    def verdicts(self):
+        """Rule verification of every completion against its reference (computed once per batch).
+
+        Returns a list of `VerifyResult` (`correct`, `extracted`, `timed_out`), or None without references.
+        With several processes each verifies its contiguous share and the verdicts are gathered (every
+        process must call this, as every process runs the same sources on the same batch).
+        """
+        refs = self.references
+        if refs is None:
+            return None
+        if "verdicts" not in self._cache:
+            def verify(share):
+                return self.verifier.verify_completions([c for c, _ in share], [r for _, r in share])
+
+            self._cache["verdicts"] = self.map_shards(verify, list(zip(self.completions, [r or "" for r in refs])))
+        return self._cache["verdicts"]
+
+    def extracted_answers(self, how: str = "default") -> list[str | None]:
+        """The final answer extracted from each completion (no reference needed); `how="boxed_raw"`: the
+        Co-rewarding authors' raw last-`\\boxed{}` strings (`verify.extract.extract_boxed_raw`)."""
+        if how == "boxed_raw":
+            from coreward.verify.extract import extract_boxed_raw
+
+            return self._cache.setdefault("boxed_raw", [extract_boxed_raw(c) for c in self.completions])
+        if "verdicts" in self._cache:
+            return [v.extracted for v in self._cache["verdicts"]]
+        if "extracted" not in self._cache:
+            from coreward.verify import extract_answer
+
+            self._cache["extracted"] = self.map_shards(lambda share: [extract_answer(c) for c in share],
+                                                       self.completions)
+        return self._cache["extracted"]
 
     def log(self, name: str, value: float | None) -> None:
         """Record a scalar metric for this step (logged as `name` in metrics.jsonl)."""
@@ -192,9 +206,18 @@ class RewardSource:
     needs_token_stats: ClassVar[tuple[str, ...]] = ()
     #: whether its rewards come from the reference answers (then each must be usable: checked before training)
     needs_references: ClassVar[bool] = False
+    #: the method's name in tables (`coreward demo`); empty: its config name, capitalized
+    label: ClassVar[str] = ""
+    #: its row in the demo's tables: reference-based methods first (the Cooper paper's order), each part by this
+    table_order: ClassVar[int] = 100
 
     def __init__(self, **params: Any):
         self.params = parse_params(type(self), params)
+
+    @classmethod
+    def check_data(cls, params: Any, data: Any) -> None:
+        """Refuse, before any model loads, data settings (`TrainConfig.data`) these parsed `params` can't work
+        with: raise ValueError with a message that starts with the parameter's name."""
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         """One reward per completion of the global batch (None: not applicable to that completion)."""
@@ -219,18 +242,44 @@ class RewardSource:
         """Release resources (pools, connections)."""
 
 
-def parse_params(cls: type[RewardSource], params: dict[str, Any], key: str = "params") -> Any:
-    """`cls.Params` from a mapping: unknown keys, wrong types (YAML's `1e-5` is a string: converted) and the
-    Params' own `validate()` are errors naming `key.<field>` and the reward."""
+class ParamsError(CorewardError):
+    """A reward's parameters are refused (the message names the key and the reward)."""
+
+
+#: the config key of the parameters being parsed (`rewards.N.params` while `build_source` builds entry N)
+_PARAMS_KEY: ContextVar[str] = ContextVar("params_key", default="params")
+
+
+@contextmanager
+def params_key(key: str):
+    """Name `key` in the parameter errors of the sources built inside the block."""
+    token = _PARAMS_KEY.set(key)
+    try:
+        yield
+    finally:
+        _PARAMS_KEY.reset(token)
+
+
+def parse_params(cls: type[RewardSource], params: dict[str, Any], key: str | None = None) -> Any:
+    """`cls.Params` from a mapping, the one place a source's parameters are checked: unknown keys, wrong types
+    (YAML's `1e-5` is a string: converted) and the Params' own `validate()` are a `ParamsError` naming
+    `key.<field>` and the reward."""
     from coreward.runtime.config import build
 
     if not dataclasses.is_dataclass(cls.Params):
         raise TypeError(f"{cls.__name__}.Params must be a dataclass")
+    key = key or _PARAMS_KEY.get()
     where = f"reward {cls.name!r}"
     try:
         return build(cls.Params, dict(params), key=key, where=where)
+    except ParamsError:
+        raise
+    except CorewardError as err:
+        raise ParamsError(str(err)) from None
     except ValueError as err:  # raised by Params.validate(), whose messages start with the field's name
-        raise CorewardError(f"{where}: {key}.{err}") from None
+        raise ParamsError(f"{where}: {key}.{err}") from None
+    except TypeError as err:
+        raise ParamsError(f"key {key}: {where}: {err}") from None
 
 
 def param_docs(cls: type[RewardSource]) -> dict[str, str]:
@@ -268,3 +317,8 @@ def register(name: str) -> Callable[[type[RewardSource]], type[RewardSource]]:
 def registered() -> dict[str, type[RewardSource]]:
     """The sources registered so far (importing `coreward.rewards` registers the built-in ones)."""
     return dict(_REGISTRY)
+
+
+def label_of(cls: type[RewardSource]) -> str:
+    """How tables name a method."""
+    return cls.label or cls.name.replace("_", " ").capitalize()

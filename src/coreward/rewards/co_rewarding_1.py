@@ -22,6 +22,9 @@ from coreward.runtime.errors import CorewardError
 
 @register("co_rewarding_1")
 class CrossViewReward(RewardSource):
+    label = "Co-rewarding-I"
+    table_order = 3
+
     @dataclass
     class Params:
         match: Match = "exact"  # "exact": equal strings (the authors'); "verified": math-verify equivalence
@@ -36,7 +39,8 @@ class CrossViewReward(RewardSource):
         answers = batch.extracted_answers(self.params.extract)
         groups = batch.groups()
         partner = pair_groups(batch)
-        majorities = [vote[0] for vote in majority_votes([[answers[i] for i in rows] for rows in groups], self.match, verifier)]
+        votes = majority_votes([[answers[i] for i in rows] for rows in groups], self.match, verifier, batch.map_shards)
+        majorities = [vote[0] for vote in votes]
 
         rewards = [0.0] * len(batch)
         for g, rows in enumerate(groups):

@@ -31,6 +31,9 @@ from coreward.runtime.files import atomic_write_text
 
 @register("co_rewarding_2")
 class CoRewarding2Reward(RewardSource):
+    label = "Co-rewarding-II"
+    table_order = 4
+
     @dataclass
     class Params:
         alpha_start: float = 0.01  # EMA weight of the policy at step 0 (cosine schedule down to alpha_end)
@@ -45,6 +48,12 @@ class CoRewarding2Reward(RewardSource):
 
         def validate(self) -> None:
             EmaTeacher(self.alpha_start, self.alpha_end, self.update_every)  # its constructor checks the schedule
+
+    @classmethod
+    def check_data(cls, params: Params, data: Any) -> None:
+        if params.teacher_prompt == "rephrased" and not data.teacher_rephrasings:
+            raise ValueError("teacher_prompt: rephrased needs data.teacher_rephrasings (the rephrasing of each "
+                             "training question)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -70,7 +79,7 @@ class CoRewarding2Reward(RewardSource):
         group_prompts = [batch.prompt_ids[rows.start] for rows in batch.groups()]
         if self.params.teacher_prompt == "rephrased":  # use_aug: the same question in other words
             (teacher_prompts,) = batch.require_columns(self.name, "teacher_prompt")
-            group_prompts = [prompt_ids(policy.tokenizer, teacher_prompts[rows.start]) for rows in batch.groups()]
+            group_prompts = [policy.tokenize_prompt(teacher_prompts[rows.start]) for rows in batch.groups()]
         start = time.perf_counter()
         teacher_completions = policy.map_shards(lambda share: self.teacher.generate(policy, share, G), group_prompts)
         batch.log("time/teacher_generation", time.perf_counter() - start)
@@ -82,7 +91,7 @@ class CoRewarding2Reward(RewardSource):
         """Rewards of the policy's rollouts given the teacher's rollouts of each group (one list per group)."""
         verifier = batch.verifier
         teacher_answers = [[extract(c, self.params.extract) for c in group] for group in teacher_completions]
-        labels = [vote[0] for vote in majority_votes(teacher_answers, self.match, verifier)]
+        labels = [vote[0] for vote in majority_votes(teacher_answers, self.match, verifier, batch.map_shards)]
         if self.params.dump_dir and batch.mode == "train" and (batch.policy is None or batch.policy.rank == 0):
             self._dump(batch, teacher_completions, teacher_answers, labels)
         answers = batch.extracted_answers(self.params.extract)
@@ -127,15 +136,6 @@ class CoRewarding2Reward(RewardSource):
 def completion_safe(prompt: Any) -> Any:
     """A prompt as JSON can hold it: text, or chat messages as plain dicts."""
     return prompt if isinstance(prompt, str) else [dict(m) for m in prompt]
-
-
-def prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
-    """Token ids of a dataset prompt as TRL 1.16's `_tokenize_prompts` makes them: chat messages through the
-    chat template with the generation prompt, plain text through the tokenizer."""
-    if isinstance(prompt, str):
-        return list(tokenizer(text=prompt)["input_ids"])
-    encoded = tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=True, return_dict=True)
-    return list(encoded["input_ids"])
 
 
 def teacher_accuracy(teacher_completions: list[list[str]], group_refs: list[str | None], verifier: Any) -> float | None:

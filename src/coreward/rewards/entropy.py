@@ -12,6 +12,9 @@ from coreward.rewards.base import RewardSource, RolloutBatch, register
 
 @register("entropy")
 class EntropyReward(RewardSource):
+    label = "Entropy"
+    table_order = 2
+
     needs_token_stats = ("entropy",)
 
     def compute(self, batch: RolloutBatch) -> list[float]:

@@ -19,6 +19,9 @@ from coreward.rewards.voting import Extract, Match, label_accuracy, majority_vot
 
 @register("majority")
 class MajorityVoteReward(RewardSource):
+    label = "Majority voting"
+    table_order = 0
+
     @dataclass
     class Params:
         match: Match = "verified"  # "verified": math-verify equivalence classes; "exact": equal strings (TTRL's)
@@ -29,7 +32,7 @@ class MajorityVoteReward(RewardSource):
         answers = batch.extracted_answers(self.params.extract)
         rewards, labels = [], []
         for label, classes, winner in majority_votes([[answers[i] for i in rows] for rows in batch.groups()],
-                                                     self.params.match, verifier):
+                                                     self.params.match, verifier, batch.map_shards):
             rewards += [1.0 if winner is not None and c == winner else 0.0 for c in classes]
             labels.append(label)
         group_refs = [batch.references[rows.start] for rows in batch.groups()] if batch.references else None

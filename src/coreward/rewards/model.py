@@ -22,6 +22,9 @@ from coreward.rm.model import VerifyRM
 
 @register("model")
 class ModelReward(RewardSource):
+    label = "Static reward model"
+    table_order = 1
+
     needs_references = True
 
     @dataclass

@@ -46,6 +46,9 @@ def rule_correct(batch: RolloutBatch, match: str = "verified") -> list[bool]:
 
 @register("rule")
 class RuleReward(RewardSource):
+    label = "Rule-based (GT-GRPO)"
+    table_order = 0
+
     needs_references = True
 
     @dataclass

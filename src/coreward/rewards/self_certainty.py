@@ -18,6 +18,9 @@ from coreward.rewards.base import RewardSource, RolloutBatch, register
 
 @register("self_certainty")
 class SelfCertaintyReward(RewardSource):
+    label = "Self-certainty"
+    table_order = 1
+
     @dataclass
     class Params:
         temperature_scaled: bool = False  # divide the logits by the sampling temperature first (Intuitor's verl code)

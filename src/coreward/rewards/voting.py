@@ -14,7 +14,7 @@ And two ways to read an answer (`Extract`): "default" — `verify.extract_answer
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from coreward.verify.extract import extract_answer, extract_boxed_raw
 
@@ -35,14 +35,15 @@ def _clean(answer: str | None, match: Match = "verified") -> str | None:
     return answer if match == "exact" else answer.strip()
 
 
-def answer_classes(groups: list[list[str | None]], match: Match, verifier: Any) -> list[list[int | None]]:
+def answer_classes(groups: list[list[str | None]], match: Match, verifier: Any,
+                   map_shards: Callable[[Callable, list], list] | None = None) -> list[list[int | None]]:
     """A class id per answer of each group (None for no answer); equal ids within a group mean the same answer.
-    "verified" sends every group's pairs to math-verify in one batch."""
+    "verified" sends every group's pairs to math-verify in one batch, split across processes by group with
+    `map_shards` (`RolloutBatch.map_shards`; None: all here)."""
     groups = [[_clean(a, match) for a in answers] for answers in groups]
-    if match == "verified":  # split across processes by group, then gathered in order
-        from coreward.runtime.distributed import distributed_map
-
-        return distributed_map(verifier.equivalence_classes_many, groups)
+    if match == "verified":
+        classify = verifier.equivalence_classes_many
+        return map_shards(classify, groups) if map_shards is not None else list(classify(groups))
     classes = []
     for answers in groups:
         ids: dict[str, int] = {}
@@ -53,11 +54,12 @@ def answer_classes(groups: list[list[str | None]], match: Match, verifier: Any) 
 Vote = tuple[str | None, list[int | None], int | None]  # majority answer, each answer's class, winning class
 
 
-def majority_votes(groups: list[list[str | None]], match: Match, verifier: Any) -> list[Vote]:
+def majority_votes(groups: list[list[str | None]], match: Match, verifier: Any,
+                   map_shards: Callable[[Callable, list], list] | None = None) -> list[Vote]:
     """For each group: the majority answer, every answer's class, and the winning class (None when nobody
-    answered)."""
+    answered). `map_shards`: as for `answer_classes`."""
     votes = []
-    for answers, classes in zip(groups, answer_classes(groups, match, verifier)):
+    for answers, classes in zip(groups, answer_classes(groups, match, verifier, map_shards)):
         counts = Counter(c for c in classes if c is not None)
         if not counts:
             votes.append((None, classes, None))

@@ -1,0 +1,189 @@
+"""The training dataset of `coreward train`: records in, TRL rows out, built once before any model loads.
+
+    records (data.train) -> reference checks -> rows: `prompt` (text or chat messages) + every record field
+                                                  + paired views (data.rephrasings, Co-rewarding-I), or
+                                                  + `teacher_prompt` (data.teacher_rephrasings, Co-rewarding-II)
+
+`data` is the config's `DataSettings` (`grpo/config.py`); the engine says which rewards score against the
+references. Prompts longer than `data.max_prompt_tokens` are dropped once the tokenizer is loaded
+(`drop_long_prompts`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coreward.data.records import Record
+from coreward.runtime.distributed import print_once
+from coreward.runtime.errors import CorewardError
+
+
+def build_train_dataset(data: Any, reference_users: list[str], reference_free: str = ""):
+    """The training `datasets.Dataset` of `data` (a `DataSettings`). `reference_users`: the configured rewards that
+    score against the reference answers (their names, for errors); `reference_free`: the methods that need none."""
+    from datasets import Dataset
+
+    from coreward.data.benchmarks import load_named
+
+    records = load_named(data.train, data.split, data.limit, data.data_dir, key="data.train", columns=data.columns)
+    records = check_references(records, data, reference_users, reference_free)
+    if data.rephrasings:
+        return Dataset.from_list(build_paired_rows(records, data))
+    if data.teacher_rephrasings:
+        return Dataset.from_list(build_teacher_rows(records, data))
+    return Dataset.from_list(build_rows(records, data))
+
+
+def build_rows(records, data: Any) -> list[dict[str, Any]]:
+    """Dataset rows for TRL: `prompt` (plain text or chat messages) plus every record field."""
+    from coreward.data.prompts import build_messages, plain_prompt
+
+    rows = []
+    for record in records:
+        row = record.to_dict()
+        if record.messages is not None:  # the data's own chat prompt: TRL applies the chat template
+            row["prompt"] = record.messages
+        elif data.prompt_format == "chat":
+            row["prompt"] = build_messages(record.question, instruction=data.instruction, system=data.system_prompt)
+        else:
+            row["prompt"] = plain_prompt(record.question, instruction=data.instruction)
+        rows.append(row)
+    return rows
+
+
+def rephrased_pairs(records: list[Record], source: str, key: str) -> list[tuple[Record, str]]:
+    """(record, its rephrased question) for each record that has one in `source`: "demo" (the demo task's own
+    rephrasings) or a file from `coreward rephrase` / a verl rewrite parquet. `key` names the setting in errors."""
+    from coreward.data.rephrase import demo_pairs, load_rephrasings
+
+    if source == "demo":
+        return demo_pairs(records)
+    try:
+        rephrased = load_rephrasings(source, records)
+    except CorewardError as err:
+        raise CorewardError(f"key {key}: {err}") from None
+    pairs = [(r, rephrased[r.id]) for r in records if r.id in rephrased]
+    if not pairs:
+        raise CorewardError(f"{key} {source}: no id matches the training data")
+    if len(pairs) < len(records):
+        print_once(f"{len(records) - len(pairs)} of {len(records)} questions have no rephrasing and are left out")
+    return pairs
+
+
+def paired_rows(pairs: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
+    """Two dataset rows per (row, rephrased question): the original (view 0) then the rephrasing (view 1)."""
+    rows = []
+    for row, rephrased in pairs:
+        pair_id = str(row["id"])
+        rows.append({**row, "pair_id": pair_id, "view": 0})
+        rows.append({**row, "question": rephrased, "pair_id": pair_id, "view": 1})
+    return rows
+
+
+def build_paired_rows(records, data: Any) -> list[dict[str, Any]]:
+    """Co-rewarding-I rows: each record's question (view 0) next to its rephrasing (view 1)."""
+    from coreward.data.records import with_question
+
+    pairs = rephrased_pairs(records, data.rephrasings, "data.rephrasings")
+    originals = build_rows([r for r, _ in pairs], data)
+    views = build_rows([with_question(r, q2) for r, q2 in pairs], data)
+    rows = paired_rows([(row, q2) for row, (_, q2) in zip(originals, pairs)])
+    for i, view_row in enumerate(views):  # the rephrased view's prompt is rendered from its own question
+        rows[2 * i + 1]["prompt"] = view_row["prompt"]
+    return rows
+
+
+def build_teacher_rows(records, data: Any) -> list[dict[str, Any]]:
+    """Rows whose `teacher_prompt` is the rephrased question, rendered as the prompt is (Co-rewarding-II's
+    use_aug: the policy answers the original, the EMA teacher the rephrasing)."""
+    from dataclasses import replace
+
+    pairs = rephrased_pairs(records, data.teacher_rephrasings, "data.teacher_rephrasings")
+    rows = build_rows([r for r, _ in pairs], data)
+    for row, teacher_row in zip(rows, build_rows([replace(r, question=q2) for r, q2 in pairs], data)):
+        row["teacher_prompt"] = teacher_row["prompt"]
+    return rows
+
+
+def check_references(records, data: Any, reference_users: list[str], reference_free: str = ""):
+    """The reference column exists, and, when a reward scores against it (`reference_users`), every reference can
+    be verified.
+
+    A bad reference in the user's file is an error naming file, row and id; in a registered benchmark
+    (which the user can't fix: MATH's train split has two empty answers) the problem is left out and counted.
+    """
+    from dataclasses import fields
+
+    from coreward.data.benchmarks import list_benchmarks
+    from coreward.verify.equivalence import reference_problem
+
+    column = data.reference_column
+    columns = [f.name for f in fields(Record)]
+    if column not in columns:
+        raise CorewardError(
+            f"key data.reference_column: {column!r} is not a column of the training data "
+            f"(columns: {', '.join(columns)})"
+        )
+    if not reference_users:
+        return records
+    source = data.train
+    if all(not getattr(record, column) for record in records):
+        raise CorewardError(
+            f"key rewards: reward {reference_users[0]!r} scores completions against reference answers, and {source} "
+            f"has none (no {data.columns.get('answer', 'answer')!r} column: map yours with data.columns.answer); "
+            f"{reference_free} need none"
+        )
+    registered = source in list_benchmarks()
+    kept, dropped = [], []
+    for row, record in enumerate(records, start=1):
+        reference = getattr(record, column)
+        why = reference_problem(reference) or _prose_problem(reference)
+        if why is None:
+            kept.append(record)
+        elif registered:
+            dropped.append(record.id)
+        else:
+            raise CorewardError(
+                f"key data.train: {source}: row {row} (id {record.id}): the reference answer {str(reference)!r:.80} "
+                f"{why}; reward {reference_users[0]!r} scores completions against it"
+            )
+    if dropped:
+        print_once(f"left out {len(dropped)} of {len(records)} problems of {source} whose reference answer can't be "
+                   f"verified: {', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}")
+    if not kept:
+        raise CorewardError(f"key data.train: no problem of {source} has a usable reference answer")
+    return kept
+
+
+def _prose_problem(reference) -> str | None:
+    """Words and nothing else ("no answer given here"): math-verify reads them as a product of letters, which no
+    completion will ever match. A word or two ("yes", "Evelyn", "x y") can be an answer; three words with no number,
+    symbol or LaTeX are not."""
+    words = str(reference).split()
+    if len(words) >= 3 and all(word.isalpha() for word in words):
+        return "is words with no readable answer (no number, expression or LaTeX)"
+    return None
+
+
+def drop_long_prompts(dataset, tokenizer, max_tokens: int, paired: bool = False):
+    """Drop rows whose rendered prompt is longer than `max_tokens` (TRL 1.16 has no prompt truncation).
+
+    With paired views a pair is dropped whole, so the two views stay side by side.
+    """
+
+    from coreward.data.prompts import render_prompt
+
+    def length(prompt) -> int:
+        if isinstance(prompt, list):
+            prompt = render_prompt(tokenizer, prompt)
+        return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    fits = [length(prompt) <= max_tokens for prompt in dataset["prompt"]]
+    if paired:
+        fits = [fits[i] and fits[i ^ 1] for i in range(len(fits))]  # rows 2p and 2p+1 are one pair
+    kept = dataset.select([i for i, ok in enumerate(fits) if ok])
+    if len(kept) < len(dataset):
+        print_once(f"dropped {len(dataset) - len(kept)} of {len(dataset)} prompts longer than {max_tokens} tokens")
+    if len(kept) == 0:
+        raise CorewardError(f"every prompt is longer than data.max_prompt_tokens={max_tokens}")
+    return kept
