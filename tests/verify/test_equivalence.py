@@ -228,8 +228,9 @@ def test_timeout_counts_as_false_and_batch_returns_promptly():
 
 def test_worker_that_ignores_the_alarm_is_killed_and_replaced():
     """SIGSTOP a worker (as if stuck in C code that never checks signals): the supervisor kills it at
-    the deadline, counts that item as timed out, and a replacement does the rest of the batch."""
-    with Verifier(timeout_s=0.5, num_workers=1) as verifier:
+    the deadline, counts that item as timed out, and a replacement does the rest of the batch. The deadline
+    leaves the replacement room to start and parse on a loaded machine (0.5 s timed its items out there)."""
+    with Verifier(timeout_s=3.0, num_workers=1) as verifier:
         verifier.equivalent(["x+1"], ["(1+x)"])
         os.kill(verifier._pool._workers[0].process.pid, signal.SIGSTOP)
         start = time.perf_counter()
@@ -237,7 +238,7 @@ def test_worker_that_ignores_the_alarm_is_killed_and_replaced():
         elapsed = time.perf_counter() - start
     assert verdicts == [(False, True), (True, False), (False, False)]
     assert verifier.stats.worker_restarts == 1 and verifier.stats.timeouts == 1
-    assert elapsed < 10
+    assert elapsed < 20
 
 
 def test_verifier_from_threads(verifier):
