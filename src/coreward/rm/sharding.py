@@ -208,6 +208,7 @@ class ShardedRM:
         from coreward.runtime.files import atomic_directory
 
         state = self.full_state_dict()
+        Path(directory).mkdir(parents=True, exist_ok=True)  # every process writes here (its optimizer shard)
         if world()[0] == 0:
             with atomic_directory(directory / weights_dir) as staging:
                 self.module.save_pretrained(staging, state_dict=state)
