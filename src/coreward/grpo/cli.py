@@ -27,21 +27,27 @@ def register(app: typer.Typer) -> None:
         Example: coreward train --config configs/demo/cooper.yaml --max-steps 10 --output-dir runs/try
         """
         from coreward.grpo.train import train_main
-        from coreward.runtime.distributed import leave_process_group, print_once
+        from coreward.runtime.distributed import exit_now, leave_process_group, print_once
 
         try:
             result = train_main(config, set_, output_dir, max_steps, resume, allow_config_change)
         except KeyboardInterrupt:  # a second Ctrl-C (the first one stops after the step, below)
             print_once("stopped at once by a second Ctrl-C; continue with --resume from the newest complete checkpoint")
             raise typer.Exit(130) from None
-        leave_process_group()
+        distributed = leave_process_group()
+        code = 0
         if result.preempted:
             from coreward.grpo.preemption import PREEMPTED_EXIT
 
             print_once(f"stopped by {result.stopped_by or 'a preemption signal'} after step {result.global_step} "
                        "(complete checkpoint written); continue with --resume")
-            raise typer.Exit(PREEMPTED_EXIT)
-        print_once(f"finished at step {result.global_step}; final model in {result.final_model}")
+            code = PREEMPTED_EXIT
+        else:
+            print_once(f"finished at step {result.global_step}; final model in {result.final_model}")
+        if distributed:
+            exit_now(code)
+        if code:
+            raise typer.Exit(code)
 
     @app.command()
     def push(

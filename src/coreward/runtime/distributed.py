@@ -79,12 +79,26 @@ def load_location(device: Any) -> Any:
     return "cpu" if device.type == "cpu" else device
 
 
-def leave_process_group() -> None:
-    """Leave the process group together before the interpreter exits. A process that exits while the group's
-    background threads still run can abort at teardown ("terminate called without an active exception", exit
-    -6) after its work is done, failing a finished run; seen with ZeRO-3 on gloo. No-op without a group."""
+def leave_process_group() -> bool:
+    """Leave the process group together before the interpreter exits (True when there was one). A process that
+    exits while the group's background threads still run can abort at teardown ("terminate called without an
+    active exception", exit -6) after its work is done, failing a finished run; seen with ZeRO-3 on gloo."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+        return True
+    return False
+
+
+def exit_now(code: int) -> None:
+    """End a process of a finished distributed run without the interpreter's teardown, whose destruction of
+    the engines' C++ threads still aborted a ZeRO-3 rank now and then (exit -6) after the group was left and
+    every file written. The run's files, the verifier's workers and the reward sources are closed before this."""
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
