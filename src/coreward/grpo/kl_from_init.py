@@ -39,24 +39,13 @@ SOURCES = ("reference", "adapter_off", "copy")
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """A new model of `model`'s class and config holding a copy of its current weights, in eval mode, no grads.
+    """A frozen copy of the initial policy that computes with its own tensors (`own_copy`, the one way coreward
+    copies a model): changing `model` afterwards leaves it untouched (tests/grpo/test_kl_from_init.py perturbs
+    the policy and checks the copy's logits). The run's random numbers are left as they were."""
+    from coreward.rewards.teacher_weights import own_copy
 
-    Built from config + state_dict so it computes with its own tensors: changing `model` afterwards leaves it
-    untouched (tests/grpo/test_kl_from_init.py perturbs the policy and checks the copy's logits)."""
-    config = model.config
-    with torch.random.fork_rng(devices=[]):  # building initializes random weights: leave the run's RNG untouched
-        copy = type(model)._from_config(config, dtype=next(model.parameters()).dtype)
-    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
-    missing, unexpected = copy.load_state_dict(state, strict=False)
-    tied = set(getattr(copy, "_tied_weights_keys", None) or [])
-    if unexpected or [m for m in missing if m not in tied]:
-        raise RuntimeError(f"frozen copy of the initial policy: missing {missing}, unexpected {unexpected}")
-    if tied:
-        copy.tie_weights()
-    copy.to(next(model.parameters()).device)
-    copy.eval()
-    copy.requires_grad_(False)
-    return copy
+    with torch.random.fork_rng(devices=[]):
+        return own_copy(model)
 
 
 def sequence_k3(policy_logps: torch.Tensor, init_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

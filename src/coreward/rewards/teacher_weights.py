@@ -85,13 +85,13 @@ def own_copy(model: torch.nn.Module) -> torch.nn.Module:
     modules; functions are not copied, so the copy would run the policy's forward. A fresh instance has only
     its class's forward, and its hooks are none of the policy's."""
     if not hasattr(type(model), "_from_config"):
-        raise CorewardError(f"co_rewarding_2: the teacher copies a transformers model; got {type(model).__name__}")
+        raise CorewardError(f"a model copy needs a transformers model; got {type(model).__name__}")
     with torch.device("meta"):
         fresh = type(model)._from_config(copy.deepcopy(model.config), dtype=model.dtype)
     own = dict(fresh.named_parameters(remove_duplicate=False)) | dict(fresh.named_buffers(remove_duplicate=False))
     theirs = dict(model.named_parameters(remove_duplicate=False)) | dict(model.named_buffers(remove_duplicate=False))
     if sorted(own) != sorted(theirs):
-        raise CorewardError("co_rewarding_2: a fresh model built from the policy's config has other tensors than the policy")
+        raise CorewardError("a fresh model built from the policy's config has other tensors than the policy")
     clones: dict[int, torch.Tensor] = {}  # one clone per policy tensor, so tied weights stay tied
     with torch.no_grad():
         for name, tensor in theirs.items():
