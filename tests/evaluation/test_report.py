@@ -167,6 +167,26 @@ def test_reward_panel_splits_runs_by_scale_only_when_they_differ(tmp_path):
     assert scale_groups([a, c], "reward") == [[a, c]]
 
 
+def test_overoptimization_figure_gives_each_reward_scale_its_own_panel(tmp_path):
+    """A self-certainty run (reward ~12) beside [0, 1] rewards would flatten them on one axis: the figure gets a
+    reward panel per scale (one panel wider), and one reward panel when the scales agree."""
+    from matplotlib.image import imread
+
+    from coreward.evaluation.overoptimization import plot_curves
+
+    def run(name, rewards):
+        rows = [{"step": i + 1, "reward": r, "verified_accuracy": 0.5, "kl/from_init": 0.1 * i}
+                for i, r in enumerate(rewards)]
+        return load_run(write_run(tmp_path / name, rows))
+
+    rule, certainty, cooper = run("rule", [0.3, 0.6, 0.7]), run("certainty", [11.5, 12.0, 12.1]), run("cooper", [0.2, 0.5, 0.6])
+    width = {}
+    for name, runs in (("split", [rule, certainty, cooper]), ("one", [rule, cooper])):
+        path = plot_curves(runs, tmp_path / f"{name}.png", smooth=0)
+        width[name] = imread(path).shape[1]
+    assert width["split"] == pytest.approx(width["one"] * 3 / 2, rel=0.02)  # 3 panels (2 reward + verified) vs 2
+
+
 def test_axes_show_change_honestly():
     from matplotlib.figure import Figure
 

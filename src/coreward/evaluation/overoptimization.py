@@ -106,39 +106,56 @@ def summarize(run: Run, smooth: float, upto_step: int | None = None) -> Summary 
 
 def plot_curves(runs: list[Run], path, smooth: float, title: str = "Overoptimization: reward and verified accuracy "
                 "against √KL from the initial policy") -> Any:
-    """Two panels sharing the √KL axis: training reward, and verified accuracy of the same rollouts; a star
-    marks each run's verified-accuracy peak on both. Returns `path`, or None when no run logged the metrics."""
+    """Panels sharing the √KL axis: training reward, and verified accuracy of the same rollouts; a star marks
+    each run's verified-accuracy peak in each. Rewards on different scales (self-certainty's ~12 beside [0, 1]
+    rewards) get a reward panel each, as in the report's other figure, so none is flattened into a line.
+    Returns `path`, or None when no run logged the metrics."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from coreward.evaluation.plots import LINESTYLES, finish_axes, legend_below
+    from coreward.evaluation.plots import scale_label, finish_axes, legend_below, scale_groups
 
-    curves = [(i, run, curve(run, smooth)) for i, run in enumerate(runs)]
-    curves = [(i, run, c) for i, run, c in curves if c is not None]
-    if not curves:
+    curves = {id(run): (i, c) for i, run in enumerate(runs) if (c := curve(run, smooth)) is not None}
+    drawn = [run for run in runs if id(run) in curves]
+    if not drawn:
         return None
-    figure = Figure(figsize=(10.0, 4.2), dpi=110, layout="constrained")
+    groups = scale_groups(drawn, "reward")
+    figure = Figure(figsize=(5.0 * (len(groups) + 1), 4.2), dpi=110, layout="constrained")
     FigureCanvasAgg(figure)
-    reward_ax, verified_ax = figure.subplots(1, 2, sharex=True)
-    for index, run, c in curves:
-        color, style = f"C{index % 10}", LINESTYLES[index % len(LINESTYLES)]
-        peak = max(range(len(c)), key=lambda i: c.verified[i])
-        for ax, values in ((reward_ax, c.reward), (verified_ax, c.verified)):
-            ax.plot(c.sqrt_kl, values, color=color, linestyle=style, linewidth=2, label=run.name)
-            ax.plot([c.sqrt_kl[peak]], [values[peak]], marker="*", markersize=14, color=color,
-                    markeredgecolor="black", linestyle="none")
+    *reward_axes, verified_ax = figure.subplots(1, len(groups) + 1, sharex=True)
+    for reward_ax, group in zip(reward_axes, groups):
+        suffix = f"\n({scale_label(group, 'reward')})" if len(groups) > 1 else ""
+        reward_ax.set_title("training reward" + suffix)
+        for run in group:
+            index, c = curves[id(run)]
+            draw_with_peak(reward_ax, run.name, c, c.reward, index)
+        finish_axes(reward_ax, [v for run in group for v in curves[id(run)][1].reward], integer_x=False)
+    for run in drawn:
+        index, c = curves[id(run)]
+        peak = draw_with_peak(verified_ax, run.name, c, c.verified, index)
         verified_ax.annotate(f"step {c.steps[peak]}", (c.sqrt_kl[peak], c.verified[peak]), textcoords="offset points",
-                             xytext=(8, 4 - 11 * (index % 4)), fontsize=8, color=color)  # staggered: peaks can meet
-    reward_ax.set_title("training reward")
+                             xytext=(8, 4 - 11 * (index % 4)), fontsize=8, color=f"C{index % 10}")  # staggered: peaks can meet
     verified_ax.set_title("verified accuracy of the same rollouts")
-    for ax in (reward_ax, verified_ax):
+    finish_axes(verified_ax, [v for run in drawn for v in curves[id(run)][1].verified], integer_x=False)
+    for ax in (*reward_axes, verified_ax):
         ax.set_xlabel("√KL(π ‖ π_init)  (nats^½ per completion)")
-        finish_axes(ax, [v for _, _, c in curves for v in (c.reward if ax is reward_ax else c.verified)], integer_x=False)
-    legend_below(figure, [reward_ax, verified_ax],
+    legend_below(figure, [*reward_axes, verified_ax],
                  extra="★ = peak of verified accuracy" + (f"; curves EMA-smoothed ({smooth})" if smooth else ""))
     figure.suptitle(title, fontweight="bold")
     figure.savefig(path)
     return path
+
+
+def draw_with_peak(ax, name: str, c: Curve, values: list[float], index: int) -> int:
+    """One run's curve against √KL, a star at its verified-accuracy peak; returns the peak's index."""
+    from coreward.evaluation.plots import LINESTYLES
+
+    color, style = f"C{index % 10}", LINESTYLES[index % len(LINESTYLES)]
+    peak = max(range(len(c)), key=lambda i: c.verified[i])
+    ax.plot(c.sqrt_kl, values, color=color, linestyle=style, linewidth=2, label=name)
+    ax.plot([c.sqrt_kl[peak]], [values[peak]], marker="*", markersize=14, color=color, markeredgecolor="black",
+            linestyle="none")
+    return peak
 
 
 def _finite(value: Any) -> bool:

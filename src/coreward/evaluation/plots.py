@@ -140,7 +140,7 @@ def plot_figure(spec: FigureSpec, runs: list[Run], output_dir: Path, smooth: flo
             continue
         groups = scale_groups(present, panel.pattern) if panel.split_by_scale else [present]
         for group in groups:
-            suffix = f" ({_scale_label(group, panel.pattern)})" if len(groups) > 1 else ""
+            suffix = f" ({scale_label(group, panel.pattern)})" if len(groups) > 1 else ""
             panels.append((panel, group, suffix))
     if not panels:
         return None
@@ -186,7 +186,7 @@ def scale_groups(runs: list[Run], pattern: str, ratio: float = 10.0) -> list[lis
     return [sorted(group, key=runs.index) for group in groups]
 
 
-def _scale_label(group: list[Run], pattern: str) -> str:
+def scale_label(group: list[Run], pattern: str) -> str:
     peak = max(abs(v) for run in group for v in run.series(pattern)[1])
     return f"runs with |values| up to {peak:.3g}"
 
