@@ -21,8 +21,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coreward.experiments.jobs import Job, run_jobs
 from coreward.runtime.errors import CorewardError
 
 
@@ -143,81 +142,20 @@ def finished(cell: Cell) -> bool:
     return final_complete(cell.run_dir)
 
 
-def last_step(run_dir: Path) -> int:
-    """The newest step in a run's metrics.jsonl (0 when none yet); reads only the file's tail."""
-    path = run_dir / "metrics.jsonl"
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, path.stat().st_size - 8192))
-            lines = handle.read().decode(errors="replace").splitlines()
-    except OSError:
-        return 0
-    for line in reversed(lines):
-        try:
-            return int(json.loads(line)["step"])
-        except (ValueError, KeyError, TypeError):
-            continue
-    return 0
-
-
 def run_cells(cells: list[Cell], settings: MapSettings, say: Callable[[str], None] = print,
               progress_every: float = 30.0) -> None:
-    """Run every unfinished cell, `settings.jobs` at a time, printing a progress line on every change and every
-    `progress_every` seconds. Ctrl-C (or SIGTERM) stops the running cells cleanly (they checkpoint) and raises."""
+    """Run every unfinished cell, `settings.jobs` at a time (experiments/jobs.py), with a progress line.
+    Ctrl-C (or SIGTERM) stops the running cells cleanly (they checkpoint) and raises."""
     max_steps = max(settings.horizons)
-    for cell in cells:
-        if finished(cell):
-            cell.status = "done"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    running: dict[int, tuple[Cell, subprocess.Popen, Any, float]] = {}
-    start, last_line = time.monotonic(), 0.0
-
-    def line() -> str:
-        done = sum(c.status == "done" for c in cells)
-        failed = sum(c.status == "failed" for c in cells)
-        now = ", ".join(f"{c.label} step {last_step(c.run_dir)}/{max_steps}" for c, *_ in running.values())
-        return (f"map: {done}/{len(cells)} cells done" + (f", {failed} failed" if failed else "")
-                + (f"; running: {now}" if now else "") + f"; {_duration(time.monotonic() - start)} elapsed")
-
+    jobs = [Job(cell.label, train_command(cell, max_steps, settings.overrides), cell.run_dir, cell.log, max_steps,
+                status="done" if finished(cell) else "waiting", extra={"cell": cell}) for cell in cells]
     try:
-        while True:
-            waiting = [c for c in cells if c.status == "waiting"]
-            while waiting and len(running) < settings.jobs:
-                cell = waiting.pop(0)
-                cell.log.parent.mkdir(parents=True, exist_ok=True)
-                log = open(cell.log, "a")
-                process = subprocess.Popen(train_command(cell, max_steps, settings.overrides), stdout=log,
-                                           stderr=subprocess.STDOUT, env=env, start_new_session=True)
-                cell.status = "running"
-                running[process.pid] = (cell, process, log, time.monotonic())
-                say(f"map: started {cell.label} -> {cell.run_dir}")
-            if not running:
-                if not last_line:  # nothing ran: every cell was finished already
-                    say(line())
-                break
-            changed = False
-            for pid, (cell, process, log, began) in list(running.items()):
-                if process.poll() is None:
-                    continue
-                log.close()
-                del running[pid]
-                cell.returncode, cell.seconds = process.returncode, time.monotonic() - began
-                cell.status = "done" if process.returncode == 0 and finished(cell) else "failed"
-                if cell.status == "failed":
-                    say(f"map: {cell.label} failed (exit {process.returncode}); see {cell.log}")
-                changed = True
-            if changed or time.monotonic() - last_line >= progress_every:
-                say(line())
-                last_line = time.monotonic()
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        for _cell, process, _log, _ in running.values():  # coreward train checkpoints on SIGTERM and exits 75
-            process.send_signal(signal.SIGTERM)
-        for cell, process, log, _ in running.values():
-            process.wait()
-            log.close()
-            cell.status = "stopped"
-        raise
+        run_jobs(jobs, settings.jobs, prefix="map", say=say, succeeded=lambda job: finished(job.extra["cell"]),
+                 progress_every=progress_every)
+    finally:
+        for job in jobs:
+            cell = job.extra["cell"]
+            cell.status, cell.returncode, cell.seconds = job.status, job.returncode, job.seconds
 
 
 # ----------------------------------------------------------------------------------------------- the results
@@ -360,7 +298,3 @@ def make_map(settings: MapSettings, say: Callable[[str], None] = print) -> dict[
     return result
 
 
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
