@@ -35,7 +35,7 @@ def build_train_dataset(data: Any, reference_users: list[str], reference_free: s
     rephrasing as a `teacher_prompt`."""
     from datasets import Dataset
 
-    from coreward.data.benchmarks import load_named
+    from coreward.data.sources import load_named
 
     records = load_named(data.train, data.split, data.limit, data.data_dir, key="data.train", columns=data.columns)
     records = check_references(records, data, reference_users, reference_free)
