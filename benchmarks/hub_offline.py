@@ -10,7 +10,7 @@ import time
 
 from huggingface_hub import constants
 
-from coreward.data.benchmarks import load_named
+from coreward.data.sources import load_named
 from coreward.runtime.errors import CorewardError
 
 

@@ -62,7 +62,7 @@ def worker(args) -> None:
     import torch.distributed as dist
     from accelerate import PartialState
 
-    from coreward.data.benchmarks import load_named
+    from coreward.data.sources import load_named
     from coreward.rewards.majority import MajorityVoteReward
     from coreward.rewards.rule import RuleReward
     from coreward.verify import Verifier

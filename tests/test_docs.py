@@ -56,8 +56,10 @@ def test_config_reference_lists_every_key_with_help():
 def test_config_reference_reads_types_defaults_and_comments():
     from coreward.grpo.config import TrainConfig
 
-    rows = {key: (tp, default, text) for key, tp, default, text in generator().rows(TrainConfig)}
-    assert rows["data.view_loss"][0] == '"joint" \\| "per_view"' and rows["data.view_loss"][1] == '`"joint"`'
+    gen = generator()
+    rows = {key: (tp, default, text) for key, tp, default, text in gen.rows(TrainConfig)}
+    params = {name: {key: (tp, default) for key, tp, default, _ in section} for name, _, section in gen.reward_sections()}
+    assert params["co_rewarding_1"]["params.view_loss"] == ('"joint" \\| "per_view"', '`"joint"`')
     assert rows["verifier.max_completion_chars"][1] == "`100000`"
     assert "truncated_completions" in rows["verifier.max_completion_chars"][2]  # the comment above the field
     assert rows["rewards.N.name"][1] == "required"

@@ -90,6 +90,6 @@ def _as_dict(config: Any) -> dict:
 def load_data(source: str, split: str = "train", *, columns: dict[str, str] | None = None, limit: int | None = None,
               data_dir: str | None = None):
     """Records (`coreward.Record`) of a benchmark, file, directory or hub dataset id, as `data.train` reads them."""
-    from coreward.data.benchmarks import load_named
+    from coreward.data.sources import load_named
 
     return load_named(source, split, limit, data_dir, key="source", columns=columns)

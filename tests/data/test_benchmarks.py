@@ -20,12 +20,12 @@ from coreward.data.benchmarks import (
     count_rows,
     list_benchmarks,
     load_benchmark,
-    load_records_file,
     resolve_data_dir,
     row_to_record,
 )
 from coreward.data.prompts import INSTRUCTION, build_messages, plain_prompt, render_prompt
 from coreward.data.records import Record, clean_latex_answer, clean_number
+from coreward.data.sources import load_records_file
 from coreward.data.verl import read_verl, write_verl
 from coreward.runtime.errors import CorewardError
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from coreward.data.benchmarks import load_named
+from coreward.data.sources import load_named
 from coreward.runtime.errors import CorewardError
 
 

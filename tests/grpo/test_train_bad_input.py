@@ -71,8 +71,8 @@ CASES = [
     ("unknown benchmark", ["data.train=gsm9k"], None, r"key data\.train: 'gsm9k' is neither a benchmark"),
     ("unknown split", ["data.train=demo", "data.split=validation"], None, r"key data\.train: .*has no split 'validation'"),
     ("missing eval file", ["data.eval={dir}/nope.jsonl", "data.eval_every=5"], None, r"key data\.eval: file not found"),
-    ("missing rephrasings file", ["data.rephrasings={dir}/nope.jsonl", "rewards.0.name=co_rewarding_1"], None,
-     r"key data\.rephrasings: file not found"),
+    ("missing rephrasings file", ["rewards.0.name=co_rewarding_1", "rewards.0.params.rephrasings={dir}/nope.jsonl"], None,
+     r"key rewards\.0\.params\.rephrasings: file not found"),
     ("reference column that doesn't exist", ["data.reference_column=solutions"], None,
      r"key data\.reference_column: 'solutions' is not a column"),
     ("fewer problems than one step takes", ["data.limit=3"], None,
@@ -84,7 +84,8 @@ CASES = [
     ("generation batch not a multiple of G", ["grpo.generation_batch_size=100"], None, r"\(100 completions.*multiple of"),
     ("accumulated batch not a multiple of G", ["grpo.per_device_train_batch_size=4", "grpo.steps_per_generation=3"], None,
      r"\(12 completions.*multiple of grpo\.num_generations \(8\)"),
-    ("paired views need an even number of prompts", ["data.rephrasings=demo", "rewards.0.name=co_rewarding_1",
+    ("paired views need an even number of prompts", ["rewards.0.name=co_rewarding_1",
+                                                     "rewards.0.params.rephrasings=demo",
                                                      "grpo.per_device_train_batch_size=24"], None, r"even number of prompts"),
     ("zero batch", ["grpo.per_device_train_batch_size=0"], None, r"key grpo\.per_device_train_batch_size must be >= 1"),
     ("negative learning rate", ["grpo.learning_rate=-1e-6"], None, r"key grpo\.learning_rate must be >= 0"),
@@ -158,7 +159,7 @@ def test_batch_checks_count_every_process(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert load_config(TrainConfig, RULE, settings).grpo["per_device_train_batch_size"] == 4
     with pytest.raises(CorewardError, match=r"even number of prompts"):  # 8 completions = 1 prompt: no pair
-        load_config(TrainConfig, RULE, [*settings, "data.rephrasings=demo", "rewards.0.name=co_rewarding_1"])
+        load_config(TrainConfig, RULE, [*settings, "rewards.0.name=co_rewarding_1", "rewards.0.params.rephrasings=demo"])
 
 
 def test_registered_benchmark_rows_without_a_usable_reference_are_left_out(capsys, monkeypatch):

@@ -65,7 +65,7 @@ def test_co_rewarding_1_trains_without_references(memorized_policy, tmp_path):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("".join(json.dumps({"id": r.id, "rephrased": demo_rephrasing(r)}) + "\n"
                              for r in load_demo("train", 4)))
-    rows = train(settings(memorized_policy, data, "rewards=[{name: co_rewarding_1}]", f"data.rephrasings={pairs}",
+    rows = train(settings(memorized_policy, data, f"rewards=[{{name: co_rewarding_1, params: {{rephrasings: {pairs}}}}}]",
                           "grpo.per_device_train_batch_size=16"), tmp_path / "run")
     assert len(rows) == 2 and all("verified_accuracy" not in row for row in rows)
 

@@ -71,7 +71,7 @@ def test_every_stateless_reward_source_trains_on_two_processes(memorized_policy,
     config = tmp_path / "all_sources.yaml"
     config.write_text(
         f"base: {Path(__file__).resolve().parents[2] / 'configs' / 'demo' / 'co_rewarding_1.yaml'}\n"
-        "rewards:\n  - {name: co_rewarding_1, params: {match: verified}}\n"
+        "rewards:\n  - {name: co_rewarding_1, params: {match: verified, rephrasings: demo}}\n"
         f"  - {{name: model, params: {{path: {tiny_rm_path}}}}}\n"
         "  - {name: majority}\n  - {name: self_certainty, weight: 0.1}\n  - {name: entropy, weight: 0.1}\n"
     )
@@ -126,7 +126,7 @@ def test_per_view_loss_runs_with_both_views_in_each_micro_batch(tmp_path, monkey
         return parts
 
     monkeypatch.setattr(trainer_module, "split_views", recording)
-    config = load_config(TrainConfig, config_path, ["data.view_loss=per_view", "grpo.loss_type=bnpo", "data.eval_every=0",
+    config = load_config(TrainConfig, config_path, ["rewards.0.params.view_loss=per_view", "grpo.loss_type=bnpo", "data.eval_every=0",
                                                     "grpo.save_steps=100", "torch_threads=1"])
     run_training(config, output_dir=str(tmp_path / "run"), max_steps=2)
     assert seen and all([v for v, _, _ in parts] == [0, 1] for parts in seen)  # both views in each micro-batch
@@ -137,6 +137,7 @@ def test_per_view_loss_runs_with_both_views_in_each_micro_batch(tmp_path, monkey
     for name in ("loss", "entropy", "clip_ratio/region_mean"):
         assert all(f"{name}/view0" in row and f"{name}/view1" in row for row in logged), name
     with pytest.raises(CorewardError, match="grpo.loss_type: bnpo"):
-        load_config(TrainConfig, config_path, ["data.view_loss=per_view"])
+        load_config(TrainConfig, config_path, ["rewards.0.params.view_loss=per_view"])
     with pytest.raises(CorewardError, match="needs paired views"):
-        load_config(TrainConfig, config_path, ["data.view_loss=per_view", "grpo.loss_type=bnpo", "data.rephrasings=null"])
+        load_config(TrainConfig, config_path, ["rewards.0.params.view_loss=per_view", "grpo.loss_type=bnpo",
+                                                      "rewards.0.params.rephrasings=null"])

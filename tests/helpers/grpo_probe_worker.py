@@ -123,7 +123,6 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward
             processing_class=tokenizer,
             reward_sources=sources,
             verifier=verifier,
-            paired_views=paired,
         )
         trainer.train()
     rank = trainer.accelerator.process_index

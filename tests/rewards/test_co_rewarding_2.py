@@ -276,7 +276,7 @@ if __name__ == "__main__":
 
 
 def test_teacher_rolls_out_the_rephrased_question(tmp_path, monkeypatch):
-    """teacher_prompt: rephrased with data.teacher_rephrasings (the authors' use_aug): the policy's prompts are
+    """teacher_prompt: rephrased with teacher_rephrasings (the authors' use_aug): the policy's prompts are
     the originals, the teacher's the rephrasings of the same questions, group by group."""
     from pathlib import Path
 
@@ -298,7 +298,7 @@ def test_teacher_rolls_out_the_rephrased_question(tmp_path, monkeypatch):
         return original(self, policy, prompt_ids, num_generations)
 
     monkeypatch.setattr(EmaTeacher, "generate", recording)
-    overrides = ["data.teacher_rephrasings=demo", "rewards.0.params.teacher_prompt=rephrased", "data.eval_every=0",
+    overrides = ["rewards.0.params.teacher_rephrasings=demo", "rewards.0.params.teacher_prompt=rephrased", "data.eval_every=0",
                  "grpo.save_steps=100", "torch_threads=1"]
     captured = {}
     from coreward.grpo import trainer as trainer_module
@@ -315,7 +315,7 @@ def test_teacher_rolls_out_the_rephrased_question(tmp_path, monkeypatch):
     policy_questions = [p.strip() for p in captured["prompts"][::G]]
     assert seen and seen[0] == [rephrased[q] for q in policy_questions]
     assert all(rephrased[q] != q for q in policy_questions)
-    with pytest.raises(CorewardError, match="needs data.teacher_rephrasings"):
+    with pytest.raises(CorewardError, match="rephrased needs teacher_rephrasings"):
         load_config(TrainConfig, config_path, ["rewards.0.params.teacher_prompt=rephrased"])
 
 

@@ -1,5 +1,8 @@
 """Benchmark registry: every math benchmark becomes a list of `Record`s with a clean answer string.
 
+Only registered benchmarks are here (their files, hub copies and row mappers); any data source by name, a user's
+file, directory or hub id included, is loaded by `sources.py`, and files are read by `readers.py`.
+
 The benchmark files are never copied into the repository: they are read from a data directory
 (`--data-dir`, `$COREWARD_DATA`, or `shared/data` next to the repository) or, for users with
 internet, from the Hugging Face hub. Both sources go through the same row -> Record function, so
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coreward.data.prompts import INSTRUCTION
 from coreward.data.readers import count_file_rows, map_rows, read_rows
 from coreward.data.records import (
     MissingField,
@@ -29,6 +33,7 @@ from coreward.data.records import (
     gsm8k_answer,
     strip_calc,
 )
+from coreward.data.verl import verl_row_to_record
 from coreward.runtime.errors import CorewardError
 from coreward.verify import last_boxed
 
@@ -54,8 +59,6 @@ def _gsm8k_row(row: dict, split: str, index: int) -> Record:
 def _math_row(row: dict, split: str, index: int) -> Record:
     """Local MATH is Co-rewarding's verl parquet; the hub copy (MATH-lighteval) has raw MATH columns."""
     if "reward_model" in row:
-        from coreward.data.verl import verl_row_to_record
-
         record = verl_row_to_record(row, index, default_split=split)
         record.id, record.source, record.split = f"math-{split}-{index}", "math", split
         return record
@@ -259,8 +262,6 @@ def list_benchmarks() -> list[str]:
 
 def default_instruction(source: str) -> str | None:
     """The instruction prompts of `source` get by default: none for a benchmark asked bare, else the papers'."""
-    from coreward.data.prompts import INSTRUCTION
-
     bench = BENCHMARKS.get(source)
     return None if bench is not None and not bench.instructed else INSTRUCTION
 
@@ -371,138 +372,3 @@ def count_rows(name: str, split: str, data_dir: str | os.PathLike | None = None)
     if bench.to_record is None:
         return len(_load_demo(split, None))
     return count_file_rows(benchmark_file(name, split, data_dir))
-
-
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-_FILE_TYPES = (".jsonl", ".json", ".parquet", ".csv")
-
-
-def source_rows(source: str, split: str) -> tuple[list[dict], str]:
-    """Raw rows of a file, a directory (save_to_disk or dataset repository) or a hub id, and a name for errors.
-
-    `PATH_OR_ID:SUBSET` picks a subset (a dataset config: `openai/gsm8k:main`). Every one is read by `datasets`.
-    """
-    from coreward.data.readers import read_directory, read_hub
-
-    base, subset = source, None
-    if not Path(source).exists() and ":" in source:
-        base, _, subset = source.rpartition(":")
-    path = Path(base).expanduser()
-    if path.is_dir():
-        return read_directory(path, split, subset), f"{path}" + (f" (split {split})" if split else "")
-    if path.is_file() or path.suffix.lower() in _FILE_TYPES:  # read_rows names an unsupported type
-        return read_rows(path), str(path)
-    if _HUB_ID.fullmatch(base):
-        return read_hub(base, split, subset), f"hub dataset {base} (split {split})"
-    raise CorewardError(
-        f"{source!r} is neither a benchmark ({', '.join(list_benchmarks())}), a .jsonl/.json/.parquet/.csv file, "
-        "a directory, nor a Hugging Face dataset id (owner/name[:subset])"
-    )
-
-
-def parse_columns(text: str | None, option: str = "--columns") -> dict[str, str]:
-    """`question=problem,answer=solution` (a command-line option) as a column mapping."""
-    columns = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        field_name, sep, column = item.partition("=")
-        if not sep or field_name.strip() not in ("question", "answer", "id", "solution") or not column.strip():
-            raise CorewardError(f"{option} {item!r}: expected FIELD=COLUMN with FIELD one of question, answer, id, solution")
-        columns[field_name.strip()] = column.strip()
-    return columns
-
-
-def load_named(
-    source: str,
-    split: str,
-    limit: int | None,
-    data_dir: str | os.PathLike | None,
-    key: str,
-    columns: dict[str, str] | None = None,
-) -> list[Record]:
-    """Records from a registered benchmark, a local file or directory, or a hub dataset id: every data
-    source of every command goes through here.
-
-    `key` is the config key (or option) that named `source`, so an error is reported against it; `columns`
-    maps Record fields to the data's columns (`{question: problem, answer: solution}`).
-    """
-    try:
-        if source in list_benchmarks():
-            if columns:
-                raise CorewardError(f"{source!r} is a registered benchmark: its columns are known, drop the column mapping")
-            records = load_benchmark(source, split=split, data_dir=data_dir, limit=limit)
-        else:
-            rows, where = source_rows(source, split)
-            records = rows_to_records(rows, where, columns, limit, name=_record_prefix(source))
-    except CorewardError as err:
-        raise CorewardError(f"key {key}: {err}") from None
-    if not records:
-        raise CorewardError(f"key {key}: {source!r} (split {split!r}) has no problems")
-    return records
-
-
-def _record_prefix(source: str) -> str:
-    """Ids of rows without an id column: `<file stem or dataset name>-<row>`."""
-    base = source.rpartition(":")[0] if ":" in source and not Path(source).exists() else source
-    return Path(base).stem or Path(base).name
-
-
-def rows_to_records(
-    rows: list[dict], where: str, columns: dict[str, str] | None = None, limit: int | None = None, name: str = "data"
-) -> list[Record]:
-    """Records of a user's rows: verl format, or any columns named by `columns` (defaults: question, answer).
-
-    Without an answer column the records are unlabeled (answer ""): enough for the methods that need no
-    reference; those that do are refused before training (`check_references`).
-    """
-    from coreward.data.verl import is_verl_row, verl_row_to_record
-
-    if not rows:
-        return []
-    first = rows[0]
-    columns = dict(columns or {})
-    question, answer = columns.get("question", "question"), columns.get("answer", "answer")
-    if not columns and question not in first and is_verl_row(first):
-        return map_rows(rows, verl_row_to_record, where, limit)
-    found = ", ".join(map(str, first)) or "none"
-    for field_name, column in columns.items():
-        if column not in first:
-            raise CorewardError(f"{where}: column {column!r} (data.columns.{field_name}) is not in the data; columns: {found}")
-    if question not in first:
-        raise CorewardError(
-            f"{where}: row 1: expected columns 'question' and 'answer' (coreward records; the answer may be left out "
-            f"for methods that need no reference, and data.columns maps other names) or 'prompt' and "
-            f"'reward_model' (verl format); found: {found}"
-        )
-    labelled = any(answer in row for row in rows)
-    return map_rows(rows, _mapped_row(name, question, answer if labelled else None, columns), where, limit)
-
-
-def _mapped_row(name: str, question: str, answer: str | None, columns: dict[str, str]) -> Callable[[dict, int], Record]:
-    """Mapper for a user's rows; `answer=None`: unlabeled data."""
-    from coreward.data.records import question_of
-
-    id_column, solution_column = columns.get("id", "id"), columns.get("solution", "solution")
-
-    def to_record(row: dict, index: int) -> Record:
-        text, messages = question_of(row, question)
-        return Record(
-            id=str(row.get(id_column) or f"{name}-{index}"),
-            question=text,
-            answer="" if answer is None else answer_text(field_of(row, answer), answer),
-            source=str(row.get("source") or name),
-            split=str(row.get("split") or "unknown"),
-            solution=None if row.get(solution_column) is None else str(row[solution_column]),
-            level=None if row.get("level") is None else str(row["level"]),
-            subject=None if row.get("subject") is None else str(row["subject"]),
-            messages=messages,
-        )
-
-    return to_record
-
-
-def load_records_file(path: str | os.PathLike, limit: int | None = None, columns: dict[str, str] | None = None) -> list[Record]:
-    """A user's file (jsonl/json/parquet/csv) in Record columns, mapped columns, or verl format."""
-    path = Path(path)
-    return rows_to_records(read_rows(path), str(path), columns, limit, name=path.stem)

@@ -39,7 +39,7 @@ def _load(name: str, split: str, data_dir: Path | None, limit: int | None, sourc
     directory or hub dataset id, as `data.train` reads it."""
     if name in BENCHMARKS:
         return load_benchmark(name, split, data_dir=data_dir, limit=limit, source=source)
-    from coreward.data.benchmarks import load_named
+    from coreward.data.sources import load_named
 
     return load_named(name, split, limit, data_dir, key="NAME")
 

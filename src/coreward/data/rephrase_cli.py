@@ -28,8 +28,8 @@ def register(app: typer.Typer) -> None:
 
         Example: coreward rephrase --input math --limit 100 --model http://localhost:8000/v1#Qwen/Qwen3-32B --output rephrased.jsonl
         """
-        from coreward.data.benchmarks import load_named, parse_columns
         from coreward.data.rephrase import demo_pairs, rephrase_records, write_pairs
+        from coreward.data.sources import load_named, parse_columns
         from coreward.runtime.errors import CorewardError
 
         if fmt not in ("pairs", "verl"):

@@ -1,16 +1,17 @@
 """The training dataset of `coreward train`: records in, TRL rows out, built once before any model loads.
 
     records (data.train) -> reference checks -> rows: `prompt` (text or chat messages) + every record field
-                                                  + paired views (data.rephrasings, Co-rewarding-I), or
-                                                  + `teacher_prompt` (data.teacher_rephrasings, Co-rewarding-II)
+                                                  + paired views (`paired`: rows `pair_id`, `view`), or
+                                                  + `teacher_prompt` (`teacher`: each question's rephrasing)
 
 `data` is the config's `DataSettings` (`grpo/config.py`); the engine says which rewards score against the
-references. Prompts longer than `data.max_prompt_tokens` are dropped once the tokenizer is loaded
-(`drop_long_prompts`).
+references and which rephrasings the rewards ask for (`RewardSource.data_needs`). Prompts longer than
+`data.max_prompt_tokens` are dropped once the tokenizer is loaded (`drop_long_prompts`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from coreward.data.records import Record
@@ -18,19 +19,30 @@ from coreward.runtime.distributed import print_once
 from coreward.runtime.errors import CorewardError
 
 
-def build_train_dataset(data: Any, reference_users: list[str], reference_free: str = ""):
+@dataclass(frozen=True)
+class Rephrasings:
+    """Where each question's rephrasing comes from, and the config key that named it (for errors)."""
+
+    source: str  # "demo" (the demo task's own rephrasings) or a file from `coreward rephrase` / a verl rewrite parquet
+    key: str
+
+
+def build_train_dataset(data: Any, reference_users: list[str], reference_free: str = "",
+                        paired: Rephrasings | None = None, teacher: Rephrasings | None = None):
     """The training `datasets.Dataset` of `data` (a `DataSettings`). `reference_users`: the configured rewards that
-    score against the reference answers (their names, for errors); `reference_free`: the methods that need none."""
+    score against the reference answers (their names, for errors); `reference_free`: the methods that need none.
+    `paired`: each question is followed by its rephrasing (paired views); else `teacher`: each row gets its
+    rephrasing as a `teacher_prompt`."""
     from datasets import Dataset
 
-    from coreward.data.benchmarks import load_named
+    from coreward.data.sources import load_named
 
     records = load_named(data.train, data.split, data.limit, data.data_dir, key="data.train", columns=data.columns)
     records = check_references(records, data, reference_users, reference_free)
-    if data.rephrasings:
-        return Dataset.from_list(build_paired_rows(records, data))
-    if data.teacher_rephrasings:
-        return Dataset.from_list(build_teacher_rows(records, data))
+    if paired:
+        return Dataset.from_list(build_paired_rows(records, data, paired))
+    if teacher:
+        return Dataset.from_list(build_teacher_rows(records, data, teacher))
     return Dataset.from_list(build_rows(records, data))
 
 
@@ -80,11 +92,11 @@ def paired_rows(pairs: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]
     return rows
 
 
-def build_paired_rows(records, data: Any) -> list[dict[str, Any]]:
-    """Co-rewarding-I rows: each record's question (view 0) next to its rephrasing (view 1)."""
+def build_paired_rows(records, data: Any, rephrasings: Rephrasings) -> list[dict[str, Any]]:
+    """Paired views: each record's question (view 0) next to its rephrasing (view 1)."""
     from coreward.data.records import with_question
 
-    pairs = rephrased_pairs(records, data.rephrasings, "data.rephrasings")
+    pairs = rephrased_pairs(records, rephrasings.source, rephrasings.key)
     originals = build_rows([r for r, _ in pairs], data)
     views = build_rows([with_question(r, q2) for r, q2 in pairs], data)
     rows = paired_rows([(row, q2) for row, (_, q2) in zip(originals, pairs)])
@@ -93,12 +105,12 @@ def build_paired_rows(records, data: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def build_teacher_rows(records, data: Any) -> list[dict[str, Any]]:
+def build_teacher_rows(records, data: Any, rephrasings: Rephrasings) -> list[dict[str, Any]]:
     """Rows whose `teacher_prompt` is the rephrased question, rendered as the prompt is (Co-rewarding-II's
     use_aug: the policy answers the original, the EMA teacher the rephrasing)."""
     from dataclasses import replace
 
-    pairs = rephrased_pairs(records, data.teacher_rephrasings, "data.teacher_rephrasings")
+    pairs = rephrased_pairs(records, rephrasings.source, rephrasings.key)
     rows = build_rows([r for r, _ in pairs], data)
     for row, teacher_row in zip(rows, build_rows([replace(r, question=q2) for r, q2 in pairs], data)):
         row["teacher_prompt"] = teacher_row["prompt"]

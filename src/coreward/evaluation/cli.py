@@ -54,7 +54,7 @@ def eval_command(
 
     Example: coreward eval --model demo --n 8 --limit 100 --output runs/eval/demo
     """
-    from coreward.data.benchmarks import parse_columns
+    from coreward.data.sources import parse_columns
     from coreward.evaluation.evaluate import evaluate
 
     settings = EvalSettings(

@@ -36,9 +36,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from coreward.data.benchmarks import load_named
 from coreward.data.prompts import INSTRUCTION, PLAIN_CHAT_TEMPLATE, build_messages, plain_prompt, render_prompt
 from coreward.data.records import Record
+from coreward.data.sources import load_eval_sets, refuse_mixed_references
 from coreward.evaluation.backends import Backend, HFBackend, VLLMBackend, load_model
 from coreward.runtime.assets import resolve_model
 from coreward.runtime.devices import load_tokenizer
@@ -329,30 +329,6 @@ def build_problems(
     ]
 
 
-def load_benchmarks(
-    names: Sequence[str], split: str = "test", limit: int | None = None, data_dir: str | Path | None = None,
-    columns: dict[str, str] | None = None,
-) -> dict[str, list[Record]]:
-    """Records of each benchmark, file, directory or hub dataset (first `limit` problems); a bad name fails before
-    any model loads."""
-    if not names:
-        raise CorewardError("no benchmarks given")
-    records = {name: load_named(name, split, limit, data_dir, key="--benchmarks", columns=columns)
-               for name in names}
-    for name, rows in records.items():
-        refuse_mixed_references(rows, f"--benchmarks {name}")
-    return records
-
-
-def refuse_mixed_references(records: list[Record], where: str) -> None:
-    """All rows with a reference answer (accuracies), or none (label-free agree@n); a mix is refused by row."""
-    missing = [i for i, r in enumerate(records) if not r.answer]
-    if missing and len(missing) < len(records):
-        shown = f"{missing[:5]}{' ...' if len(missing) > 5 else ''}"
-        raise CorewardError(f"{where}: rows {shown} have no reference answer "
-                            f"while {len(records) - len(missing)} others have one; give every row an answer or none")
-
-
 # --------------------------------------------------------------------------- the settings and the entry point
 
 
@@ -489,8 +465,11 @@ def _records(model, tokenizer, settings: EvalSettings) -> tuple[dict[str, list[R
         if tokenizer is None and isinstance(model, (str, Path)):
             tokenizer = load_tokenizer(resolve_model_path(model), key="--model")
         names = ["demo"] if tokenizer is not None and reads_plain_text(tokenizer) else list(PAPER_BENCHMARKS)
-    if not isinstance(names, dict):
-        return load_benchmarks(names, settings.split, settings.limit, settings.data_dir, settings.columns), tokenizer
+    if not isinstance(names, dict):  # a bad name fails here, before any model loads
+        if not names:
+            raise CorewardError("no benchmarks given")
+        return load_eval_sets(names, settings.split, settings.limit, settings.data_dir, key="--benchmarks",
+                              columns=settings.columns, where="{key} {name}"), tokenizer
     records = {name: rows[: settings.limit] for name, rows in names.items()}
     for name, rows in records.items():
         refuse_mixed_references(rows, f"benchmark {name}")

@@ -12,12 +12,14 @@ is an error that names the key.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from coreward.data.prompts import INSTRUCTION
 from coreward.runtime.config import check_args_keys
+from coreward.runtime.distributed import print_once
 from coreward.runtime.errors import CorewardError
 
 
@@ -56,15 +58,6 @@ class DataSettings:
     system_prompt: str | None = None
     reference_column: str = "answer"
     max_prompt_tokens: int | None = None  # longer prompts are dropped (and counted), as verl does
-    # Co-rewarding-I: "demo" (the task's own rephrasings) or a file from `coreward rephrase` / a verl
-    # rewrite parquet aligned with `train`. Each question and its rephrasing are rolled out together.
-    rephrasings: str | None = None
-    # how the two views' losses combine: "joint" (one token mean over both, TRL's), or "per_view" (each view's
-    # loss averaged over its own tokens, the two summed: the authors' dp_actor.py; needs grpo.loss_type bnpo)
-    view_loss: Literal["joint", "per_view"] = "joint"
-    # Co-rewarding-II with the authors' data.use_aug: each question's rephrasing (a file as for `rephrasings`,
-    # or "demo"), rendered like the prompt into a `teacher_prompt` column the teacher rolls out on
-    teacher_rephrasings: str | None = None
     # held-out set evaluated every `eval_every` steps (0 = never)
     eval: str | None = None
     eval_split: str = "test"
@@ -111,6 +104,11 @@ class TrainConfig:
     # initial policy: one more copy of its weights in memory and a no-grad forward of it per step
     kl_from_init: bool = True
 
+    @classmethod
+    def migrate_keys(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A config of an older coreward with its moved keys where they are now (`build` calls this first)."""
+        return move_method_data_keys(data)
+
     def validate(self) -> None:
         from coreward.grpo.preemption import signal_numbers
 
@@ -127,12 +125,13 @@ class TrainConfig:
             validate_lora(self.lora)
         if self.torch_threads is not None and self.torch_threads < 1:
             raise CorewardError(f"key torch_threads must be >= 1 (or null: torch's default), got {self.torch_threads}")
-        validate_batch(self.grpo, paired=bool(self.data.rephrasings))
-        if self.data.view_loss == "per_view" and not self.data.rephrasings:
-            raise CorewardError("key data.view_loss: per_view needs paired views (set data.rephrasings)")
-        if self.data.view_loss == "per_view" and self.grpo.get("loss_type") != "bnpo":
-            raise CorewardError("key data.view_loss: per_view sums per-view token means of the micro-batch, as verl's "
-                                f"token-mean does: set grpo.loss_type: bnpo (got {self.grpo.get('loss_type')!r})")
+        needs = declared_needs(self.rewards)
+        validate_batch(self.grpo, paired=declared(needs, "rephrasings") is not None)
+        declared(needs, "teacher_rephrasings")  # two different ones are refused
+        for key, source_needs in needs:
+            if source_needs.loss_per_view and self.grpo.get("loss_type") != "bnpo":
+                raise CorewardError(f"key {key}: a loss per view sums per-view token means of the micro-batch, as "
+                                    f"verl's token-mean does: set grpo.loss_type: bnpo (got {self.grpo.get('loss_type')!r})")
 
 
 def validate_rewards(rewards: list[RewardSpec], data: DataSettings | None = None) -> None:
@@ -157,6 +156,77 @@ def validate_rewards(rewards: list[RewardSpec], data: DataSettings | None = None
             cls.check_data(params, data if data is not None else DataSettings())
         except ValueError as err:  # its message starts with the parameter's name
             raise CorewardError(f"key rewards.{i}.params.{err}") from None
+
+
+def declared_needs(rewards: list[RewardSpec]) -> list[tuple[str, Any]]:
+    """(`rewards.N.params`, its `DataNeeds`) of each configured reward: what its parameters ask of the training data
+    and of the loss (`RewardSource.data_needs`)."""
+    from coreward.rewards import parse_params, source_class
+
+    found = []
+    for i, spec in enumerate(rewards):
+        cls = source_class(spec.name, key=f"rewards.{i}.name")
+        found.append((f"rewards.{i}.params", cls.data_needs(parse_params(cls, spec.params, key=f"rewards.{i}.params"))))
+    return found
+
+
+def declared(needs: list[tuple[str, Any]], need: str) -> tuple[Any, str] | None:
+    """The value of `need` (a `DataNeeds` field) that the configured rewards' `needs` (`declared_needs`) declare, with
+    the key that declares it (`rewards.N.params.<need>`); None when none does. Two different values are refused."""
+    found = None
+    for key, source_needs in needs:
+        value = getattr(source_needs, need)
+        if not value:
+            continue
+        if found is not None and found[0] != value:
+            raise CorewardError(f"key {key}.{need}: {value!r}, while {found[1]} is {found[0]!r}: the training data "
+                                "has one of each")
+        found = found or (value, f"{key}.{need}")
+    return found
+
+
+# data keys that moved into the parameters of the methods that use them (`rewards.N.params.<same name>`), with the
+# value that meant "not used"
+MOVED_DATA_KEYS = {"rephrasings": None, "view_loss": "joint", "teacher_rephrasings": None}
+
+
+def move_method_data_keys(data: dict[str, Any], warn: bool = True) -> dict[str, Any]:
+    """`data.<key>` of MOVED_DATA_KEYS given as `rewards.N.params.<key>` of every configured reward whose parameters
+    have that field (one warning line each, unless `warn` is false); a value that meant "not used" is dropped. A key
+    no configured reward takes is refused, naming the methods that do."""
+    from coreward.rewards import registered_sources, source_class
+
+    section = data.get("data")
+    moved = [k for k in MOVED_DATA_KEYS if isinstance(section, dict) and k in section]
+    if not moved:
+        return data
+    data = {**data, "data": dict(section)}
+    rewards = data.get("rewards", [{"name": "rule"}])
+    if isinstance(rewards, list):
+        rewards = data["rewards"] = [dict(spec) if isinstance(spec, dict) else spec for spec in rewards]
+    for name in moved:
+        value = data["data"].pop(name)
+        if value == MOVED_DATA_KEYS[name]:
+            continue
+        takers = []
+        for i, spec in enumerate(rewards if isinstance(rewards, list) else []):
+            try:
+                if ":" in str(spec["name"]):
+                    working_directory_importable()
+                cls = source_class(str(spec["name"]))
+            except (CorewardError, KeyError, TypeError):
+                continue  # a bad entry is reported by the config's own checks
+            if name in {f.name for f in dataclasses.fields(cls.Params)} and isinstance(spec.get("params") or {}, dict):
+                params = spec["params"] = dict(spec.get("params") or {})
+                params.setdefault(name, value)
+                takers.append(f"rewards.{i}.params.{name}")
+        if not takers:
+            owners = sorted(n for n, c in registered_sources().items() if name in {f.name for f in dataclasses.fields(c.Params)})
+            raise CorewardError(f"key data.{name}: moved to rewards.N.params.{name} of the method that uses it "
+                                f"({', '.join(owners)}), and no configured reward takes it")
+        if warn:
+            print_once(f"warning: data.{name} is deprecated: set {', '.join(takers)} instead (mapped there for this run)")
+    return data
 
 
 def working_directory_importable() -> None:
@@ -202,7 +272,7 @@ def validate_batch(grpo: dict[str, Any], paired: bool = False) -> None:
         )
     if paired and total is not None and G and (total // G) % 2:
         raise CorewardError(
-            f"data.rephrasings pairs each question with its rephrasing: the generation batch ({total} "
+            f"paired views put each question beside its rephrasing: the generation batch ({total} "
             f"completions) must hold an even number of prompts, i.e. be a multiple of 2 × num_generations"
         )
 

@@ -20,14 +20,13 @@ from typing import Any
 
 from transformers import Trainer, TrainerCallback
 
-from coreward.data.benchmarks import load_named
 from coreward.data.records import Record
+from coreward.data.sources import load_eval_sets
 from coreward.evaluation.backends import HFBackend
 from coreward.evaluation.evaluate import (
     Problem,
     build_problems,
     model_defaults,
-    refuse_mixed_references,
     sample,
     score,
     summarize,
@@ -45,9 +44,9 @@ def load_eval_records(data) -> list[Record] | None:
     """
     if not data.eval or data.eval_every <= 0:
         return None
-    records = load_named(data.eval, data.eval_split, data.eval_limit, data.data_dir, key="data.eval",
-                         columns=data.eval_columns)
-    refuse_mixed_references(records, f"key data.eval: {data.eval}")  # none: label-free agree@n instead of accuracy
+    # the loader of `coreward eval`: every row with a reference answer, or none (label-free agree@n)
+    (records,) = load_eval_sets([data.eval], data.eval_split, data.eval_limit, data.data_dir, key="data.eval",
+                                columns=data.eval_columns).values()
     return records
 
 

@@ -75,7 +75,7 @@ def check_resume_config(run_dir: Path, config: Any, allow_change: bool, step: in
     path = run_dir / "config.yaml"
     if not path.is_file():
         return
-    saved = yaml.safe_load(path.read_text()) or {}
+    saved = upgraded(yaml.safe_load(path.read_text()) or {})
     keys = changed_keys(saved, to_dict(config))
     if keys and not allow_change:
         shown = ", ".join(f"{k} ({_flatten(saved).get(k)!r} -> {_flatten(redact(to_dict(config))).get(k)!r})" for k in keys[:8])
@@ -85,6 +85,17 @@ def check_resume_config(run_dir: Path, config: Any, allow_change: bool, step: in
         )
     if keys:
         path.replace(run_dir / f"config.step-{step}.yaml")
+
+
+def upgraded(saved: dict) -> dict:
+    """A run's saved config written by an older coreward, with its moved keys where they are now (quietly: the run's
+    own file, not the user's); as it was when they can't be moved (then the comparison names them)."""
+    from coreward.grpo.config import move_method_data_keys
+
+    try:
+        return move_method_data_keys(saved, warn=False)
+    except CorewardError:
+        return saved
 
 
 class RunLock:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from coreward.data.prompts import INSTRUCTION
-from coreward.grpo.config import TrainConfig, check_batch_fits
+from coreward.grpo.config import TrainConfig, check_batch_fits, declared, declared_needs
 from coreward.runtime.assets import resolve_model
 from coreward.runtime.config import load_config
 from coreward.runtime.devices import load_tokenizer
@@ -61,10 +61,15 @@ def _reads_plain_text(name_or_path: str) -> bool:
 
 
 def build_train_dataset(config: TrainConfig):
-    """The training dataset (`data/rows.py`), its references checked for the configured rewards."""
+    """The training dataset (`data/rows.py`), its references checked for the configured rewards, with the paired
+    views or teacher prompts they ask for (`RewardSource.data_needs`)."""
+    from coreward.data.rows import Rephrasings
     from coreward.data.rows import build_train_dataset as build
 
-    return build(config.data, reference_users(config), _reference_free_methods())
+    needs = declared_needs(config.rewards)
+    paired, teacher = (declared(needs, need) for need in ("rephrasings", "teacher_rephrasings"))
+    return build(config.data, reference_users(config), _reference_free_methods(),
+                 paired=Rephrasings(*paired) if paired else None, teacher=Rephrasings(*teacher) if teacher else None)
 
 
 def reference_users(config: TrainConfig) -> list[str]:
@@ -288,8 +293,9 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
 
     if config.data.max_prompt_tokens:
         from coreward.data.rows import drop_long_prompts
+        from coreward.grpo.trainer import has_paired_views
 
-        dataset = drop_long_prompts(dataset, tokenizer, config.data.max_prompt_tokens, bool(config.data.rephrasings))
+        dataset = drop_long_prompts(dataset, tokenizer, config.data.max_prompt_tokens, has_paired_views(dataset))
         check_batch_fits(len(dataset), args, f"of at most data.max_prompt_tokens={config.data.max_prompt_tokens} tokens")
     verifier = Verifier(timeout_s=config.verifier.timeout_s, num_workers=config.verifier.num_workers,
                         max_completion_chars=config.verifier.max_completion_chars)
@@ -303,7 +309,6 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         reward_sources=sources,
         verifier=verifier,
         reference_column=config.data.reference_column,
-        per_view_loss=config.data.view_loss == "per_view",
         keep_checkpoints=keep_checkpoints(config),
         kl_from_init=config.kl_from_init,
         callbacks=[metrics_callback, *(extra_callbacks or [])],

@@ -15,9 +15,9 @@ What we change in TRL (trl==1.16.0), and why:
 * `_get_train_sampler` / `_run_epoch` — the data order of epoch e depends on e, not on how many epochs
   this process has run (see `paired.EpochReplay`): a run resumed after the first epoch sees the same
   batches as an uninterrupted one.
-* `_compute_loss` (with `per_view_loss`, Co-rewarding-I) — each view's loss is a token mean over its own
-  tokens and the two are summed, L = Σ_v Σ_{t∈v} ℓ_t / N_v (the authors' dp_actor.py), instead of one token
-  mean over both views: TRL's loss (bnpo: a token mean over the rows it is given) runs once per view on
+* `_compute_loss` (when a source declares `loss_per_view`, as Co-rewarding-I's `view_loss: per_view` does) —
+  each view's loss is a token mean over its own tokens and the two are summed, L = Σ_v Σ_{t∈v} ℓ_t / N_v (the
+  authors' dp_actor.py), instead of one token mean over both views: TRL's loss (bnpo: a token mean over the rows it is given) runs once per view on
   that view's rows of the micro-batch, and the losses add up. Every metric TRL logs inside it (entropy,
   KL, clip ratios) is also logged per view as `<name>/view0|1`, with `loss/view0|1`, as the authors log
   pg_loss, ppo_kl and clip fractions per view.
@@ -120,18 +120,17 @@ class CorewardGRPOTrainer(GRPOTrainer):
         verifier: Any,
         reference_column: str = "answer",
         keep_checkpoints: int | None = 2,
-        paired_views: bool | None = None,
-        per_view_loss: bool = False,
         kl_from_init: bool = True,
         **kwargs: Any,
     ):
-        self.per_view_loss = per_view_loss
+        # what the sources declare (`RewardSource.data_needs`): each view's loss a token mean of its own tokens
+        self.per_view_loss = any(source.needs.loss_per_view for source in reward_sources)
         self.reward_sources = reward_sources
         self.verifier = verifier
         self.reference_column = reference_column
         self.keep_checkpoints = keep_checkpoints
         # paired views (two rows per problem, `pair_id` and `view`: `grpo/samplers.py`) are a property of the data
-        self.paired_views = has_paired_views(kwargs.get("train_dataset")) if paired_views is None else paired_views
+        self.paired_views = has_paired_views(kwargs.get("train_dataset"))
         self.needed_token_stats = sorted({s for src in reward_sources for s in src.needs_token_stats})
         self._last_prompt_ids: list[list[int]] | None = None
         self._times = StepTimes()

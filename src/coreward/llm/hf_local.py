@@ -109,6 +109,10 @@ class HFLocalGenerator(TextGenerator):
         ]
 
     def _prompt(self, messages: list[dict], template_kwargs: dict | None = None) -> str:
+        # Not data/prompts.render_prompt, on purpose: llm/ is a layer below data/ (data/rephrase.py drives these
+        # generators), and a request carries its own chat-template options (`chat_template_kwargs`, e.g. Qwen3's
+        # enable_thinking for `coreward rephrase --no-thinking`), which render_prompt does not take; a tokenizer
+        # without a template gets the messages joined here, where render_prompt refuses it.
         if self.use_chat_template:
             text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
                                                       **(template_kwargs or {}))

@@ -7,6 +7,7 @@ import importlib
 import pkgutil
 
 from coreward.rewards.base import (
+    DataNeeds,
     NoParams,
     ParamsError,
     Policy,
@@ -21,7 +22,7 @@ from coreward.rewards.base import (
 from coreward.runtime.errors import CorewardError
 
 
-__all__ = ["NoParams", "Policy", "RewardSource", "RolloutBatch", "Rollouts", "build_source", "builtin_methods",
+__all__ = ["DataNeeds", "NoParams", "Policy", "RewardSource", "RolloutBatch", "Rollouts", "build_source", "builtin_methods",
            "parse_params", "register", "registered_sources", "source_class"]
 
 

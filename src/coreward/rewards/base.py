@@ -197,11 +197,23 @@ class NoParams:
     """A method without parameters."""
 
 
+@dataclass(frozen=True)
+class DataNeeds:
+    """What a source's parameters ask of the training data and of the loss (`RewardSource.data_needs`). The engine
+    builds the dataset and the loss from what the configured sources declare, and names no method. A source fills a
+    field from its parameter of the same name, so that an error about it names `rewards.N.params.<field>`."""
+
+    rephrasings: str | None = None  # paired views: each question is rolled out beside its rephrasing from this source ("demo" or a file); rows carry `pair_id` and `view`
+    loss_per_view: bool = False  # each view's loss a token mean over its own tokens, the views' losses summed (needs `rephrasings` and grpo.loss_type bnpo)
+    teacher_rephrasings: str | None = None  # each question's rephrasing from this source, rendered like the prompt into a `teacher_prompt` column
+
+
 class RewardSource:
     """Base class of a reward method: set `Params` (a dataclass) and implement `compute`."""
 
     name: ClassVar[str] = "reward"
     Params: ClassVar[type] = NoParams
+    params: Any = None  # the parsed `Params` (set by `__init__`)
     #: token statistics of the policy's logits this source needs (see `grpo/token_stats.py`)
     needs_token_stats: ClassVar[tuple[str, ...]] = ()
     #: whether its rewards come from the reference answers (then each must be usable: checked before training)
@@ -218,6 +230,17 @@ class RewardSource:
     def check_data(cls, params: Any, data: Any) -> None:
         """Refuse, before any model loads, data settings (`TrainConfig.data`) these parsed `params` can't work
         with: raise ValueError with a message that starts with the parameter's name."""
+
+    @classmethod
+    def data_needs(cls, params: Any) -> DataNeeds:
+        """What these parsed `params` ask of the training data and of the loss (paired views, a loss per view,
+        teacher prompts): asked at config load, by the dataset builder and by the trainer."""
+        return DataNeeds()
+
+    @property
+    def needs(self) -> DataNeeds:
+        """`data_needs` of this source's own parameters."""
+        return type(self).data_needs(self.params)
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         """One reward per completion of the global batch (None: not applicable to that completion)."""

@@ -1,21 +1,22 @@
 """Co-rewarding-I: agree with the *other* view of the same problem.
 
-Each question q has a rephrasing q' (same math, same answer); both are rolled out G times in the same
-step (see `grpo/samplers.py`). With a_i the extracted answers:
+Each question q has a rephrasing q' (same math, same answer, from `rephrasings`); both are rolled out G
+times in the same step (see `grpo/samplers.py`). With a_i the extracted answers:
 
     ŷ(q)  = majority of a(q'-rollouts)        ŷ(q') = majority of a(q-rollouts)
     r_i   = 1[a_i ≡ ŷ(other view)]            (empty pseudo label or empty answer: 0)
 
 Advantages stay normalized within each view's own group of G (TRL's groups), and both views are
-trained on, so the loss is L_q + L_q'. A policy can't raise this reward by being consistent with
+trained on, so the loss is L_q + L_q' (`view_loss` says how each view's tokens are averaged). A policy can't raise this reward by being consistent with
 itself on one wording only: the label comes from a different wording of the problem.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.base import DataNeeds, RewardSource, RolloutBatch, register
 from coreward.rewards.voting import Extract, Match, label_accuracy, majority_votes, matches_label
 from coreward.runtime.errors import CorewardError
 
@@ -29,6 +30,16 @@ class CrossViewReward(RewardSource):
     class Params:
         match: Match = "exact"  # "exact": equal strings (the authors'); "verified": math-verify equivalence
         extract: Extract = "default"  # "default": extract_answer (boxed, ####, "the answer is", cleaned); "boxed_raw": the authors' raw last \boxed{} (co_reward.py)
+        rephrasings: str | None = None  # each question's rephrasing, rolled out beside it: "demo" (the demo task's own) or a file from `coreward rephrase` / a verl rewrite parquet aligned with data.train
+        view_loss: Literal["joint", "per_view"] = "joint"  # how the two views' losses combine: "joint" (one token mean over both, TRL's), or "per_view" (each view's loss averaged over its own tokens, the two summed: the authors' dp_actor.py; needs grpo.loss_type bnpo)
+
+        def validate(self) -> None:
+            if self.view_loss == "per_view" and not self.rephrasings:
+                raise ValueError("view_loss: per_view needs paired views (set rephrasings)")
+
+    @classmethod
+    def data_needs(cls, params: Params) -> DataNeeds:
+        return DataNeeds(rephrasings=params.rephrasings, loss_per_view=params.view_loss == "per_view")
 
     @property
     def match(self) -> Match:
@@ -72,7 +83,7 @@ def pair_groups(batch: RolloutBatch) -> list[int]:
     for column in ("pair_id", "view"):
         if column not in batch.columns:
             raise CorewardError(
-                f"reward 'co_rewarding_1' needs paired views: set data.rephrasings (dataset column {column!r} missing)"
+                f"reward 'co_rewarding_1' needs paired views: set its params.rephrasings (dataset column {column!r} missing)"
             )
     where: dict[tuple[str, int], int] = {}
     for g, rows in enumerate(batch.groups()):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
+from coreward.rewards.base import DataNeeds, Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ema_teacher import EmaTeacher
 from coreward.rewards.voting import Extract, Match, extract, label_accuracy, majority_votes, matches_label
 from coreward.runtime.files import atomic_write_text
@@ -42,18 +42,20 @@ class CoRewarding2Reward(RewardSource):
         as_reference: bool = False  # the teacher is also the KL reference (the authors'); needs grpo.beta > 0
         temperature: float = 1.0  # the teacher's sampling temperature
         match: Match = "verified"  # "verified": math-verify equivalence; "exact": equal strings (the authors')
-        teacher_prompt: Literal["same", "rephrased"] = "same"  # the teacher rolls out the policy's prompt, or its rephrasing (the authors' data.use_aug; needs data.teacher_rephrasings)
+        teacher_prompt: Literal["same", "rephrased"] = "same"  # the teacher rolls out the policy's prompt, or its rephrasing (the authors' data.use_aug; needs teacher_rephrasings)
+        teacher_rephrasings: str | None = None  # each question's rephrasing, for teacher_prompt: rephrased: "demo" (the demo task's own) or a file from `coreward rephrase` / a verl rewrite parquet aligned with data.train, rendered like the prompt
         dump_dir: str | None = None  # write the teacher's rollouts, answers and label of every step to DIR/step_N.jsonl (the authors' rollout_data_dir/ref)
         extract: Extract = "default"  # "default": extract_answer (boxed, ####, "the answer is", cleaned); "boxed_raw": the authors' raw last \boxed{} (co_rewarding_II.py)
 
         def validate(self) -> None:
             EmaTeacher(self.alpha_start, self.alpha_end, self.update_every)  # its constructor checks the schedule
+            if self.teacher_prompt == "rephrased" and not self.teacher_rephrasings:
+                raise ValueError("teacher_prompt: rephrased needs teacher_rephrasings (the rephrasing of each "
+                                 "training question)")
 
     @classmethod
-    def check_data(cls, params: Params, data: Any) -> None:
-        if params.teacher_prompt == "rephrased" and not data.teacher_rephrasings:
-            raise ValueError("teacher_prompt: rephrased needs data.teacher_rephrasings (the rephrasing of each "
-                             "training question)")
+    def data_needs(cls, params: Params) -> DataNeeds:
+        return DataNeeds(teacher_rephrasings=params.teacher_rephrasings)
 
     def __init__(self, **params):
         super().__init__(**params)

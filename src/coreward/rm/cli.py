@@ -59,7 +59,8 @@ def annotate_command(
 
     Example: coreward rm annotate --policy demo --data demo --limit 100 --output runs/rm/rows.jsonl
     """
-    from coreward.data.benchmarks import default_instruction, load_named, parse_columns
+    from coreward.data.benchmarks import default_instruction
+    from coreward.data.sources import load_named, parse_columns
     from coreward.llm import build_generator
     from coreward.rm.annotate import annotate as run_annotation
     from coreward.rm.annotate import write_rows

@@ -29,7 +29,7 @@ def read_labelled(path: str | os.PathLike, limit: int | None = None, split: str 
     Every problem (unreadable file, missing column, a label that is not 0/1) is a CorewardError naming
     the file, the row (1-based) and the column.
     """
-    from coreward.data.benchmarks import source_rows
+    from coreward.data.sources import source_rows
 
     rows = source_rows(str(path), split)[0][:limit]  # a file, a directory or a hub dataset id, via datasets
     if not rows:

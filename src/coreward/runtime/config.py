@@ -83,6 +83,9 @@ def build(cls: type[T], data: Any, key: str = "", where: str = "config") -> T:
     """Build dataclass `cls` from a mapping, checking keys and types recursively."""
     if not isinstance(data, dict):
         raise CorewardError(f"{where}: {key or 'top level'} must be a mapping, got {_describe(data)}")
+    migrate = getattr(cls, "migrate_keys", None)
+    if callable(migrate):  # a config of an older version: its moved keys where they are now
+        data = migrate(data)
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
