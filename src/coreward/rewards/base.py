@@ -283,19 +283,23 @@ def parse_params(cls: type[RewardSource], params: dict[str, Any], key: str | Non
 
 
 def param_docs(cls: type[RewardSource]) -> dict[str, str]:
-    """Each parameter's one-line description (the comment beside its field), for help texts and docs."""
+    """Each parameter's one-line description (the comment beside its field, in the class that declares it: Params
+    may extend a settings dataclass declared elsewhere), for help texts and docs."""
     import inspect
     import re
 
-    try:
-        source = inspect.getsource(cls.Params)
-    except (OSError, TypeError):
-        return {}
     docs = {}
-    for line in source.splitlines():
-        match = re.match(r"\s+(\w+)\s*:[^#]*#\s*(.+)$", line)
-        if match:
-            docs[match.group(1)] = match.group(2).strip()
+    for declaring in reversed(cls.Params.__mro__):
+        if not dataclasses.is_dataclass(declaring):
+            continue
+        try:
+            source = inspect.getsource(declaring)
+        except (OSError, TypeError):
+            continue
+        for line in source.splitlines():
+            match = re.match(r"\s+(\w+)\s*:[^#]*#\s*(.+)$", line)
+            if match:
+                docs[match.group(1)] = match.group(2).strip()
     return docs
 
 
