@@ -81,6 +81,28 @@ class RewardSpec:
     weight: float = 1.0
     params: dict = field(default_factory=dict)
 
+    def parsed_params(self, key: str) -> Any:
+        """`params` parsed by the source's Params (errors name the reward and `key.params.<field>`), once: config
+        validation parses them, the engine builds the source from the same object (parsed again only when `name`
+        or `params` changed since)."""
+        from coreward.rewards import parse_params, source_class
+
+        seen = (self.name, _plain_copy(self.params))
+        cached = self.__dict__.get("_parsed")  # not a field: no part of the config's YAML or equality
+        if cached is None or cached[0] != seen:
+            cls = source_class(self.name, key=f"{key}.name")
+            self.__dict__["_parsed"] = (seen, parse_params(cls, self.params, key=f"{key}.params"))
+        return self.__dict__["_parsed"][1]
+
+
+def _plain_copy(value: Any) -> Any:
+    """A copy of the mappings and lists in `value` (what a config's params are made of); other objects as they are."""
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_copy(v) for v in value]
+    return value
+
 
 @dataclass
 class VerifierSettings:
@@ -138,7 +160,7 @@ class TrainConfig:
 def validate_rewards(rewards: list[RewardSpec], data: DataSettings | None = None) -> None:
     """Every reward names a known source, its parameters pass that source's `Params`, and the source accepts the
     data settings (`RewardSource.check_data`): before any model loads."""
-    from coreward.rewards import parse_params, source_class
+    from coreward.rewards import source_class
 
     if not rewards:
         raise CorewardError("key rewards must list at least one reward source")
@@ -152,11 +174,11 @@ def validate_rewards(rewards: list[RewardSpec], data: DataSettings | None = None
                 raise
             raise CorewardError(f"{err} (looked in the working directory {os.getcwd()} and on PYTHONPATH: run from "
                                 "the folder that holds the package, or add that folder to PYTHONPATH)") from None
-        params = parse_params(cls, spec.params, key=f"rewards.{i}.params")
+        params = spec.parsed_params(f"rewards.{i}")
         try:
             cls.check_data(params, data if data is not None else DataSettings())
         except ValueError as err:  # its message starts with the parameter's name
-            raise CorewardError(f"key rewards.{i}.params.{err}") from None
+            raise CorewardError(f"reward {spec.name!r}: key rewards.{i}.params.{err}") from None
 
 
 def working_directory_importable() -> None:

@@ -83,10 +83,11 @@ def _reference_free_methods() -> str:
 
 
 def build_sources(config: TrainConfig):
-    """One source per `rewards` entry; a parameter a source rejects is an error naming the entry."""
+    """One source per `rewards` entry, of the Params its config validation parsed; an error names the entry."""
     from coreward.rewards import build_source
 
-    return [build_source(spec.name, spec.params, key=f"rewards.{i}") for i, spec in enumerate(config.rewards)]
+    return [build_source(spec.name, spec.parsed_params(f"rewards.{i}"), key=f"rewards.{i}")
+            for i, spec in enumerate(config.rewards)]
 
 
 def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
