@@ -24,11 +24,13 @@ def train_command(
 
     Example: coreward train --config configs/demo/cooper.yaml --max-steps 10 --output-dir runs/try
     """
-    from coreward.grpo.train import train_main
+    from coreward.grpo.config import as_train_config
+    from coreward.grpo.train import run_training
     from coreward.runtime.distributed import exit_now, leave_process_group, print_once
 
     try:
-        result = train_main(config, set_, output_dir, max_steps, resume, allow_config_change)
+        result = run_training(as_train_config(config, set_), output_dir=output_dir, max_steps=max_steps, resume=resume,
+                              allow_config_change=allow_config_change)
     except KeyboardInterrupt:  # a second Ctrl-C (the first one stops after the step, below)
         print_once("stopped at once by a second Ctrl-C; continue with --resume from the newest complete checkpoint")
         raise typer.Exit(130) from None

@@ -157,6 +157,23 @@ class TrainConfig:
                                 f"token-mean does: set grpo.loss_type: bnpo (got {self.grpo.get('loss_type')!r})")
 
 
+def as_train_config(config: Any, overrides: list[str] | None = None) -> TrainConfig:
+    """The one settings object of a training job, from what `coreward train` (a YAML path) and `coreward.train` (a
+    `TrainConfig`, a mapping with the YAML's keys, or a YAML path) are given, with `--set` items applied."""
+    import copy
+    from pathlib import Path
+
+    from coreward.runtime.config import apply_overrides, build, load_config, to_dict
+
+    if config is None or isinstance(config, (str, Path)):  # None: the defaults
+        return load_config(TrainConfig, config, overrides)
+    if isinstance(config, dict):
+        return build(TrainConfig, apply_overrides(copy.deepcopy(config), overrides))
+    if overrides:
+        return build(TrainConfig, apply_overrides(to_dict(config), overrides))
+    return config
+
+
 def validate_rewards(rewards: list[RewardSpec], data: DataSettings | None = None) -> None:
     """Every reward names a known source, its parameters pass that source's `Params`, and the source accepts the
     data settings (`RewardSource.check_data`): before any model loads."""

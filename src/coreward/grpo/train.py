@@ -14,7 +14,6 @@ from typing import Any
 from coreward.data.prompts import INSTRUCTION
 from coreward.grpo.config import TrainConfig, check_batch_fits
 from coreward.runtime.assets import resolve_model
-from coreward.runtime.config import load_config
 from coreward.runtime.devices import load_tokenizer
 from coreward.runtime.distributed import print_once
 from coreward.runtime.errors import CorewardError
@@ -203,6 +202,8 @@ def run_training(
     extra_callbacks: list | None = None,
     allow_config_change: bool = False,
 ) -> TrainResult:
+    """Train one job, `config` (its one settings object: `grpo.config.as_train_config` makes it from a path, a
+    mapping and `--set` items). The engine behind both entries: `coreward train` and `coreward.train(...)`."""
     from dataclasses import replace
 
     from coreward.grpo.periodic_eval import load_eval_records
@@ -377,9 +378,3 @@ def short_completions_warning():
 
     return ShortCompletionsWarning()
 
-
-def train_main(config_path: str | None, overrides: list[str], output_dir: str | None, max_steps: int | None, resume: bool,
-               allow_config_change: bool = False):
-    config = load_config(TrainConfig, config_path, overrides)
-    return run_training(config, output_dir=output_dir, max_steps=max_steps, resume=resume,
-                        allow_config_change=allow_config_change)
