@@ -119,8 +119,12 @@ WRITTEN_HERE = {
 
 
 def field_help(cls: type) -> dict[str, str]:
-    """Each field's help: its metadata, else the comment beside it, else the comment block right above it."""
-    comments = _source_comments(cls)
+    """Each field's help: its metadata, else the comment beside it, else the comment block right above it (in the
+    class that declares the field: a dataclass may extend another, as Cooper's Params extend rm/learner.py's)."""
+    comments: dict[str, str] = {}
+    for declaring in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(declaring):
+            comments.update(_source_comments(declaring))
     return {f.name: f.metadata.get("help") or comments.get(f.name) or WRITTEN_HERE.get(f"{cls.__name__}.{f.name}", "")
             for f in dataclasses.fields(cls)}
 

@@ -53,24 +53,15 @@ def __dir__() -> list[str]:
 
 
 def train(config: Any, *, overrides: list[str] | None = None, output_dir: str | None = None,
-          max_steps: int | None = None, resume: bool = False):
+          max_steps: int | None = None, resume: bool = False, allow_config_change: bool = False):
     """`coreward train` from Python. `config` is a `TrainConfig`, a mapping with the YAML's keys, or a YAML
     path; `overrides` are `--set` items (`"grpo.learning_rate=1e-6"`). Returns a `TrainResult`."""
-    import copy
-    from pathlib import Path
-
     _quiet()
-    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.config import as_train_config
     from coreward.grpo.train import run_training
-    from coreward.runtime.config import apply_overrides, build, load_config
 
-    if isinstance(config, (str, Path)):
-        config = load_config(TrainConfig, config, overrides)
-    elif isinstance(config, dict):
-        config = build(TrainConfig, apply_overrides(copy.deepcopy(config), overrides))
-    elif overrides:
-        config = build(TrainConfig, apply_overrides(_as_dict(config), overrides))
-    return run_training(config, output_dir=output_dir, max_steps=max_steps, resume=resume)
+    return run_training(as_train_config(config, overrides), output_dir=output_dir, max_steps=max_steps, resume=resume,
+                        allow_config_change=allow_config_change)
 
 
 def _quiet() -> None:
@@ -79,12 +70,6 @@ def _quiet() -> None:
     from coreward.runtime.quiet import quiet_libraries
 
     quiet_libraries(command_line=False)
-
-
-def _as_dict(config: Any) -> dict:
-    from coreward.runtime.config import to_dict
-
-    return to_dict(config)
 
 
 def load_data(source: str, split: str = "train", *, columns: dict[str, str] | None = None, limit: int | None = None,

@@ -335,7 +335,7 @@ def test_params_are_validated(tmp_path):
     ]:
         with pytest.raises(CorewardError, match=message):
             CooperReward(**params)
-    assert CooperReward(lr="1e-5").learner_settings["lr"] == 1e-5  # YAML reads 1e-5 as a string
+    assert CooperReward(lr="1e-5").params.lr == 1e-5  # YAML reads 1e-5 as a string
     authors = vars(CooperReward(minibatch_size=4, epochs=2, warmup_ratio=0.01, rm_dtype="bfloat16").params)
     assert {k: authors[k] for k in ("minibatch_size", "epochs", "warmup_ratio", "rm_dtype")} == \
         {"minibatch_size": 4, "epochs": 2, "warmup_ratio": 0.01, "rm_dtype": "bfloat16"}

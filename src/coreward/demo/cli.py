@@ -11,50 +11,54 @@ CONFIG_HELP = "YAML config file"
 SET_HELP = "override a config key, e.g. --set grpo.learning_rate=1e-6 (repeatable)"
 
 
+def sft_command(
+    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    output_dir: Optional[str] = typer.Option(None, "--output-dir", help="where the model is saved"),
+) -> None:
+    """Warm-start the demo policy with supervised fine-tuning.
+
+    Example: coreward sft --config configs/demo/sft.yaml --output-dir runs/demo_sft
+    """
+    from coreward.demo.sft import sft_main
+
+    path = sft_main(config, set_, output_dir)
+    typer.echo(f"saved {path}")
+
+
+def demo_command(
+    methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
+    quick: bool = typer.Option(False, "--quick", help="a smaller budget: 8 steps per method, no stress rows "
+                               "(about 2 minutes on 2 idle CPU cores, against about 14 for the full demo)"),
+    output_dir: Optional[str] = typer.Option(
+        None, "--output-dir", help="where runs, evaluations and the reports go (default: runs/demo, or "
+        "runs/demo-<time> when runs/demo holds an earlier demo)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace the results in --output-dir"),
+    seed: int = typer.Option(0, "--seed", help="the first seed"),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="run every row with N seeds (seed, seed+1, ...); the table shows mean ± std"),
+) -> None:
+    """Train the demo policy with every reward method from the same warm start and compare them.
+
+    The full demo takes about 14 minutes on 2 idle CPU cores (each run prints a line per step); --quick about 2.
+
+    Example: coreward demo --quick
+    """
+    from coreward.demo.run import demo_output_dir, parse_methods, report_paths, run_demo_seeds
+
+    chosen = parse_methods(methods)
+    directory = demo_output_dir(output_dir, overwrite)
+    if not quick:
+        minutes = max(1, round(14 * seeds * len(chosen) / 8))
+        typer.echo(f"coreward demo: {len(chosen)} methods x {seeds} seed(s), about {minutes} minutes on 2 idle CPU "
+                   "cores (`coreward demo --quick`: about 2 minutes a seed)")
+    summary = run_demo_seeds(chosen, quick, directory, list(range(seed, seed + seeds)))
+    typer.echo("\n" + summary["table"])
+    typer.echo(f"\nfinished in {summary['seconds']:.0f} s; results in {directory}:")
+    for path in report_paths(directory, summary):
+        typer.echo(f"  {path}")
+
+
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def sft(
-        config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
-        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
-        output_dir: Optional[str] = typer.Option(None, "--output-dir", help="where the model is saved"),
-    ) -> None:
-        """Warm-start the demo policy with supervised fine-tuning.
-
-        Example: coreward sft --config configs/demo/sft.yaml --output-dir runs/demo_sft
-        """
-        from coreward.demo.sft import sft_main
-
-        path = sft_main(config, set_, output_dir)
-        typer.echo(f"saved {path}")
-
-    @app.command()
-    def demo(
-        methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
-        quick: bool = typer.Option(False, "--quick", help="a smaller budget: 8 steps per method, no stress rows "
-                                   "(about 2 minutes on 2 idle CPU cores, against about 14 for the full demo)"),
-        output_dir: Optional[str] = typer.Option(
-            None, "--output-dir", help="where runs, evaluations and the reports go (default: runs/demo, or "
-            "runs/demo-<time> when runs/demo holds an earlier demo)"),
-        overwrite: bool = typer.Option(False, "--overwrite", help="replace the results in --output-dir"),
-        seed: int = typer.Option(0, "--seed", help="the first seed"),
-        seeds: int = typer.Option(1, "--seeds", min=1, help="run every row with N seeds (seed, seed+1, ...); the table shows mean ± std"),
-    ) -> None:
-        """Train the demo policy with every reward method from the same warm start and compare them.
-
-        The full demo takes about 14 minutes on 2 idle CPU cores (each run prints a line per step); --quick about 2.
-
-        Example: coreward demo --quick
-        """
-        from coreward.demo.run import demo_output_dir, parse_methods, report_paths, run_demo_seeds
-
-        chosen = parse_methods(methods)
-        directory = demo_output_dir(output_dir, overwrite)
-        if not quick:
-            minutes = max(1, round(14 * seeds * len(chosen) / 8))
-            typer.echo(f"coreward demo: {len(chosen)} methods x {seeds} seed(s), about {minutes} minutes on 2 idle CPU "
-                       "cores (`coreward demo --quick`: about 2 minutes a seed)")
-        summary = run_demo_seeds(chosen, quick, directory, list(range(seed, seed + seeds)))
-        typer.echo("\n" + summary["table"])
-        typer.echo(f"\nfinished in {summary['seconds']:.0f} s; results in {directory}:")
-        for path in report_paths(directory, summary):
-            typer.echo(f"  {path}")
+    """Attach `sft` and `demo` to the main app."""
+    app.command("sft")(sft_command)
+    app.command("demo")(demo_command)

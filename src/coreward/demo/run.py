@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,14 @@ def label(method: str) -> str:
     return "Baseline (no RL)" if method == "baseline" else demo_methods()[method]
 
 
+def reference_based_methods() -> tuple[str, ...]:
+    """The built-in methods that score against the reference answers (`needs_references`), in table order: the
+    reward-model rows and the rule reward, their control."""
+    from coreward.rewards import builtin_methods
+
+    return tuple(cls.name for cls in builtin_methods() if cls.needs_references)
+
+
 @dataclass(frozen=True)
 class Stress:
     """A second, harder setting for the reward-model rows: 4x the learning rate, twice the steps.
@@ -42,7 +50,7 @@ class Stress:
 
     learning_rate: float
     steps: int
-    methods: tuple[str, ...] = ("rule", "model", "cooper")
+    methods: tuple[str, ...] = field(default_factory=reference_based_methods)  # rule, model, cooper
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,12 @@ def method_config(method: str, budget: Budget, seed: int):
     else:
         overrides.append("data.eval_every=0")
     return load_config(TrainConfig, path, overrides)
+
+
+def reads_demo_rm(config) -> bool:
+    """Whether a reward of `config` starts from the demo RM: a parameter of its demo config set to "demo" (the
+    static RM's `path`, Cooper's `rm`)."""
+    return any(value == "demo" for spec in config.rewards for value in spec.params.values())
 
 
 def final_metrics(run_dir: Path, last: int = 5, first: bool = False) -> dict[str, float | None]:
@@ -180,7 +194,7 @@ def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int 
     stressed = [m for m in budget.stress.methods if m in methods] if budget.stress else []
     stress_configs = {m: stress_config(m, budget, seed) for m in stressed}
     policy = ensure_demo_policy()
-    if {"model", "cooper"} & set(methods):
+    if any(reads_demo_rm(config) for config in configs.values()):
         # build the demo RM now if it isn't cached: built lazily inside a run, its sampling would draw on
         # that run's random stream, and the first demo would differ from every later one
         from coreward.demo.rm import ensure_demo_rm

@@ -11,58 +11,64 @@ CONFIG_HELP = "YAML config file"
 SET_HELP = "override a config key, e.g. --set grpo.learning_rate=1e-6 (repeatable)"
 
 
+def train_command(
+    config: str = typer.Option(..., "--config", help=CONFIG_HELP),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    output_dir: Optional[str] = typer.Option(None, "--output-dir", help="run directory (default: the config's output_dir)"),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="stop after this many optimizer steps"),
+    resume: bool = typer.Option(False, "--resume", help="continue from the run directory's last complete checkpoint"),
+    allow_config_change: bool = typer.Option(False, "--allow-config-change",
+                                             help="with --resume: accept a config that differs from the run's"),
+) -> None:
+    """Run GRPO with the configured reward sources.
+
+    Example: coreward train --config configs/demo/cooper.yaml --max-steps 10 --output-dir runs/try
+    """
+    from coreward.grpo.config import as_train_config
+    from coreward.grpo.train import run_training
+    from coreward.runtime.distributed import exit_now, leave_process_group, print_once
+
+    try:
+        result = run_training(as_train_config(config, set_), output_dir=output_dir, max_steps=max_steps, resume=resume,
+                              allow_config_change=allow_config_change)
+    except KeyboardInterrupt:  # a second Ctrl-C (the first one stops after the step, below)
+        print_once("stopped at once by a second Ctrl-C; continue with --resume from the newest complete checkpoint")
+        raise typer.Exit(130) from None
+    distributed = leave_process_group()
+    code = 0
+    if result.preempted:
+        from coreward.grpo.preemption import PREEMPTED_EXIT
+
+        print_once(f"stopped by {result.stopped_by or 'a preemption signal'} after step {result.global_step} "
+                   "(complete checkpoint written); continue with --resume")
+        code = PREEMPTED_EXIT
+    else:
+        print_once(f"finished at step {result.global_step}; final model in {result.final_model}")
+    if distributed:
+        exit_now(code)
+    if code:
+        raise typer.Exit(code)
+
+
+def push_command(
+    run_dir: str = typer.Argument(..., help="a finished run directory (with final/)"),
+    repo: str = typer.Option(..., "--repo", help="hub repository of the policy, e.g. me/qwen-cooper; the RM and "
+                             "the EMA teacher go to REPO-rm and REPO-teacher"),
+    private: bool = typer.Option(False, "--private", help="create private repositories"),
+) -> None:
+    """Publish a run: the policy with its model card, and the reward model / teacher it learnt.
+
+    Example: coreward push runs/paper/cooper_gsm8k --repo me/qwen2.5-1.5b-cooper --private
+    """
+    from pathlib import Path
+
+    from coreward.grpo.publish import push as push_run
+
+    for url in push_run(Path(run_dir), repo, private=private):
+        typer.echo(url)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def train(
-        config: str = typer.Option(..., "--config", help=CONFIG_HELP),
-        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
-        output_dir: Optional[str] = typer.Option(None, "--output-dir", help="run directory (default: the config's output_dir)"),
-        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="stop after this many optimizer steps"),
-        resume: bool = typer.Option(False, "--resume", help="continue from the run directory's last complete checkpoint"),
-        allow_config_change: bool = typer.Option(False, "--allow-config-change",
-                                                 help="with --resume: accept a config that differs from the run's"),
-    ) -> None:
-        """Run GRPO with the configured reward sources.
-
-        Example: coreward train --config configs/demo/cooper.yaml --max-steps 10 --output-dir runs/try
-        """
-        from coreward.grpo.train import train_main
-        from coreward.runtime.distributed import exit_now, leave_process_group, print_once
-
-        try:
-            result = train_main(config, set_, output_dir, max_steps, resume, allow_config_change)
-        except KeyboardInterrupt:  # a second Ctrl-C (the first one stops after the step, below)
-            print_once("stopped at once by a second Ctrl-C; continue with --resume from the newest complete checkpoint")
-            raise typer.Exit(130) from None
-        distributed = leave_process_group()
-        code = 0
-        if result.preempted:
-            from coreward.grpo.preemption import PREEMPTED_EXIT
-
-            print_once(f"stopped by {result.stopped_by or 'a preemption signal'} after step {result.global_step} "
-                       "(complete checkpoint written); continue with --resume")
-            code = PREEMPTED_EXIT
-        else:
-            print_once(f"finished at step {result.global_step}; final model in {result.final_model}")
-        if distributed:
-            exit_now(code)
-        if code:
-            raise typer.Exit(code)
-
-    @app.command()
-    def push(
-        run_dir: str = typer.Argument(..., help="a finished run directory (with final/)"),
-        repo: str = typer.Option(..., "--repo", help="hub repository of the policy, e.g. me/qwen-cooper; the RM and "
-                                 "the EMA teacher go to REPO-rm and REPO-teacher"),
-        private: bool = typer.Option(False, "--private", help="create private repositories"),
-    ) -> None:
-        """Publish a run: the policy with its model card, and the reward model / teacher it learnt.
-
-        Example: coreward push runs/paper/cooper_gsm8k --repo me/qwen2.5-1.5b-cooper --private
-        """
-        from pathlib import Path
-
-        from coreward.grpo.publish import push as push_run
-
-        for url in push_run(Path(run_dir), repo, private=private):
-            typer.echo(url)
+    """Attach `train` and `push` to the main app."""
+    app.command("train")(train_command)
+    app.command("push")(push_command)

@@ -74,6 +74,28 @@ class RewardSpec:
     weight: float = 1.0
     params: dict = field(default_factory=dict)
 
+    def parsed_params(self, key: str) -> Any:
+        """`params` parsed by the source's Params (errors name the reward and `key.params.<field>`), once: config
+        validation parses them, the engine builds the source from the same object (parsed again only when `name`
+        or `params` changed since)."""
+        from coreward.rewards import parse_params, source_class
+
+        seen = (self.name, _plain_copy(self.params))
+        cached = self.__dict__.get("_parsed")  # not a field: no part of the config's YAML or equality
+        if cached is None or cached[0] != seen:
+            cls = source_class(self.name, key=f"{key}.name")
+            self.__dict__["_parsed"] = (seen, parse_params(cls, self.params, key=f"{key}.params"))
+        return self.__dict__["_parsed"][1]
+
+
+def _plain_copy(value: Any) -> Any:
+    """A copy of the mappings and lists in `value` (what a config's params are made of); other objects as they are."""
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_copy(v) for v in value]
+    return value
+
 
 @dataclass
 class VerifierSettings:
@@ -134,10 +156,27 @@ class TrainConfig:
                                     f"verl's token-mean does: set grpo.loss_type: bnpo (got {self.grpo.get('loss_type')!r})")
 
 
+def as_train_config(config: Any, overrides: list[str] | None = None) -> TrainConfig:
+    """The one settings object of a training job, from what `coreward train` (a YAML path) and `coreward.train` (a
+    `TrainConfig`, a mapping with the YAML's keys, or a YAML path) are given, with `--set` items applied."""
+    import copy
+    from pathlib import Path
+
+    from coreward.runtime.config import apply_overrides, build, load_config, to_dict
+
+    if config is None or isinstance(config, (str, Path)):  # None: the defaults
+        return load_config(TrainConfig, config, overrides)
+    if isinstance(config, dict):
+        return build(TrainConfig, apply_overrides(copy.deepcopy(config), overrides))
+    if overrides:
+        return build(TrainConfig, apply_overrides(to_dict(config), overrides))
+    return config
+
+
 def validate_rewards(rewards: list[RewardSpec], data: DataSettings | None = None) -> None:
     """Every reward names a known source, its parameters pass that source's `Params`, and the source accepts the
     data settings (`RewardSource.check_data`): before any model loads."""
-    from coreward.rewards import parse_params, source_class
+    from coreward.rewards import source_class
 
     if not rewards:
         raise CorewardError("key rewards must list at least one reward source")
@@ -151,11 +190,11 @@ def validate_rewards(rewards: list[RewardSpec], data: DataSettings | None = None
                 raise
             raise CorewardError(f"{err} (looked in the working directory {os.getcwd()} and on PYTHONPATH: run from "
                                 "the folder that holds the package, or add that folder to PYTHONPATH)") from None
-        params = parse_params(cls, spec.params, key=f"rewards.{i}.params")
+        params = spec.parsed_params(f"rewards.{i}")
         try:
             cls.check_data(params, data if data is not None else DataSettings())
         except ValueError as err:  # its message starts with the parameter's name
-            raise CorewardError(f"key rewards.{i}.params.{err}") from None
+            raise CorewardError(f"reward {spec.name!r}: key rewards.{i}.params.{err}") from None
 
 
 def declared_needs(rewards: list[RewardSpec]) -> list[tuple[str, Any]]:

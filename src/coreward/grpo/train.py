@@ -14,7 +14,6 @@ from typing import Any
 from coreward.data.prompts import INSTRUCTION
 from coreward.grpo.config import TrainConfig, check_batch_fits, declared, declared_needs
 from coreward.runtime.assets import resolve_model
-from coreward.runtime.config import load_config
 from coreward.runtime.devices import load_tokenizer
 from coreward.runtime.distributed import print_once
 from coreward.runtime.errors import CorewardError
@@ -88,10 +87,11 @@ def _reference_free_methods() -> str:
 
 
 def build_sources(config: TrainConfig):
-    """One source per `rewards` entry; a parameter a source rejects is an error naming the entry."""
+    """One source per `rewards` entry, of the Params its config validation parsed; an error names the entry."""
     from coreward.rewards import build_source
 
-    return [build_source(spec.name, spec.params, key=f"rewards.{i}") for i, spec in enumerate(config.rewards)]
+    return [build_source(spec.name, spec.parsed_params(f"rewards.{i}"), key=f"rewards.{i}")
+            for i, spec in enumerate(config.rewards)]
 
 
 def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
@@ -207,6 +207,8 @@ def run_training(
     extra_callbacks: list | None = None,
     allow_config_change: bool = False,
 ) -> TrainResult:
+    """Train one job, `config` (its one settings object: `grpo.config.as_train_config` makes it from a path, a
+    mapping and `--set` items). The engine behind both entries: `coreward train` and `coreward.train(...)`."""
     from dataclasses import replace
 
     from coreward.grpo.periodic_eval import load_eval_records
@@ -381,9 +383,3 @@ def short_completions_warning():
 
     return ShortCompletionsWarning()
 
-
-def train_main(config_path: str | None, overrides: list[str], output_dir: str | None, max_steps: int | None, resume: bool,
-               allow_config_change: bool = False):
-    config = load_config(TrainConfig, config_path, overrides)
-    return run_training(config, output_dir=output_dir, max_steps=max_steps, resume=resume,
-                        allow_config_change=allow_config_change)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import Any
 
 from coreward.rewards.base import (
     DataNeeds,
@@ -14,7 +15,6 @@ from coreward.rewards.base import (
     RewardSource,
     RolloutBatch,
     Rollouts,
-    params_key,
     parse_params,
     register,
     registered,
@@ -72,15 +72,14 @@ def source_class(name: str, key: str = "name") -> type[RewardSource]:
     return sources[name]
 
 
-def build_source(name: str, params: dict, key: str = "rewards.0") -> RewardSource:
-    """A source from a config entry; every error names `key` and the parameter."""
+def build_source(name: str, params: Any, key: str = "rewards.0") -> RewardSource:
+    """A source from a config entry: `params` a mapping (parsed here) or the source's parsed Params (as
+    `RewardSpec.parsed_params` returns them: not parsed again). Every error names the reward and `key`."""
     cls = source_class(name, key=f"{key}.name")
+    parsed = params if isinstance(params, cls.Params) else parse_params(cls, params, key=f"{key}.params")
     try:
-        with params_key(f"{key}.params"):  # the source's own parse names the config's key
-            return cls(**params)
+        return cls.from_params(parsed)
     except ParamsError:
         raise
-    except CorewardError as err:
-        raise CorewardError(f"key {key}: {err}") from None
-    except (ValueError, TypeError) as err:
-        raise CorewardError(f"key {key}.params: reward {name!r}: {err}") from None
+    except (CorewardError, ValueError, TypeError) as err:  # the source's constructor refused them
+        raise ParamsError(f"reward {name!r}: key {key}.params: {err}") from None

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,7 +224,28 @@ class RewardSource:
     table_order: ClassVar[int] = 100
 
     def __init__(self, **params: Any):
-        self.params = parse_params(type(self), params)
+        """`params` by keyword, parsed here (`parse_params`); a source built by `from_params` keeps the Params it
+        was given."""
+        given = _GIVEN_PARAMS.get()
+        if given is not None:
+            _GIVEN_PARAMS.set(None)  # for this source only (`from_params` restores the previous value)
+            if params:
+                raise TypeError(f"{type(self).__name__}: parameters given both parsed and by keyword")
+            self.params = given
+        else:
+            self.params = parse_params(type(self), params)
+
+    @classmethod
+    def from_params(cls, params: Any) -> RewardSource:
+        """A source of already-parsed `params` (the `cls.Params` that `parse_params` returned): not parsed again,
+        whatever `__init__` a subclass writes (it calls `super().__init__(**params)` with no keywords)."""
+        if not isinstance(params, cls.Params):
+            raise TypeError(f"{cls.__name__}.from_params takes a {cls.__name__}.Params, got {type(params).__name__}")
+        token = _GIVEN_PARAMS.set(params)
+        try:
+            return cls()
+        finally:
+            _GIVEN_PARAMS.reset(token)
 
     @classmethod
     def check_data(cls, params: Any, data: Any) -> None:
@@ -269,56 +290,49 @@ class ParamsError(CorewardError):
     """A reward's parameters are refused (the message names the key and the reward)."""
 
 
-#: the config key of the parameters being parsed (`rewards.N.params` while `build_source` builds entry N)
-_PARAMS_KEY: ContextVar[str] = ContextVar("params_key", default="params")
+#: the parsed Params `RewardSource.from_params` hands to the constructor it calls
+_GIVEN_PARAMS: ContextVar[Any] = ContextVar("given_params", default=None)
 
 
-@contextmanager
-def params_key(key: str):
-    """Name `key` in the parameter errors of the sources built inside the block."""
-    token = _PARAMS_KEY.set(key)
-    try:
-        yield
-    finally:
-        _PARAMS_KEY.reset(token)
-
-
-def parse_params(cls: type[RewardSource], params: dict[str, Any], key: str | None = None) -> Any:
+def parse_params(cls: type[RewardSource], params: dict[str, Any], key: str = "params") -> Any:
     """`cls.Params` from a mapping, the one place a source's parameters are checked: unknown keys, wrong types
-    (YAML's `1e-5` is a string: converted) and the Params' own `validate()` are a `ParamsError` naming
-    `key.<field>` and the reward."""
+    (YAML's `1e-5` is a string: converted) and the Params' own `validate()` are a `ParamsError` that names the
+    reward and `key.<field>`: "reward 'cooper': key rewards.0.params.lr must be > 0, got 0"."""
     from coreward.runtime.config import build
 
     if not dataclasses.is_dataclass(cls.Params):
         raise TypeError(f"{cls.__name__}.Params must be a dataclass")
-    key = key or _PARAMS_KEY.get()
     where = f"reward {cls.name!r}"
     try:
         return build(cls.Params, dict(params), key=key, where=where)
     except ParamsError:
         raise
-    except CorewardError as err:
+    except CorewardError as err:  # build's own: "<where>: key <key>.<field> ..."
         raise ParamsError(str(err)) from None
     except ValueError as err:  # raised by Params.validate(), whose messages start with the field's name
-        raise ParamsError(f"{where}: {key}.{err}") from None
+        raise ParamsError(f"{where}: key {key}.{err}") from None
     except TypeError as err:
-        raise ParamsError(f"key {key}: {where}: {err}") from None
+        raise ParamsError(f"{where}: key {key}: {err}") from None
 
 
 def param_docs(cls: type[RewardSource]) -> dict[str, str]:
-    """Each parameter's one-line description (the comment beside its field), for help texts and docs."""
+    """Each parameter's one-line description (the comment beside its field, in the class that declares it: Params
+    may extend a settings dataclass declared elsewhere), for help texts and docs."""
     import inspect
     import re
 
-    try:
-        source = inspect.getsource(cls.Params)
-    except (OSError, TypeError):
-        return {}
     docs = {}
-    for line in source.splitlines():
-        match = re.match(r"\s+(\w+)\s*:[^#]*#\s*(.+)$", line)
-        if match:
-            docs[match.group(1)] = match.group(2).strip()
+    for declaring in reversed(cls.Params.__mro__):
+        if not dataclasses.is_dataclass(declaring):
+            continue
+        try:
+            source = inspect.getsource(declaring)
+        except (OSError, TypeError):
+            continue
+        for line in source.splitlines():
+            match = re.match(r"\s+(\w+)\s*:[^#]*#\s*(.+)$", line)
+            if match:
+                docs[match.group(1)] = match.group(2).strip()
     return docs
 
 

@@ -39,9 +39,9 @@ from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.rewards.rule import gsm8k_strict_answer, rule_correct
 from coreward.rm.assistant import NegativeRequest, Negatives, request_seed, write_negatives
 from coreward.rm.evaluate import evaluate_rm, rollout_pair_accuracy, score_unique
-from coreward.rm.inputs import as_chat_reply, user_message
+from coreward.rm.inputs import RMInputSettings, as_chat_reply
 from coreward.rm.labelled import read_labelled
-from coreward.rm.learner import Pair
+from coreward.rm.learner import LearnerSettings, Pair
 from coreward.rm.owner import RMOwner
 from coreward.runtime.assets import resolve_file
 from coreward.runtime.distributed import on_main_then_broadcast
@@ -80,33 +80,24 @@ class CooperReward(RMOwner, RewardSource):
     needs_references = True
 
     @dataclass
-    class Params:
+    class Params(RMInputSettings, LearnerSettings):
+        # -- declared once elsewhere: the RM's optimizer and update schedule per RL step (lr, weight_decay, batch_size,
+        # minibatch_size, epochs, warmup_ratio, optimizer_offload, step_without_pairs) in rm/learner.py's
+        # LearnerSettings; device, rm_cut and question_field (shared with the static RM) in rm/inputs.py's RMInputSettings
         rm: str = "demo"  # the RM to start from: a directory, a hub id, or "demo" (the demo VerifyRM)
         assistant: Any = "perturb"  # who writes negatives: "perturb", an endpoint `http://host:port/v1#model`, a local model path, or a `coreward.llm` generator dict
         positive: Literal["first", "hardest"] = "first"  # "first" accepted rollout (the authors'), or the accepted one the RM likes least
         negative: Literal["assistant", "rollout"] = "assistant"  # the assistant's wrong solution (the authors'), or the group's rejected rollout the RM scores highest (ours)
-        lr: float = 1e-5  # the RM's AdamW learning rate
-        weight_decay: float = 0.01  # the RM's AdamW weight decay
         max_retries: int = 3  # times the assistant is asked again when its negative still verifies equal to the positive
         eval_every: int = 0  # held-out RM accuracy every K steps (0: never)
         eval_data: str | None = None  # held-out pairs: "demo" or a labelled file (question, reference_answer, completion, label)
-        batch_size: int = 32  # sequences per RM forward pass (a pair is two)
-        device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
-        optimizer_offload: bool = False  # the RM's AdamW state (and float32 master weights) on the CPU, off its device
         seed: int = 0  # seeds the assistant's requests
-        # -- the RM's update schedule per RL step (rm/learner.py); defaults: one AdamW step on all pairs, fp32
-        minibatch_size: int | None = None  # pairs per RM optimizer step (None: all of a step's pairs at once; the authors: 4)
-        epochs: int = 1  # passes over each step's pairs (the authors' ppo_epochs)
-        warmup_ratio: float = 0.0  # linear lr warmup over this fraction of the run's steps, then constant (the authors': none in effect)
         rm_dtype: Literal["float32", "bfloat16"] = "float32"  # the RM's weights (the authors: bfloat16)
         # -- fidelity options (docs/fidelity.md): the authors' behaviour where coreward's default differs
         assistant_prompt: Literal["coreward", "authors"] = "coreward"  # an LLM assistant's wording: ours (adds "same answer format"), or the authors' verbatim
         answerless_negative: Literal["reject", "accept"] = "reject"  # a negative with no extractable answer: asked again (ours), or kept (the authors')
         binary: bool = False  # reward 1[σ > 0.5] instead of σ (the authors' reward_model.reward_scale)
-        rm_cut: Literal["coreward", "cooper"] = "coreward"  # RM input cutting: every field + tokens from the left (ours), or the authors' (rm/model.py)
         positive_match: Literal["verified", "gsm8k_strict"] = "verified"  # what makes a rollout a positive: math-verify, or verl's strict `#### <number>` (the authors' GSM8K rule)
-        step_without_pairs: bool = False  # a step with no valid pair still takes an AdamW step on a zero gradient (the authors'), instead of leaving the RM as it is
-        question_field: Literal["question", "prompt"] = "question"  # the RM's and the assistant's question: the bare question (ours), or the whole user message, instruction included (the authors')
         negative_form: Literal["text", "chat"] = "text"  # a negative as written (ours), or through the policy's chat template, cut to the response length (the authors': rm/inputs.py)
         retry_failed: bool = False  # a failed assistant request uses up an attempt and is asked again (the authors'), instead of being dropped (ours: the endpoint has retried it)
 
@@ -119,9 +110,7 @@ class CooperReward(RMOwner, RewardSource):
 
     def questions(self, batch: RolloutBatch) -> list[str]:
         """The question field of every row: the dataset's question, or the whole user message of its prompt."""
-        if self.params.question_field == "prompt":
-            return [user_message(prompt) for prompt in batch.prompts]
-        return [str(q) for q in batch.require_columns(self.name, "question")[0]]
+        return self.params.questions(batch, self.name)
 
     # -- one step -------------------------------------------------------------------------------------
 

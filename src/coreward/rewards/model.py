@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rm.evaluate import rollout_pair_accuracy, score_unique
-from coreward.rm.inputs import user_message
+from coreward.rm.inputs import RMInputSettings
 from coreward.rm.model import VerifyRM
 
 
@@ -28,13 +27,11 @@ class ModelReward(RewardSource):
     needs_references = True
 
     @dataclass
-    class Params:
+    class Params(RMInputSettings):
+        # -- device, rm_cut, question_field: declared once, in rm/inputs.py's RMInputSettings (shared with Cooper)
         path: str = "demo"  # the RM: a directory, a hub id, or "demo" (the demo VerifyRM)
         threshold: float | None = None  # None: σ(logit) as the reward; a value in (0, 1): 1[σ(logit) > threshold]
         batch_size: int = 64  # completions scored per forward pass
-        device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
-        rm_cut: Literal["coreward", "cooper"] = "coreward"  # RM input cutting: ours, or the Cooper authors' (rm/model.py)
-        question_field: Literal["question", "prompt"] = "question"  # the RM's question: the bare question (ours), or the whole user message, instruction included (the Cooper authors': rm/inputs.py)
 
         def validate(self) -> None:
             if self.threshold is not None and not 0 < self.threshold < 1:
@@ -57,10 +54,7 @@ class ModelReward(RewardSource):
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         (references,) = batch.require_columns(self.name, "reference")
-        if self.params.question_field == "prompt":
-            questions = [user_message(prompt) for prompt in batch.prompts]
-        else:
-            questions = [str(q) for q in batch.require_columns(self.name, "question")[0]]
+        questions = self.params.questions(batch, self.name)
         rm = self.rm(batch.policy)
         # every process holds the whole batch: each scores its share of the distinct triples, all get all
         scores = score_unique(rm, list(zip(questions, (r or "" for r in references), batch.completions)))

@@ -18,10 +18,28 @@ Negative text:
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from coreward.data.prompts import render_prompt
 from coreward.runtime.errors import CorewardError
+
+
+@dataclass
+class RMInputSettings:
+    """Where the RM a reward scores with runs and what it reads: the static RM's (`model`) and Cooper's params of
+    these names, declared once (their Params extend this class)."""
+
+    device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
+    rm_cut: Literal["coreward", "cooper"] = "coreward"  # RM input cutting: every field + tokens from the left (ours), or the Cooper authors' (rm/model.py)
+    question_field: Literal["question", "prompt"] = "question"  # the RM's question (and Cooper's assistant's): the bare question (ours), or the whole user message, instruction included (the Cooper authors')
+
+    def questions(self, batch: Any, source: str) -> list[str]:
+        """The question of every row of `batch` (a RolloutBatch) as `question_field` says: the dataset's question
+        column (an error names `source` when it is missing), or the whole user message of the row's prompt."""
+        if self.question_field == "prompt":
+            return [user_message(prompt) for prompt in batch.prompts]
+        return [str(q) for q in batch.require_columns(source, "question")[0]]
 
 
 def user_message(prompt: Any) -> str:

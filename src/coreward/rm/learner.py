@@ -18,11 +18,13 @@ the RM's parameters and optimizer state are split across the processes, and the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +46,38 @@ class Pair:
     negative: str
 
 
+@dataclass
+class LearnerSettings:
+    """The RM's optimizer and its update schedule per RL step: declared here once, Cooper's params of the same
+    names (`rewards/cooper.py`'s Params extend this class, so a config sets them as `rewards.N.params.lr`, ...)."""
+
+    lr: float = 1e-5  # the RM's AdamW learning rate
+    weight_decay: float = 0.01  # the RM's AdamW weight decay
+    batch_size: int = 32  # sequences per RM forward pass (a pair is two)
+    minibatch_size: int | None = None  # pairs per RM optimizer step (None: all of a step's pairs at once; the authors: 4)
+    epochs: int = 1  # passes over each step's pairs (the authors' ppo_epochs)
+    warmup_ratio: float = 0.0  # linear lr warmup over this fraction of the run's steps, then constant (the authors': none in effect)
+    optimizer_offload: bool = False  # the RM's AdamW state (and float32 master weights) on the CPU, off its device
+    step_without_pairs: bool = False  # a step with no valid pair still takes an AdamW step on a zero gradient (the authors'), instead of leaving the RM as it is
+
+    def validate(self) -> None:
+        """A ValueError names the field first."""
+        if self.minibatch_size is not None and self.minibatch_size < 1:
+            raise ValueError(f"minibatch_size must be >= 1 (or null: all pairs), got {self.minibatch_size}")
+        if not 0 <= self.warmup_ratio <= 1:
+            raise ValueError(f"warmup_ratio must be <= 1 (and >= 0), got {self.warmup_ratio}")
+        for name, least in (("weight_decay", 0), ("batch_size", 2), ("epochs", 1)):
+            if getattr(self, name) < least:
+                raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+
+    @classmethod
+    def of(cls, settings: Any) -> LearnerSettings:
+        """These settings taken from an object that holds them (Cooper's Params), by field name."""
+        return cls(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(cls)})
+
+
 def pairwise_loss(s_pos: torch.Tensor, s_neg: torch.Tensor) -> torch.Tensor:
     """−log σ(s⁺ − s⁻) per pair (Bradley-Terry): small when the RM ranks the positive above the negative."""
     return -F.logsigmoid(s_pos - s_neg)
@@ -59,18 +93,21 @@ class RMLearner:
     unset total of -1 steps, so none).
     """
 
-    def __init__(self, rm, lr: float = 1e-5, weight_decay: float = 0.01, batch_size: int = 32,
-                 max_grad_norm: float = 1.0, minibatch_size: int | None = None, epochs: int = 1,
-                 warmup_ratio: float = 0.0, optimizer_offload: bool = False, step_without_pairs: bool = False,
-                 sharding=None):
+    def __init__(self, rm, settings: LearnerSettings | None = None, *, sharding=None, max_grad_norm: float = 1.0,
+                 **fields: Any):
+        """`settings` (default: LearnerSettings()'s), with any of its `fields` given by keyword instead."""
+        settings = dataclasses.replace(LearnerSettings.of(settings) if settings is not None else LearnerSettings(),
+                                       **fields)
+        self.settings = settings
         self.rm = rm
-        self.step_without_pairs = step_without_pairs
-        self.lr = lr
-        self.batch_size = batch_size
+        self.step_without_pairs = settings.step_without_pairs
+        self.lr = settings.lr
+        self.batch_size = settings.batch_size
         self.max_grad_norm = max_grad_norm
-        self.minibatch_size = minibatch_size
-        self.epochs = epochs
-        self.warmup_ratio = warmup_ratio
+        self.minibatch_size = settings.minibatch_size
+        self.epochs = settings.epochs
+        self.warmup_ratio = settings.warmup_ratio
+        optimizer_offload, weight_decay, lr = settings.optimizer_offload, settings.weight_decay, settings.lr
         self.parameters = [p for p in rm.model.parameters() if p.requires_grad]
         # optimizer_offload: AdamW runs on float32 CPU copies ("masters") of the parameters, copied back after
         # each step, so the RM's device holds weights and gradients only (12 of fp32 AdamW's 16 bytes per
@@ -231,10 +268,14 @@ class RMLearner:
                                                         "calls": self.calls}))
 
     @classmethod
-    def load(cls, directory: Path, device, dtype: str = "float32", **settings) -> RMLearner:
-        """The learner `save` wrote: same weights, same optimizer moments and step counts."""
-        rm = VerifyRM.from_pretrained(directory / RM_DIR, device=device, dtype=dtype, batch_size=settings["batch_size"])
-        learner = cls(rm, **settings)
+    def load(cls, directory: Path, device, dtype: str = "float32", settings: LearnerSettings | None = None, *,
+             sharding=None, **fields: Any) -> RMLearner:
+        """The learner `save` wrote: same weights, same optimizer moments and step counts (`settings` and
+        `fields` as for the constructor)."""
+        settings = dataclasses.replace(LearnerSettings.of(settings) if settings is not None else LearnerSettings(),
+                                       **fields)
+        rm = VerifyRM.from_pretrained(directory / RM_DIR, device=device, dtype=dtype, batch_size=settings.batch_size)
+        learner = cls(rm, settings, sharding=sharding)
         if learner.sharding is not None:  # the whole RM was loaded and sharded; now the optimizer's shards
             learner.sharding.load(learner, directory)
         else:

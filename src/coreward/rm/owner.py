@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from coreward.rm.assistant import Assistant, build_assistant
-from coreward.rm.learner import RM_DIR, STATE_FILE, RMLearner
+from coreward.rm.learner import RM_DIR, STATE_FILE, LearnerSettings, RMLearner
 from coreward.rm.model import VerifyRM
 
 
 class RMOwner:
-    """Needs `self.params` with rm, device, rm_dtype, batch_size, rm_cut, assistant, assistant_prompt and the
-    learner settings (lr, weight_decay, minibatch_size, epochs, warmup_ratio, optimizer_offload, step_without_pairs)."""
+    """Needs `self.params`: a `LearnerSettings` (rm/learner.py) with rm, device, rm_dtype, rm_cut, assistant and
+    assistant_prompt."""
 
     learner: RMLearner | None = None
     _assistant: Assistant | None = None
@@ -33,26 +33,14 @@ class RMOwner:
         if not isinstance(p.assistant, (str, dict, Assistant)) or not p.assistant:
             raise ValueError(f"assistant must be 'perturb', an endpoint URL, a model path or a generator dict, "
                              f"got {p.assistant!r}")
-        if p.minibatch_size is not None and p.minibatch_size < 1:
-            raise ValueError(f"minibatch_size must be >= 1 (or null: all pairs), got {p.minibatch_size}")
-        if not 0 <= p.warmup_ratio <= 1:
-            raise ValueError(f"warmup_ratio must be <= 1 (and >= 0), got {p.warmup_ratio}")
-        for name, least in (("weight_decay", 0), ("max_retries", 0), ("eval_every", 0), ("batch_size", 2), ("epochs", 1)):
-            if getattr(p, name) < least:
-                raise ValueError(f"{name} must be >= {least}, got {getattr(p, name)}")
-        if not p.lr > 0:
-            raise ValueError(f"lr must be > 0, got {p.lr}")
+        LearnerSettings.validate(p)
+        for name in ("max_retries", "eval_every"):
+            if getattr(p, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(p, name)}")
         if p.eval_every and p.eval_data is None:
             raise ValueError("eval_data is needed with eval_every > 0: 'demo' or a labelled file")
         if p.eval_data is not None:
             resolve_file(p.eval_data, "rm_pairs", key="eval_data")
-
-    @property
-    def learner_settings(self) -> dict[str, Any]:
-        p = self.params
-        return {"lr": p.lr, "weight_decay": p.weight_decay, "batch_size": p.batch_size,
-                "minibatch_size": p.minibatch_size, "epochs": p.epochs, "warmup_ratio": p.warmup_ratio,
-                "optimizer_offload": p.optimizer_offload, "step_without_pairs": p.step_without_pairs}
 
     def get_learner(self, policy: Any = None) -> RMLearner:
         """The RM and its optimizer, on the policy's device: from the checkpoint when resuming, else from `rm`."""
@@ -63,11 +51,11 @@ class RMOwner:
             device = policy.device if p.device == "auto" and policy is not None else p.device
             sharding = sharding_for(policy) if p.device == "auto" else None  # the policy's engine's (rm/sharding.py)
             if self._resume_from is not None:
-                self.learner = RMLearner.load(self._resume_from, device, dtype=p.rm_dtype, sharding=sharding,
-                                              **self.learner_settings)
+                self.learner = RMLearner.load(self._resume_from, device, p.rm_dtype, p,
+                                              sharding=sharding)
             else:
                 rm = VerifyRM.from_pretrained(p.rm, device=device, dtype=p.rm_dtype, batch_size=p.batch_size)
-                self.learner = RMLearner(rm, sharding=sharding, **self.learner_settings)
+                self.learner = RMLearner(rm, p, sharding=sharding)  # p: Params extend LearnerSettings
             self.learner.rm.use_cut(p.rm_cut)
         return self.learner
 
