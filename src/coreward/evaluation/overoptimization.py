@@ -113,7 +113,7 @@ def plot_curves(runs: list[Run], path, smooth: float, title: str = "Overoptimiza
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from coreward.evaluation.plots import scale_label, finish_axes, legend_below, scale_groups
+    from coreward.evaluation.plots import finish_axes, legend_below, scale_groups, scale_label
 
     curves = {id(run): (i, c) for i, run in enumerate(runs) if (c := curve(run, smooth)) is not None}
     drawn = [run for run in runs if id(run) in curves]
