@@ -74,3 +74,23 @@ def test_demo_over_seeds_reports_mean_and_std_and_keeps_every_seeds_values(tmp_p
     assert "2 seeds (3, 4)" in table and table == summary["table"] + "\n"
     rule_row = next(line for line in table.splitlines() if line.startswith("| Rule-based"))
     assert rule_row.count(" ± ") == 4  # held-out, Δ, reward, verified accuracy
+
+
+def test_demo_runs_side_by_side_are_the_runs_made_one_at_a_time(tmp_path):
+    """`--jobs 2`: each run is a `coreward train` process of its own (one torch thread), two at a time, over
+    methods, stress rows and seeds; the table holds the same numbers as the runs made one at a time in this
+    process (same seeds, same configs, same machine)."""
+    from coreward.demo.run import run_demo_seeds
+
+    budget = Budget(steps=2, eval_problems=8, eval_n=2, curve_every=0, curve_problems=0,
+                    stress=Stress(learning_rate=5e-4, steps=2, methods=("rule",)))
+    one = run_demo_seeds(["rule", "majority"], quick=False, output_dir=tmp_path / "one", seeds=[0], budget=budget)
+    two = run_demo_seeds(["rule", "majority"], quick=False, output_dir=tmp_path / "two", seeds=[0], budget=budget,
+                         jobs=2)
+    numbers = ("heldout_avg", "train_reward", "train_verified_accuracy")
+    for key in ("rows", "stress_rows"):
+        assert [[r[k] for k in numbers] for r in two[key]] == [[r[k] for k in numbers] for r in one[key]], key
+    assert two["table"] == one["table"]
+    for run in ("rule", "majority", "stress/rule"):  # the same run directories, each with its own log
+        assert (tmp_path / "two" / run / "final" / "model.safetensors").is_file()
+        assert (tmp_path / "two" / f"{run}.log").is_file()

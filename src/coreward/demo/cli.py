@@ -36,6 +36,9 @@ def demo_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="replace the results in --output-dir"),
     seed: int = typer.Option(0, "--seed", help="the first seed"),
     seeds: int = typer.Option(1, "--seeds", min=1, help="run every row with N seeds (seed, seed+1, ...); the table shows mean ± std"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="training runs side by side (methods, stress rows, "
+                                       "seeds), one torch thread each (default: half the usable cores, at least 1; "
+                                       "1 runs them one at a time in this process, with a line per step)"),
 ) -> None:
     """Train the demo policy with every reward method from the same warm start and compare them.
 
@@ -44,6 +47,7 @@ def demo_command(
     Example: coreward demo --quick
     """
     from coreward.demo.run import demo_output_dir, parse_methods, report_paths, run_demo_seeds
+    from coreward.experiments.jobs import default_jobs
 
     chosen = parse_methods(methods)
     directory = demo_output_dir(output_dir, overwrite)
@@ -51,7 +55,8 @@ def demo_command(
         minutes = max(1, round(14 * seeds * len(chosen) / 8))
         typer.echo(f"coreward demo: {len(chosen)} methods x {seeds} seed(s), about {minutes} minutes on 2 idle CPU "
                    "cores (`coreward demo --quick`: about 2 minutes a seed)")
-    summary = run_demo_seeds(chosen, quick, directory, list(range(seed, seed + seeds)))
+    summary = run_demo_seeds(chosen, quick, directory, list(range(seed, seed + seeds)),
+                             jobs=jobs if jobs is not None else default_jobs())
     typer.echo("\n" + summary["table"])
     typer.echo(f"\nfinished in {summary['seconds']:.0f} s; results in {directory}:")
     for path in report_paths(directory, summary):

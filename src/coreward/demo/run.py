@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -94,10 +95,8 @@ def parse_methods(text: str | None) -> list[str]:
     return methods
 
 
-def method_config(method: str, budget: Budget, seed: int):
-    from coreward.grpo.config import TrainConfig
-    from coreward.runtime.config import load_config
-
+def method_overrides(method: str, budget: Budget, seed: int) -> tuple[Path, list[str]]:
+    """The method's demo config file and the `--set` items that give it the budget and the seed."""
     path = configs_dir() / f"{method}.yaml"
     if not path.is_file():
         raise CorewardError(f"no demo config for method {method!r}: {path} is missing")
@@ -111,7 +110,14 @@ def method_config(method: str, budget: Budget, seed: int):
         ]
     else:
         overrides.append("data.eval_every=0")
-    return load_config(TrainConfig, path, overrides)
+    return path, overrides
+
+
+def method_config(method: str, budget: Budget, seed: int):
+    from coreward.grpo.config import TrainConfig
+    from coreward.runtime.config import load_config
+
+    return load_config(TrainConfig, *method_overrides(method, budget, seed))
 
 
 def reads_demo_rm(config) -> bool:
@@ -134,11 +140,49 @@ def final_metrics(run_dir: Path, last: int = 5, first: bool = False) -> dict[str
     return {"train_reward": mean("reward"), "train_verified_accuracy": mean("verified_accuracy")}
 
 
-def stress_config(method: str, budget: Budget, seed: int):
+def stress_overrides(method: str, budget: Budget, seed: int) -> tuple[Path, list[str]]:
     """The method's demo config at the stress setting's learning rate and steps (no validation curve)."""
-    config = method_config(method, replace(budget, steps=budget.stress.steps, curve_every=0), seed)
-    config.grpo["learning_rate"] = budget.stress.learning_rate
-    return config
+    path, overrides = method_overrides(method, replace(budget, steps=budget.stress.steps, curve_every=0), seed)
+    return path, [*overrides, f"grpo.learning_rate={budget.stress.learning_rate!r}"]
+
+
+@dataclass
+class DemoRun:
+    """One training run of the demo: a method's row (or its stress row) for one seed."""
+
+    method: str
+    seed: int
+    stress: bool
+    config_file: Path
+    overrides: list[str]
+    run_dir: Path
+    eval_dir: Path
+    result: dict[str, Any] | None = None  # its table row, once trained and evaluated
+
+    @property
+    def title(self) -> str:
+        return f"{'stress, ' if self.stress else ''}{label(self.method)}"
+
+    def config(self):
+        from coreward.grpo.config import TrainConfig
+        from coreward.runtime.config import load_config
+
+        return load_config(TrainConfig, self.config_file, self.overrides)
+
+    def command(self) -> list[str]:
+        sets = [a for item in self.overrides for a in ("--set", item)]
+        return [sys.executable, "-m", "coreward.cli", "train", "--config", str(self.config_file), "--output-dir",
+                str(self.run_dir), *sets]
+
+
+def plan_runs(methods: list[str], budget: Budget, seed: int, output_dir: Path) -> list[DemoRun]:
+    """The seed's runs in table order: every method, then the stress rows."""
+    runs = [DemoRun(m, seed, False, *method_overrides(m, budget, seed), output_dir / m, output_dir / "eval" / m)
+            for m in methods]
+    stressed = [m for m in budget.stress.methods if m in methods] if budget.stress else []
+    runs += [DemoRun(m, seed, True, *stress_overrides(m, budget, seed), output_dir / "stress" / m,
+                     output_dir / "eval" / f"stress-{m}") for m in stressed]
+    return runs
 
 
 def heldout_avg(model: Path | str, heldout: dict, n: int, seed: int, output_dir: Path) -> float:
@@ -182,68 +226,117 @@ def report_paths(output_dir: Path, summary: dict[str, Any]) -> list[Path]:
 
 
 def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int = 0,
-             budget: Budget | None = None) -> dict[str, Any]:
+             budget: Budget | None = None, jobs: int = 1) -> dict[str, Any]:
+    """The demo for one seed, in `output_dir`: the table, results.json and the reports."""
+    return run_demo_seeds(methods, quick, output_dir, [seed], budget, jobs)
+
+
+def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seeds: list[int],
+                   budget: Budget | None = None, jobs: int = 1) -> dict[str, Any]:
+    """Every method (and stress row) for every seed, then the tables. One seed writes in `output_dir`; several
+    write each seed's own demo in `seed-<s>/` and one table of mean ± std over seeds (results.json keeps every
+    seed's value). `jobs` > 1 trains that many runs side by side, each a `coreward train` process with one
+    torch thread (experiments/jobs.py); the runs are the same as one at a time, in the same directories."""
     from coreward.data.benchmarks import load_benchmark
     from coreward.demo.policy import ensure_demo_policy
-    from coreward.grpo.train import run_training
 
     budget = budget or (QUICK if quick else FULL)
-    output_dir = Path(output_dir)
-    # every config checked before any training
-    configs = {m: method_config(m, budget, seed) for m in methods}
-    stressed = [m for m in budget.stress.methods if m in methods] if budget.stress else []
-    stress_configs = {m: stress_config(m, budget, seed) for m in stressed}
+    output_dir, started = Path(output_dir), time.perf_counter()
+    seed_dirs = {s: output_dir if len(seeds) == 1 else output_dir / f"seed-{s}" for s in seeds}
+    runs = [run for s in seeds for run in plan_runs(methods, budget, s, seed_dirs[s])]
+    configs = [run.config() for run in runs]  # every config checked before any training
     policy = ensure_demo_policy()
-    if any(reads_demo_rm(config) for config in configs.values()):
+    if any(reads_demo_rm(config) for config in configs):
         # build the demo RM now if it isn't cached: built lazily inside a run, its sampling would draw on
         # that run's random stream, and the first demo would differ from every later one
         from coreward.demo.rm import ensure_demo_rm
 
         ensure_demo_rm()
     heldout = {"demo": load_benchmark("demo", split="test", limit=budget.eval_problems)}
-    output_dir.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    baselines = {}
+    for s in seeds:
+        seed_dirs[s].mkdir(parents=True, exist_ok=True)
+        baselines[s] = heldout_avg(policy, heldout, budget.eval_n, s, seed_dirs[s] / "eval" / "baseline")
+        print(f"baseline (warm-started demo policy{'' if len(seeds) == 1 else f', seed {s}'}): "
+              f"held-out avg@{budget.eval_n} = {baselines[s]:.3f}")
 
-    def evaluate_model(path: Path | str, name: str) -> float:
-        return heldout_avg(path, heldout, budget.eval_n, seed, output_dir / "eval" / name)
+    def evaluated(run: DemoRun, seconds: float) -> None:
+        run.result = {"method": run.method, "heldout_avg": heldout_avg(run.run_dir / "final", heldout, budget.eval_n,
+                                                                        run.seed, run.eval_dir),
+                      **final_metrics(run.run_dir), "seconds": round(seconds, 1)}
+        if run.stress:
+            run.result.update({f"start_{k}": v for k, v in final_metrics(run.run_dir, first=True).items()})
+        print(f"{run.title}{'' if len(seeds) == 1 else f' (seed {run.seed})'}: held-out avg@{budget.eval_n} = "
+              f"{run.result['heldout_avg']:.3f}" + (f"; train verified accuracy "
+              f"{_share(run.result['start_train_verified_accuracy'])} (first 5 steps) -> "
+              f"{_share(run.result['train_verified_accuracy'])} (last 5)" if run.stress else ""))
 
-    def train_and_evaluate(method: str, config, run_dir: Path, eval_name: str) -> dict[str, Any]:
-        shutil.rmtree(run_dir, ignore_errors=True)  # a demo run always starts fresh: same seed, same table
-        method_start = time.perf_counter()
-        result = run_training(config, output_dir=str(run_dir))
-        return {"method": method, "heldout_avg": evaluate_model(result.final_model, eval_name),
-                **final_metrics(run_dir), "seconds": round(time.perf_counter() - method_start, 1)}
+    for run in runs:
+        shutil.rmtree(run.run_dir, ignore_errors=True)  # a demo run always starts fresh: same seed, same table
+    if jobs > 1:
+        train_side_by_side(runs, configs, jobs, evaluated)
+    else:
+        from coreward.grpo.train import run_training
 
-    rows = [{"method": "baseline", "heldout_avg": evaluate_model(policy, "baseline"),
-             "train_reward": None, "train_verified_accuracy": None, "seconds": None}]
-    print(f"baseline (warm-started demo policy): held-out avg@{budget.eval_n} = {rows[0]['heldout_avg']:.3f}")
-    run_dirs = [output_dir / method for method in methods]
-    for method, run_dir in zip(methods, run_dirs):
-        print(f"\n== {label(method)}: {budget.steps} GRPO steps ({run_dir})")
-        rows.append(train_and_evaluate(method, configs[method], run_dir, method))
-        print(f"{label(method)}: held-out avg@{budget.eval_n} = {rows[-1]['heldout_avg']:.3f}")
+        for run, config in zip(runs, configs):
+            steps = budget.stress.steps if run.stress else budget.steps
+            print(f"\n== {run.title}: {steps} GRPO steps" + (f" at learning rate {budget.stress.learning_rate:g}"
+                  if run.stress else "") + f" ({run.run_dir})")
+            began = time.perf_counter()
+            run_training(config, output_dir=str(run.run_dir))
+            evaluated(run, time.perf_counter() - began)
 
-    table = demo_table(rows, budget)
-    stress_rows, stress_dirs = [], [output_dir / "stress" / method for method in stressed]
-    for method, run_dir in zip(stressed, stress_dirs):
-        print(f"\n== stress, {label(method)}: {budget.stress.steps} GRPO steps at learning rate "
-              f"{budget.stress.learning_rate:g}")
-        row = train_and_evaluate(method, stress_configs[method], run_dir, f"stress-{method}")
-        stress_rows.append({**row, **{f"start_{k}": v for k, v in final_metrics(run_dir, first=True).items()}})
-        print(f"stress, {label(method)}: held-out avg@{budget.eval_n} = {row['heldout_avg']:.3f}; "
-              f"train verified accuracy {_share(stress_rows[-1]['start_train_verified_accuracy'])} (first 5 steps) "
-              f"-> {_share(row['train_verified_accuracy'])} (last 5)")
+    summaries = [seed_summary(s, [r for r in runs if r.seed == s], baselines[s], budget, quick, seed_dirs[s])
+                 for s in seeds]
+    if len(seeds) == 1:
+        summaries[0]["seconds"] = round(time.perf_counter() - started, 1)
+        write_summary(output_dir, summaries[0])
+        return summaries[0]
+    rows, stress_rows = combine_seeds(summaries, "rows"), combine_seeds(summaries, "stress_rows")
+    table = f"{len(seeds)} seeds ({', '.join(map(str, seeds))}): mean ± std over seeds\n\n" + demo_table(rows, budget)
     if stress_rows:
         table += "\n\n" + stress_table(stress_rows, rows[0]["heldout_avg"], budget)
-    summary = {"budget": asdict(budget), "seed": seed, "quick": quick, "rows": rows, "stress_rows": stress_rows,
-               "table": table, "seconds": round(time.perf_counter() - started, 1)}
+    summary = {"budget": asdict(budget), "seeds": seeds, "quick": quick, "jobs": jobs, "rows": rows,
+               "stress_rows": stress_rows, "table": table, "seconds": round(time.perf_counter() - started, 1)}
     write_summary(output_dir, summary)
+    return summary
+
+
+def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, evaluated) -> None:
+    """Every run as a `coreward train` process, `jobs` at a time; each is evaluated as soon as it finishes
+    (while the others go on). A failed run fails the demo, naming its log."""
+    from coreward.experiments.jobs import Job, run_jobs
+    from coreward.grpo.train import final_complete
+
+    pool = [Job(f"{run.title} seed {run.seed}", run.command(), run.run_dir, run.run_dir.parent / f"{run.run_dir.name}.log",
+                config.grpo["max_steps"], extra={"run": run}) for run, config in zip(runs, configs)]
+    print(f"demo: {len(pool)} runs, {jobs} side by side (one torch thread each); each run's log is beside its "
+          "directory")
+    run_jobs(pool, jobs, prefix="demo", succeeded=lambda job: final_complete(job.run_dir),
+             on_finish=lambda job: evaluated(job.extra["run"], job.seconds))
+    failed = [job for job in pool if job.status != "done"]
+    if failed:
+        raise CorewardError(f"{len(failed)} demo run(s) failed: " + "; ".join(f"{j.label} (see {j.log})" for j in failed))
+
+
+def seed_summary(seed: int, runs: list[DemoRun], baseline: float, budget: Budget, quick: bool,
+                 output_dir: Path) -> dict[str, Any]:
+    """One seed's rows, table, results.json and reports (the main runs' and the stress runs')."""
     from coreward.evaluation.report import make_report
 
-    if run_dirs:
-        make_report(run_dirs, output_dir / "report")
-    if stress_dirs:
-        make_report(stress_dirs, output_dir / "stress" / "report")
+    rows = [{"method": "baseline", "heldout_avg": baseline, "train_reward": None, "train_verified_accuracy": None,
+             "seconds": None}] + [run.result for run in runs if not run.stress]
+    stress_rows = [run.result for run in runs if run.stress]
+    table = demo_table(rows, budget)
+    if stress_rows:
+        table += "\n\n" + stress_table(stress_rows, baseline, budget)
+    summary = {"budget": asdict(budget), "seed": seed, "quick": quick, "rows": rows, "stress_rows": stress_rows,
+               "table": table, "seconds": round(sum(r["seconds"] for r in rows[1:] + stress_rows), 1)}
+    write_summary(output_dir, summary)
+    for kind, directory in ((False, output_dir / "report"), (True, output_dir / "stress" / "report")):
+        run_dirs = [run.run_dir for run in runs if run.stress == kind]
+        if run_dirs:
+            make_report(run_dirs, directory)
     return summary
 
 
@@ -308,22 +401,3 @@ def combine_seeds(summaries: list[dict[str, Any]], key: str) -> list[dict[str, A
         assert len({r["method"] for r in rows}) == 1, "every seed runs the same methods in the same order"
         merged.append({k: rows[0][k] if k == "method" else [r[k] for r in rows] for k in rows[0]})
     return merged
-
-
-def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seeds: list[int],
-                   budget: Budget | None = None) -> dict[str, Any]:
-    """`run_demo` once per seed (in `seed-<s>/`), then one table of mean ± std over seeds; results.json keeps
-    every seed's value. One seed: `run_demo` itself."""
-    if len(seeds) == 1:
-        return run_demo(methods, quick, output_dir, seeds[0], budget)
-    output_dir, started = Path(output_dir), time.perf_counter()
-    budget = budget or (QUICK if quick else FULL)
-    summaries = [run_demo(methods, quick, output_dir / f"seed-{s}", s, budget) for s in seeds]
-    rows, stress_rows = combine_seeds(summaries, "rows"), combine_seeds(summaries, "stress_rows")
-    table = f"{len(seeds)} seeds ({', '.join(map(str, seeds))}): mean ± std over seeds\n\n" + demo_table(rows, budget)
-    if stress_rows:
-        table += "\n\n" + stress_table(stress_rows, rows[0]["heldout_avg"], budget)
-    summary = {"budget": asdict(budget), "seeds": seeds, "quick": quick, "rows": rows, "stress_rows": stress_rows,
-               "table": table, "seconds": round(time.perf_counter() - started, 1)}
-    write_summary(output_dir, summary)
-    return summary

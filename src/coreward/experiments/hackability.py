@@ -19,7 +19,6 @@ verified accuracy, the share of prompts with a verified rollout, and the held-ou
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 import time
@@ -28,21 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coreward.experiments.jobs import Job, run_jobs
+from coreward.experiments.jobs import Job, default_jobs, run_jobs
 from coreward.runtime.errors import CorewardError
 
 
 TABLE_FILE, JSON_FILE, FIGURE_FILE, CURVES_FILE = "map.md", "map.json", "map.png", "curves.png"
 REFERENCE = "rule"
-
-
-def default_jobs() -> int:
-    """Half the usable cores: each run has one torch thread, plus verifier worker processes and data loading."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores // 2)
 
 
 @dataclass

@@ -31,6 +31,15 @@ class Job:
     extra: dict = field(default_factory=dict)  # the caller's own bookkeeping
 
 
+def default_jobs() -> int:
+    """Half the usable cores: each run has one torch thread, plus verifier worker processes and data loading."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // 2)
+
+
 def last_step(run_dir: Path) -> int:
     """The newest step in a run's metrics.jsonl (0 when none yet); reads only the file's tail."""
     path = run_dir / "metrics.jsonl"
