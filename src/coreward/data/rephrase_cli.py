@@ -7,51 +7,54 @@ from typing import Optional
 import typer
 
 
+def rephrase_command(
+    input: str = typer.Option(..., "--input", help="a benchmark name, a .jsonl/.json/.parquet/.csv file (verl too), a directory, or a hub dataset id (owner/name[:subset])"),
+    columns: Optional[str] = typer.Option(None, "--columns", help="map the data's columns: question=COL,answer=COL (files, directories and hub datasets)"),
+    output: str = typer.Option(..., "--output", help="output parquet"),
+    model: str = typer.Option(..., "--model", help="local model path, hub id, http(s)://endpoint[#model], or 'demo'"),
+    split: str = typer.Option("train", "--split"),
+    limit: Optional[int] = typer.Option(None, "--limit"),
+    fmt: str = typer.Option("pairs", "--format", help="pairs (original and rephrased side by side) or verl"),
+    temperature: float = typer.Option(0.7, "--temperature"),
+    max_tokens: int = typer.Option(1024, "--max-tokens"),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir"),
+    prompt: str = typer.Option("coreward", "--prompt", help="coreward, or authors (Co-rewarding's rewrite_questions.py prompt, markers and parsing)"),
+    top_p: float = typer.Option(1.0, "--top-p", help="the authors used 0.8"),
+    thinking: Optional[bool] = typer.Option(None, "--thinking/--no-thinking", help="Qwen3 chat-template switch (the authors: off); unset passes nothing"),
+) -> None:
+    """Rewrite each question with new wording and scenario, same numbers and answer.
+
+    Example: coreward rephrase --input math --limit 100 --model http://localhost:8000/v1#Qwen/Qwen3-32B --output rephrased.jsonl
+    """
+    from coreward.data.rephrase import demo_pairs, rephrase_records, write_pairs
+    from coreward.data.sources import load_named, parse_columns
+    from coreward.runtime.errors import CorewardError
+
+    if fmt not in ("pairs", "verl"):
+        raise CorewardError(f"--format must be 'pairs' or 'verl', got {fmt!r}")
+    records = load_named(input, split, limit, data_dir, key="--input", columns=parse_columns(columns))
+    if model == "demo":
+        pairs = demo_pairs(records)
+        typer.echo(f"demo task: {len(pairs)} rephrasings from the generator's other templates (offline)")
+    else:
+        from coreward.llm import build_generator
+
+        generator = build_generator(model)
+        try:
+            if hasattr(generator, "health_check"):
+                generator.health_check()
+            pairs, report = rephrase_records(records, generator, temperature, max_tokens, prompt, top_p, thinking)
+        finally:
+            generator.close()
+        typer.echo(
+            f"kept {report.kept} of {report.total} rows; dropped {report.dropped} "
+            f"({report.failed_generation} generation failures, {report.failed_parse} unparseable outputs)"
+        )
+    if not pairs:
+        raise CorewardError("no row could be rephrased; nothing written")
+    typer.echo(f"wrote {write_pairs(pairs, output, fmt)}")
+
+
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def rephrase(
-        input: str = typer.Option(..., "--input", help="a benchmark name, a .jsonl/.json/.parquet/.csv file (verl too), a directory, or a hub dataset id (owner/name[:subset])"),
-        columns: Optional[str] = typer.Option(None, "--columns", help="map the data's columns: question=COL,answer=COL (files, directories and hub datasets)"),
-        output: str = typer.Option(..., "--output", help="output parquet"),
-        model: str = typer.Option(..., "--model", help="local model path, hub id, http(s)://endpoint[#model], or 'demo'"),
-        split: str = typer.Option("train", "--split"),
-        limit: Optional[int] = typer.Option(None, "--limit"),
-        fmt: str = typer.Option("pairs", "--format", help="pairs (original and rephrased side by side) or verl"),
-        temperature: float = typer.Option(0.7, "--temperature"),
-        max_tokens: int = typer.Option(1024, "--max-tokens"),
-        data_dir: Optional[str] = typer.Option(None, "--data-dir"),
-        prompt: str = typer.Option("coreward", "--prompt", help="coreward, or authors (Co-rewarding's rewrite_questions.py prompt, markers and parsing)"),
-        top_p: float = typer.Option(1.0, "--top-p", help="the authors used 0.8"),
-        thinking: Optional[bool] = typer.Option(None, "--thinking/--no-thinking", help="Qwen3 chat-template switch (the authors: off); unset passes nothing"),
-    ) -> None:
-        """Rewrite each question with new wording and scenario, same numbers and answer.
-
-        Example: coreward rephrase --input math --limit 100 --model http://localhost:8000/v1#Qwen/Qwen3-32B --output rephrased.jsonl
-        """
-        from coreward.data.rephrase import demo_pairs, rephrase_records, write_pairs
-        from coreward.data.sources import load_named, parse_columns
-        from coreward.runtime.errors import CorewardError
-
-        if fmt not in ("pairs", "verl"):
-            raise CorewardError(f"--format must be 'pairs' or 'verl', got {fmt!r}")
-        records = load_named(input, split, limit, data_dir, key="--input", columns=parse_columns(columns))
-        if model == "demo":
-            pairs = demo_pairs(records)
-            typer.echo(f"demo task: {len(pairs)} rephrasings from the generator's other templates (offline)")
-        else:
-            from coreward.llm import build_generator
-
-            generator = build_generator(model)
-            try:
-                if hasattr(generator, "health_check"):
-                    generator.health_check()
-                pairs, report = rephrase_records(records, generator, temperature, max_tokens, prompt, top_p, thinking)
-            finally:
-                generator.close()
-            typer.echo(
-                f"kept {report.kept} of {report.total} rows; dropped {report.dropped} "
-                f"({report.failed_generation} generation failures, {report.failed_parse} unparseable outputs)"
-            )
-        if not pairs:
-            raise CorewardError("no row could be rephrased; nothing written")
-        typer.echo(f"wrote {write_pairs(pairs, output, fmt)}")
+    """Attach `rephrase` to the main app."""
+    app.command("rephrase")(rephrase_command)

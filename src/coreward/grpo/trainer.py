@@ -13,7 +13,7 @@ What we change in TRL (trl==1.16.0), and why:
   once everything is on disk, so resume never picks a half-written one. TRL forgets its rollout buffer
   position (`_step`) on resume: it is saved too, so a resumed run continues exactly.
 * `_get_train_sampler` / `_run_epoch` — the data order of epoch e depends on e, not on how many epochs
-  this process has run (see `paired.EpochReplay`): a run resumed after the first epoch sees the same
+  this process has run (see `samplers.EpochReplay`): a run resumed after the first epoch sees the same
   batches as an uninterrupted one.
 * `_compute_loss` (when a source declares `loss_per_view`, as Co-rewarding-I's `view_loss: per_view` does) —
   each view's loss is a token mean over its own tokens and the two are summed, L = Σ_v Σ_{t∈v} ℓ_t / N_v (the
