@@ -1,5 +1,5 @@
 """The README is a front page: short, with the sections a newcomer looks for, a methods table that matches the
-registry and links each method to its docs section, commands the CLI accepts, a config that loads, and links and
+registry and links each method to its docs section, which of the papers' findings reproduce, commands the CLI accepts, a config that loads, and links and
 files that exist. The detail lives in the docs site (tests/test_docs.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.helpers.markdown_checks import NARRATION, REPO, anchors, commands, lo
 
 README = (REPO / "README.md").read_text()
 SECTIONS = ["Two commands", "Methods", "The command line", "A config", "Python",
-            "Running the papers' settings on GPUs", "Documentation"]
+            "Running the papers' settings on GPUs", "What the demo and the map show", "Documentation"]
 
 
 def test_readme_is_a_front_page():
