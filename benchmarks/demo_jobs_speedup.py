@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from readme_figures import machine  # this directory is on sys.path when the script runs
 
 
 def demo(output: Path, quick: bool, jobs: int) -> float:
@@ -33,9 +34,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="the full demo instead of --quick")
     parser.add_argument("--jobs", type=int, default=2, help="runs side by side in the second demo")
     args = parser.parse_args()
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
-    print(f"machine: {len(os.sched_getaffinity(0))} cores, {cpu}; load average {os.getloadavg()[0]:.1f}")
+    print(machine())  # CPU, cores, load, commit and versions
     with tempfile.TemporaryDirectory() as root:
         one = demo(Path(root) / "one", not args.full, 1)
         many = demo(Path(root) / "many", not args.full, args.jobs)

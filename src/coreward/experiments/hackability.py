@@ -140,7 +140,7 @@ def run_cells(cells: list[Cell], settings: MapSettings, say: Callable[[str], Non
     jobs = [Job(cell.label, train_command(cell, max_steps, settings.overrides), cell.run_dir, cell.log, max_steps,
                 status="done" if finished(cell) else "waiting", extra={"cell": cell}) for cell in cells]
     try:
-        run_jobs(jobs, settings.jobs, prefix="map", say=say, succeeded=lambda job: finished(job.extra["cell"]),
+        run_jobs(jobs, settings.jobs, prefix="map", noun="cells", say=say, succeeded=lambda job: finished(job.extra["cell"]),
                  progress_every=progress_every)
     finally:
         for job in jobs:

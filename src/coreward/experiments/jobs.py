@@ -63,17 +63,17 @@ def duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, say: Callable[[str], None] = print,
+def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs", say: Callable[[str], None] = print,
              succeeded: Callable[[Job], bool] = lambda job: True,
              on_finish: Callable[[Job], None] | None = None, progress_every: float = 30.0) -> None:
-    """Run every job whose status is "waiting", `parallel` at a time, printing a progress line on every change
+    """Run every job whose status is "waiting", `parallel` at a time, printing a progress line (`prefix: 2/8
+    <noun> done; running: ...`) on every change
     and every `progress_every` seconds. A job is done when it exits 0 and `succeeded(job)`; `on_finish` is
     called with each done job once the free slots are refilled (so it overlaps the runs still going). Ctrl-C
     (or SIGTERM) stops the running jobs cleanly (`coreward train` checkpoints on SIGTERM) and raises."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     running: dict[int, tuple[Job, subprocess.Popen, object, float]] = {}
     start, last_line = time.monotonic(), 0.0
-    noun = "runs" if prefix == "demo" else "cells"
 
     def line() -> str:
         done = sum(j.status == "done" for j in jobs)
