@@ -12,7 +12,7 @@ from coreward.grpo.config import TrainConfig
 from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.metrics import read_metrics
-from tests.helpers.runs import RULE_CONFIG, coreward, tiny_train_args  # noqa: F401
+from tests.helpers.runs import RULE_CONFIG, coreward, coreward_here, tiny_train_args  # noqa: F401
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_train_then_resume_has_each_step_once(tiny_policy, tmp_path):
     run_dir = tmp_path / "run"
-    first = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2"))
+    first = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2"))
     assert first.returncode == 0, first.stderr[-3000:]
     assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == [1, 2]
     assert [p.name for p in complete_checkpoints(run_dir)] == ["checkpoint-1", "checkpoint-2"]
@@ -31,7 +31,7 @@ def test_train_then_resume_has_each_step_once(tiny_policy, tmp_path):
     broken = run_dir / "checkpoint-9"
     broken.mkdir()
     (broken / "trainer_state.json").write_text("{not json")
-    resumed = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "3", "--resume"))
+    resumed = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "3", "--resume"))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     rows = read_metrics(run_dir / "metrics.jsonl")
     assert [row["step"] for row in rows] == [1, 2, 3]
@@ -49,7 +49,7 @@ def test_existing_run_needs_resume(tiny_policy, tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
-    done = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "1"))
+    done = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "1"))
     assert done.returncode == 2
     assert "--resume" in done.stderr
 
@@ -82,8 +82,8 @@ def test_bad_config_on_the_command_line_exits_2_before_loading_a_model(tmp_path)
 
 
 def test_missing_dataset_file_is_named(tmp_path):
-    done = coreward("train", "--config", str(RULE_CONFIG), "--set", f"data.train={tmp_path / 'nope.jsonl'}",
-                    "--output-dir", str(tmp_path / "r"), timeout=120)
+    done = coreward_here("train", "--config", str(RULE_CONFIG), "--set", f"data.train={tmp_path / 'nope.jsonl'}",
+                         "--output-dir", str(tmp_path / "r"))
     assert done.returncode == 2
     assert "nope.jsonl" in done.stderr
 

@@ -13,7 +13,7 @@ import pytest
 from coreward.grpo.checkpoints import complete_checkpoints
 from coreward.runtime.metrics import read_metrics
 from tests.helpers.kill_resume import check_checkpoint
-from tests.helpers.runs import coreward, tiny_train_args
+from tests.helpers.runs import coreward_here, tiny_train_args
 
 
 def size_of(path: Path) -> int:
@@ -43,13 +43,13 @@ def small_filesystem(tmp_path):
 
 def test_a_full_disk_fails_the_checkpoint_cleanly_and_the_run_resumes(tiny_policy, tmp_path, small_filesystem):
     probe = tmp_path / "probe"  # how much one step's run directory and one checkpoint take, on a normal disk
-    assert coreward(*tiny_train_args(tiny_policy, probe, "--max-steps", "1")).returncode == 0
+    assert coreward_here(*tiny_train_args(tiny_policy, probe, "--max-steps", "1")).returncode == 0
     checkpoint_bytes = size_of(probe / "checkpoint-1")
     run_bytes = size_of(probe) - size_of(probe / "final")
     disk = small_filesystem(run_bytes + checkpoint_bytes // 2)  # room for checkpoint-1, not for checkpoint-2 as well
 
     run_dir = disk / "run"
-    failed = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "3"))
+    failed = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "3"))
     assert failed.returncode == 2, failed.stderr[-3000:]
     assert "the disk is full" in failed.stderr and "checkpoint-1) is intact" in failed.stderr
     assert [p.name for p in complete_checkpoints(run_dir)] == ["checkpoint-1"]
@@ -58,7 +58,7 @@ def test_a_full_disk_fails_the_checkpoint_cleanly_and_the_run_resumes(tiny_polic
 
     moved = tmp_path / "moved"  # room again: the same run, on a disk with space
     shutil.copytree(run_dir, moved)
-    resumed = coreward(*tiny_train_args(tiny_policy, moved, "--max-steps", "3", "--resume"))
+    resumed = coreward_here(*tiny_train_args(tiny_policy, moved, "--max-steps", "3", "--resume"))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert [row["step"] for row in read_metrics(moved / "metrics.jsonl")] == [1, 2, 3]
     assert (moved / "final" / "config.json").is_file()

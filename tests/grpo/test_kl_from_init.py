@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from coreward.grpo.kl_from_init import frozen_copy, sequence_k3
-from tests.helpers.runs import RULE_CONFIG, coreward, tiny_train_args
+from tests.helpers.runs import RULE_CONFIG, coreward_here, tiny_train_args
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -71,7 +71,7 @@ def test_beta_zero_run_logs_kl_from_init_from_a_frozen_copy(tiny_policy, tmp_pat
     """beta = 0 keeps no reference, so the frozen copy is used: KL 0 on step 1 (nothing has changed yet), then
     positive once the policy moved (a copy sharing the policy's weights would stay at 0)."""
     run = tmp_path / "run"
-    result = coreward(*moving_args(tiny_policy, run, tmp_path, "--max-steps", "3"))
+    result = coreward_here(*moving_args(tiny_policy, run, tmp_path, "--max-steps", "3"))
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [r for r in _rows(run) if "kl/from_init" in r]
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -84,16 +84,16 @@ def test_beta_zero_run_logs_kl_from_init_from_a_frozen_copy(tiny_policy, tmp_pat
     # stopped after step 2 and resumed: the copy is of the initial policy again, not of the checkpoint, so
     # step 3 measures the same distance as in the run that never stopped
     resumed = tmp_path / "resumed"
-    first = coreward(*moving_args(tiny_policy, resumed, tmp_path, "--max-steps", "2"))
+    first = coreward_here(*moving_args(tiny_policy, resumed, tmp_path, "--max-steps", "2"))
     assert first.returncode == 0, first.stderr[-3000:]
-    again = coreward(*moving_args(tiny_policy, resumed, tmp_path, "--max-steps", "3", "--resume", "--allow-config-change"))
+    again = coreward_here(*moving_args(tiny_policy, resumed, tmp_path, "--max-steps", "3", "--resume", "--allow-config-change"))
     assert again.returncode == 0, again.stderr[-3000:]
     step3 = [r for r in _rows(resumed) if r["step"] == 3 and "kl/from_init" in r]
     assert step3[-1]["kl/from_init"] == pytest.approx(rows[2]["kl/from_init"], rel=1e-3)
 
     # turned off: nothing logged, and the run is otherwise the same run (building the copy draws no random numbers)
     off = tmp_path / "off"
-    result = coreward(*moving_args(tiny_policy, off, tmp_path, "--max-steps", "2", "--set", "kl_from_init=false"))
+    result = coreward_here(*moving_args(tiny_policy, off, tmp_path, "--max-steps", "2", "--set", "kl_from_init=false"))
     assert result.returncode == 0, result.stderr[-3000:]
     off_rows = [r for r in _rows(off) if "reward" in r]
     assert not any("kl/from_init" in r for r in off_rows)
@@ -105,7 +105,7 @@ def test_frozen_copy_agrees_with_trls_reference(tiny_policy, tmp_path):
     is used) but a sync interval longer than the run, TRL's reference stays the initial policy: TRL's own
     per-token KL (`kl`, k3 on the same on-policy samples) must equal ours, computed from the copy."""
     run = tmp_path / "run"
-    result = coreward(*moving_args(tiny_policy, run, tmp_path, "--max-steps", "3",
+    result = coreward_here(*moving_args(tiny_policy, run, tmp_path, "--max-steps", "3",
                                        "--set", "grpo.beta=0.04", "--set", "grpo.sync_ref_model=true",
                                        "--set", "grpo.ref_model_sync_steps=1000"))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -18,7 +18,7 @@ from coreward.grpo.checkpoints import complete_checkpoints
 from coreward.grpo.preemption import PREEMPTED_EXIT, signal_numbers
 from coreward.runtime.metrics import read_metrics
 from tests.helpers.kill_resume import free_port
-from tests.helpers.runs import coreward, tiny_train_args
+from tests.helpers.runs import coreward_here, tiny_train_args
 
 
 STEPS = 6
@@ -125,5 +125,5 @@ def test_two_processes_stop_together_when_one_is_signalled(tiny_policy, tmp_path
 
 def test_preempt_signals_are_checked_and_can_be_turned_off(tiny_policy, tmp_path):
     assert signal_numbers(["SIGTERM", "usr1"]) == [signal.SIGTERM, signal.SIGUSR1]
-    bad = coreward(*tiny_train_args(tiny_policy, tmp_path / "run", "--set", "preempt_signals=[SIGKILL]"))
+    bad = coreward_here(*tiny_train_args(tiny_policy, tmp_path / "run", "--set", "preempt_signals=[SIGKILL]"))
     assert bad.returncode == 2 and "key preempt_signals: 'SIGKILL' is not a signal a run can catch" in bad.stderr

@@ -17,7 +17,7 @@ from coreward.grpo.run_dir import REDACTED, RunLock, changed_keys, redact
 from coreward.rewards.base import RewardSource
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.metrics import read_metrics
-from tests.helpers.runs import REPO, coreward, tiny_train_args
+from tests.helpers.runs import REPO, coreward_here, tiny_train_args
 
 
 PLANTED = "sk-planted-0123456789abcdef"
@@ -36,30 +36,30 @@ class KeyedReward(RewardSource):
 
 def test_a_finished_run_resumed_is_a_no_op_and_never_trains_past_its_steps(tiny_policy, tmp_path):
     run_dir = tmp_path / "run"
-    assert coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2")).returncode == 0
+    assert coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2")).returncode == 0
     final_mtime = (run_dir / "final" / "config.json").stat().st_mtime_ns
-    again = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2", "--resume"))
+    again = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2", "--resume"))
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already finished step 2 of 2; nothing to do" in again.stdout + again.stderr
     assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == [1, 2]
     assert (run_dir / "final" / "config.json").stat().st_mtime_ns == final_mtime  # finished work untouched
     # without --resume: refused, naming the two ways on (continue it for more steps, or another directory)
-    fresh = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2"))
+    fresh = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2"))
     assert fresh.returncode == 2 and "pick another --output-dir" in fresh.stderr
     assert "already holds a run: pass --resume" in fresh.stderr and "with a larger --max-steps" in fresh.stderr
 
 
 def test_resume_refuses_a_changed_config_unless_allowed(tiny_policy, tmp_path):
     run_dir = tmp_path / "run"
-    assert coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "1")).returncode == 0
-    changed = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2", "--resume",
+    assert coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "1")).returncode == 0
+    changed = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2", "--resume",
                                         "--set", "grpo.learning_rate=0.5", "--set", "rewards.0.name=majority"))
     assert changed.returncode == 2
     assert "grpo.learning_rate" in changed.stderr and "rewards" in changed.stderr
     assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == [1]  # nothing trained
-    longer = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2", "--resume"))  # max_steps may change
+    longer = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2", "--resume"))  # max_steps may change
     assert longer.returncode == 0, longer.stderr[-3000:]
-    allowed = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "3", "--resume",
+    allowed = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "3", "--resume",
                                         "--set", "grpo.learning_rate=0.001", "--allow-config-change"))
     assert allowed.returncode == 0, allowed.stderr[-3000:]
     assert (run_dir / "config.step-2.yaml").is_file() and "0.001" in (run_dir / "config.yaml").read_text()
@@ -89,7 +89,7 @@ def test_a_second_train_on_a_directory_in_use_fails_at_once(tiny_policy, tmp_pat
     run_dir = tmp_path / "run"
     with RunLock(run_dir):
         start = time.monotonic()
-        second = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "1", "--resume"))
+        second = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "1", "--resume"))
     assert second.returncode == 2 and "is in use by" in second.stderr
     assert not (run_dir / "metrics.jsonl").exists()
     assert time.monotonic() - start < 120  # refused before any model loads (generous: shared CPUs)
@@ -129,9 +129,9 @@ def test_a_run_whose_last_checkpoint_is_its_last_step_builds_final_without_train
     import shutil
 
     run_dir = tmp_path / "run"
-    assert coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2")).returncode == 0
+    assert coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2")).returncode == 0
     shutil.rmtree(run_dir / "final")
-    again = coreward(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2", "--resume"))
+    again = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2", "--resume"))
     assert again.returncode == 0, again.stderr[-3000:]
     assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == [1, 2]
     assert (run_dir / "final" / "config.json").is_file() and "finished at step 2" in again.stdout + again.stderr
