@@ -56,41 +56,35 @@ def test_a_demo_never_overwrites_earlier_results(tmp_path, monkeypatch):
                                        "runs/demo/stress/report/report.md"]
 
 
-def test_demo_over_seeds_reports_mean_and_std_and_keeps_every_seeds_values(tmp_path):
+def test_demo_over_seeds_side_by_side_reports_mean_and_std_and_equals_the_runs_made_one_at_a_time(tmp_path):
+    """Two seeds made one at a time in this process: the table shows mean ± std and results.json keeps each
+    seed's value. Then seed 3 again with `--jobs 2` (each run a `coreward train` process of its own, one torch
+    thread, the method and its stress row side by side): the same numbers (same seed, configs and machine)."""
     from coreward.demo.run import run_demo_seeds
 
     budget = Budget(steps=2, eval_problems=8, eval_n=2, curve_every=0, curve_problems=0,
                     stress=Stress(learning_rate=5e-4, steps=2, methods=("rule",)))
-    summary = run_demo_seeds(["rule"], quick=False, output_dir=tmp_path, seeds=[3, 4], budget=budget)
+    one = run_demo_seeds(["rule"], quick=False, output_dir=tmp_path / "one", seeds=[3, 4], budget=budget)
 
-    results = json.loads((tmp_path / "results.json").read_text())
+    results = json.loads((tmp_path / "one" / "results.json").read_text())
     assert results["seeds"] == [3, 4] and [r["method"] for r in results["rows"]] == ["baseline", "rule"]
     for seed, index in ((3, 0), (4, 1)):  # each seed's own run, and its value kept in the combined results
-        own = json.loads((tmp_path / f"seed-{seed}" / "results.json").read_text())
+        own = json.loads((tmp_path / "one" / f"seed-{seed}" / "results.json").read_text())
         assert own["seed"] == seed
         assert results["rows"][1]["heldout_avg"][index] == own["rows"][1]["heldout_avg"]
         assert results["stress_rows"][0]["train_reward"][index] == own["stress_rows"][0]["train_reward"]
-    table = (tmp_path / "table.md").read_text()
-    assert "2 seeds (3, 4)" in table and table == summary["table"] + "\n"
+    table = (tmp_path / "one" / "table.md").read_text()
+    assert "2 seeds (3, 4)" in table and table == one["table"] + "\n"
     rule_row = next(line for line in table.splitlines() if line.startswith("| Rule-based"))
     assert rule_row.count(" ± ") == 4  # held-out, Δ, reward, verified accuracy
 
-
-def test_demo_runs_side_by_side_are_the_runs_made_one_at_a_time(tmp_path):
-    """`--jobs 2`: each run is a `coreward train` process of its own (one torch thread), two at a time, over
-    methods, stress rows and seeds; the table holds the same numbers as the runs made one at a time in this
-    process (same seeds, same configs, same machine)."""
-    from coreward.demo.run import run_demo_seeds
-
-    budget = Budget(steps=2, eval_problems=8, eval_n=2, curve_every=0, curve_problems=0,
-                    stress=Stress(learning_rate=5e-4, steps=2, methods=("rule",)))
-    one = run_demo_seeds(["rule", "majority"], quick=False, output_dir=tmp_path / "one", seeds=[0], budget=budget)
-    two = run_demo_seeds(["rule", "majority"], quick=False, output_dir=tmp_path / "two", seeds=[0], budget=budget,
-                         jobs=2)
+    # seed 3 again, side by side: the same numbers as seed 3's runs made one at a time
+    two = run_demo_seeds(["rule"], quick=False, output_dir=tmp_path / "two", seeds=[3], budget=budget, jobs=2)
+    seed_3 = json.loads((tmp_path / "one" / "seed-3" / "results.json").read_text())
     numbers = ("heldout_avg", "train_reward", "train_verified_accuracy")
     for key in ("rows", "stress_rows"):
-        assert [[r[k] for k in numbers] for r in two[key]] == [[r[k] for k in numbers] for r in one[key]], key
-    assert two["table"] == one["table"]
-    for run in ("rule", "majority", "stress/rule"):  # the same run directories, each with its own log
+        assert [[r[k] for k in numbers] for r in two[key]] == [[r[k] for k in numbers] for r in seed_3[key]], key
+    assert two["table"] == (tmp_path / "one" / "seed-3" / "table.md").read_text().strip()
+    for run in ("rule", "stress/rule"):  # the same run directories, each with its own log
         assert (tmp_path / "two" / run / "final" / "model.safetensors").is_file()
         assert (tmp_path / "two" / f"{run}.log").is_file()
