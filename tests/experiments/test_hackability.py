@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from coreward.experiments.hackability import Cell, MapSettings, collect, render_table
-from tests.helpers.runs import RULE_CONFIG, coreward
+from tests.helpers.runs import RULE_CONFIG, coreward_here
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -56,7 +56,7 @@ def test_map_runs_resumable_cells_side_by_side(tiny_policy, tmp_path):
                "--output", str(out), "--set", f"model.name_or_path={tiny_policy}",
                "--set", "grpo.per_device_train_batch_size=16", "--set", "grpo.max_completion_length=12",
                "--set", "data.eval_every=0", "--set", "grpo.save_steps=1"]
-    first = coreward(*command)
+    first = coreward_here(*command)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "map: 2 cells (2 rewards × 1 lr × 1 seeds) to 2 steps, 2 at a time" in first.stderr
     assert "map: 2/2 cells done" in first.stderr
@@ -73,14 +73,14 @@ def test_map_runs_resumable_cells_side_by_side(tiny_policy, tmp_path):
     assert len(metrics) == 2
     before = [m.stat().st_mtime_ns for m in metrics]
 
-    again = coreward(*command)
+    again = coreward_here(*command)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "started" not in again.stderr and "map: 2/2 cells done" in again.stderr
     assert [m.stat().st_mtime_ns for m in metrics] == before
 
 
 def test_map_refuses_a_missing_config(tmp_path):
-    result = coreward("map", "--config", str(tmp_path / "nope.yaml"), "--lr", "1e-4", "--horizons", "5",
-                      "--output", str(tmp_path / "out"))
+    result = coreward_here("map", "--config", str(tmp_path / "nope.yaml"), "--lr", "1e-4", "--horizons", "5",
+                           "--output", str(tmp_path / "out"))
     assert result.returncode == 2
     assert "config file not found" in result.stderr and "nope.yaml" in result.stderr

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coreward.experiments.jobs import free_port  # noqa: F401 (the tests import it from here)
 from coreward.grpo.checkpoints import checkpoint_step
 from coreward.runtime.faults import FAULT_ENV, FAULT_RANK_ENV, MAIN_PROCESS_PHASES, PHASES, parse_faults  # noqa: F401
 
@@ -60,14 +61,6 @@ def train_command(config: str | Path, run_dir: Path, overrides: list[str], max_s
     for item in overrides:
         command += ["--set", item]
     return command + (["--resume"] if resume else [])
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float = 600,

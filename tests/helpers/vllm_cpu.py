@@ -40,8 +40,11 @@ ROOT = SCRIPT.parents[2]
 
 def run_coreward(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
     """`coreward ARGS` through this wrapper, in a fresh process (vLLM keeps global state), one torch thread."""
+    from coreward.experiments.jobs import free_port
+
+    # MASTER_PORT: the engine's rendezvous port, one per run (CI runs two of these tests side by side)
     environment = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1",
-                   "VLLM_CPU_KVCACHE_SPACE": "1", **(env or {})}
+                   "VLLM_CPU_KVCACHE_SPACE": "1", "MASTER_PORT": str(free_port()), **(env or {})}
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
                           env=environment, cwd=ROOT)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -38,6 +39,13 @@ def default_jobs() -> int:
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     return max(1, cores // 2)
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (the kernel's pick)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def last_step(run_dir: Path) -> int:
@@ -88,7 +96,10 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
             job = waiting.pop(0)
             job.log.parent.mkdir(parents=True, exist_ok=True)
             log = open(job.log, "a")
-            process = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=env,
+            # a port of its own for torch.distributed's rendezvous (a vLLM engine's, in a one-process run): TRL picks
+            # 29500 when it looks free, and two runs started at once would both see it free
+            process = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT,
+                                       env={**env, "MASTER_PORT": str(free_port())},
                                        start_new_session=True)  # Ctrl-C reaches the pool, which stops each run
             job.status = "running"
             running[process.pid] = (job, process, log, time.monotonic())
