@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -170,9 +169,9 @@ class DemoRun:
         return load_config(TrainConfig, self.config_file, self.overrides)
 
     def command(self) -> list[str]:
-        sets = [a for item in self.overrides for a in ("--set", item)]
-        return [sys.executable, "-m", "coreward.cli", "train", "--config", str(self.config_file), "--output-dir",
-                str(self.run_dir), *sets]
+        from coreward.experiments.jobs import train_command
+
+        return train_command(self.config_file, self.run_dir, self.overrides)
 
 
 def plan_runs(methods: list[str], budget: Budget, seed: int, output_dir: Path) -> list[DemoRun]:

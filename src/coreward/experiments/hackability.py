@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coreward.experiments.jobs import Job, default_jobs, run_jobs
+from coreward.experiments.jobs import Job, default_jobs, run_jobs, train_command
 from coreward.runtime.errors import CorewardError
 
 
@@ -120,10 +120,9 @@ def plan(settings: MapSettings) -> list[Cell]:
     return cells
 
 
-def train_command(cell: Cell, max_steps: int, overrides: Sequence[str]) -> list[str]:
+def cell_command(cell: Cell, max_steps: int, overrides: Sequence[str]) -> list[str]:
     sets = [f"grpo.learning_rate={cell.lr!r}", f"seed={cell.seed}", "torch_threads=1", *overrides]
-    return [sys.executable, "-m", "coreward.cli", "train", "--config", str(cell.config), "--output-dir",
-            str(cell.run_dir), "--max-steps", str(max_steps), "--resume", *(a for s in sets for a in ("--set", s))]
+    return train_command(cell.config, cell.run_dir, sets, "--max-steps", str(max_steps), "--resume")
 
 
 def finished(cell: Cell) -> bool:
@@ -137,7 +136,7 @@ def run_cells(cells: list[Cell], settings: MapSettings, say: Callable[[str], Non
     """Run every unfinished cell, `settings.jobs` at a time (experiments/jobs.py), with a progress line.
     Ctrl-C (or SIGTERM) stops the running cells cleanly (they checkpoint) and raises."""
     max_steps = max(settings.horizons)
-    jobs = [Job(cell.label, train_command(cell, max_steps, settings.overrides), cell.run_dir, cell.log, max_steps,
+    jobs = [Job(cell.label, cell_command(cell, max_steps, settings.overrides), cell.run_dir, cell.log, max_steps,
                 status="done" if finished(cell) else "waiting", extra={"cell": cell}) for cell in cells]
     try:
         run_jobs(jobs, settings.jobs, prefix="map", noun="cells", say=say, succeeded=lambda job: finished(job.extra["cell"]),

@@ -13,8 +13,9 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,13 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def train_command(config: Path, run_dir: Path, overrides: Sequence[str], *options: str) -> list[str]:
+    """`coreward train --config CONFIG --output-dir RUN_DIR [OPTIONS]` with each override a `--set`, as a job's command
+    (this Python, so a virtual environment's coreward)."""
+    return [sys.executable, "-m", "coreward.cli", "train", "--config", str(config), "--output-dir", str(run_dir),
+            *options, *(a for item in overrides for a in ("--set", item))]
 
 
 def last_step(run_dir: Path) -> int:

@@ -200,13 +200,11 @@ def validate_rewards(rewards: list[RewardSpec], data: DataSettings | None = None
 def declared_needs(rewards: list[RewardSpec]) -> list[tuple[str, Any]]:
     """(`rewards.N.params`, its `DataNeeds`) of each configured reward: what its parameters ask of the training data
     and of the loss (`RewardSource.data_needs`)."""
-    from coreward.rewards import parse_params, source_class
+    from coreward.rewards import source_class
 
-    found = []
-    for i, spec in enumerate(rewards):
-        cls = source_class(spec.name, key=f"rewards.{i}.name")
-        found.append((f"rewards.{i}.params", cls.data_needs(parse_params(cls, spec.params, key=f"rewards.{i}.params"))))
-    return found
+    return [(f"rewards.{i}.params",
+             source_class(spec.name, key=f"rewards.{i}.name").data_needs(spec.parsed_params(f"rewards.{i}")))
+            for i, spec in enumerate(rewards)]
 
 
 def declared(needs: list[tuple[str, Any]], need: str) -> tuple[Any, str] | None:

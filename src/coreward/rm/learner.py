@@ -73,9 +73,11 @@ class LearnerSettings:
             raise ValueError(f"lr must be > 0, got {self.lr}")
 
     @classmethod
-    def of(cls, settings: Any) -> LearnerSettings:
-        """These settings taken from an object that holds them (Cooper's Params), by field name."""
-        return cls(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(cls)})
+    def of(cls, settings: Any = None, **fields: Any) -> LearnerSettings:
+        """These settings taken from an object that holds them (Cooper's Params), by field name (None: the
+        defaults), with any of `fields` given by keyword instead."""
+        taken = {f.name: getattr(settings, f.name) for f in dataclasses.fields(cls)} if settings is not None else {}
+        return cls(**{**taken, **fields})
 
 
 def pairwise_loss(s_pos: torch.Tensor, s_neg: torch.Tensor) -> torch.Tensor:
@@ -96,8 +98,7 @@ class RMLearner:
     def __init__(self, rm, settings: LearnerSettings | None = None, *, sharding=None, max_grad_norm: float = 1.0,
                  **fields: Any):
         """`settings` (default: LearnerSettings()'s), with any of its `fields` given by keyword instead."""
-        settings = dataclasses.replace(LearnerSettings.of(settings) if settings is not None else LearnerSettings(),
-                                       **fields)
+        settings = LearnerSettings.of(settings, **fields)
         self.settings = settings
         self.rm = rm
         self.step_without_pairs = settings.step_without_pairs
@@ -272,8 +273,7 @@ class RMLearner:
              sharding=None, **fields: Any) -> RMLearner:
         """The learner `save` wrote: same weights, same optimizer moments and step counts (`settings` and
         `fields` as for the constructor)."""
-        settings = dataclasses.replace(LearnerSettings.of(settings) if settings is not None else LearnerSettings(),
-                                       **fields)
+        settings = LearnerSettings.of(settings, **fields)
         rm = VerifyRM.from_pretrained(directory / RM_DIR, device=device, dtype=dtype, batch_size=settings.batch_size)
         learner = cls(rm, settings, sharding=sharding)
         if learner.sharding is not None:  # the whole RM was loaded and sharded; now the optimizer's shards
