@@ -137,4 +137,10 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward
 
 
 if __name__ == "__main__":
+    from coreward.runtime.distributed import exit_now, leave_process_group
+
     main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else "length_rank_probe")
+    # ended as `coreward train` ends a distributed run: the group left together, then no interpreter teardown (whose
+    # destruction of gloo's threads aborts a rank now and then, exit -6, after its report is written)
+    if leave_process_group():
+        exit_now(0)
