@@ -1,6 +1,6 @@
 """The typed config of `coreward train`: model, data, reward sources, and TRL's GRPOConfig fields.
 
-    model:   {name_or_path: demo | PATH | hub id, dtype: float32 | bfloat16 | ...}
+    model:   {name_or_path: demo | PATH | hub id, dtype: float32 | bfloat16 | ..., master_weights: float32 | none}
     lora:    {enabled: false, r: 16, ...}                 # peft LoRA on the policy
     data:    {train: demo | gsm8k | FILE, split: train, prompt_format: plain | chat, ...}
     rewards: [{name: rule, weight: 1.0, params: {...}}]   # several sources are summed with weights
@@ -26,7 +26,15 @@ from coreward.runtime.errors import CorewardError
 @dataclass
 class ModelSettings:
     name_or_path: str = "demo"  # "demo" = the project's warm-started demo policy
+    # the precision the policy computes in: bfloat16/float16 train in mixed precision (autocast), with float32
+    # weights and optimizer unless master_weights is none; float32 computes in bf16 only where grpo.bf16 says so
+    # (a GPU's default); auto: the checkpoint's own dtype, loaded into float32 weights
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    # float32: the optimizer updates float32 weights whatever `dtype` computes in (runtime/precision.py says why);
+    # none: a bf16/fp16 `dtype` is also the weights' dtype and AdamW steps them in place (pure low precision: steps
+    # below half a rounding step of a weight are lost; warned at start). FSDP2 and DeepSpeed keep float32 weights
+    # or master partitions of their own whatever this says
+    master_weights: Literal["float32", "none"] = "float32"
     attn_implementation: str | None = None
     trust_remote_code: bool = False
 

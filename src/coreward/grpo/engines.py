@@ -82,3 +82,35 @@ def sharding_report(accelerator, models: dict[str, object]) -> str:
             partial, total = partitioned_count(model)
             parts.append(f"{name} {partial}/{total} tensors partitioned")
     return f"engine: {engine_name(accelerator)} on {accelerator.num_processes} process(es); " + ", ".join(parts)
+
+
+def precision_report(trainer, master_weights: str) -> list[str]:
+    """The run log's precision line (tests read it) and, for pure low-precision weights, the rounding warning.
+
+    `precision: policy weights W, updated in U, compute C (engine)`: W is the dtype of the parameters as the
+    engine holds them, U the dtype AdamW's update is applied in (DeepSpeed's float32 master partitions, FSDP2's
+    upcast shards), C the autocast dtype (or the weights' own dtype without mixed precision)."""
+    import torch
+
+    from coreward.runtime.precision import is_low_precision, round_away_warning
+
+    model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
+    trained = [p for p in model.parameters() if p.requires_grad] or list(model.parameters())
+    weights = updated = trained[0].dtype  # before `train` prepares the model: as loaded
+    engine = engine_name(trainer.accelerator)
+    if trainer.compute_dtype is not None and trainer.is_deepspeed_enabled:  # DeepSpeed casts, keeps fp32 masters
+        weights, updated = trainer.compute_dtype, torch.float32
+    elif trainer.compute_dtype is not None and trainer.is_fsdp_enabled:  # accelerate upcasts trained parameters
+        weights = updated = torch.float32
+    compute = trainer.compute_dtype or weights
+    name = lambda dtype: str(dtype).removeprefix("torch.")  # noqa: E731
+    lines = [f"precision: policy weights {name(weights)}, updated in {name(updated)}, compute {name(compute)} "
+             f"({engine})"]
+    if master_weights == "none" and not is_low_precision(updated) and is_low_precision(trained[0].dtype):
+        lines.append(f"note: model.master_weights: none has no effect under {engine}: it keeps float32 weights "
+                     "(FSDP2 upcasts trained parameters, DeepSpeed keeps float32 master partitions)")
+    if is_low_precision(updated):
+        warning = round_away_warning("the policy", "model.master_weights", trained, trainer.args.learning_rate, updated)
+        if warning:
+            lines.append(warning)
+    return lines

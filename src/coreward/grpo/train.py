@@ -103,6 +103,7 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
 
     on_gpu = torch.cuda.is_available()
     precision = launcher_precision()  # `accelerate launch`'s mixed_precision: DeepSpeed/FSDP configs need agreement
+    flags = compute_flags(config.model.dtype, precision, on_gpu)
     settings: dict[str, Any] = {
         "logging_steps": 1,
         "disable_tqdm": False,  # the progress bar, whatever the logging level (quiet libraries raise it)
@@ -111,10 +112,9 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
         "report_to": ["tensorboard"],
         "remove_unused_columns": False,
         "activation_checkpointing": on_gpu,
-        "bf16": precision == "bf16" if precision else on_gpu and torch.cuda.is_bf16_supported(),
-        "fp16": precision == "fp16",
+        **flags,
         "use_cpu": not on_gpu,
-        "model_init_kwargs": {"dtype": config.model.dtype},
+        "model_init_kwargs": {"dtype": weights_dtype(config.model)},
     }
     if config.model.attn_implementation:
         settings["model_init_kwargs"]["attn_implementation"] = config.model.attn_implementation
@@ -134,10 +134,50 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     if max_steps is not None:
         settings["max_steps"] = max_steps
     check_precision(settings, precision, on_gpu)
+    check_mixed_precision(config.model, settings, precision)
     try:
         return GRPOConfig(**settings)
     except (ValueError, TypeError) as err:
         raise CorewardError(f"invalid grpo settings: {err}") from None
+
+
+def compute_flags(dtype: str, precision: str | None, on_gpu: bool) -> dict[str, bool]:
+    """The trainer's bf16/fp16 (accelerate's mixed precision: autocast over float32 weights) before the config's own
+    `grpo` keys: the launcher's mixed_precision when `accelerate launch` set one; else the compute dtype that
+    model.dtype names; else bf16 on a GPU that has it."""
+    import torch
+
+    if precision:
+        return {"bf16": precision == "bf16", "fp16": precision == "fp16"}
+    if dtype in ("bfloat16", "float16"):
+        return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
+    return {"bf16": on_gpu and torch.cuda.is_bf16_supported(), "fp16": False}
+
+
+def weights_dtype(model) -> str:
+    """The dtype TRL loads the policy's weights in: float32 whatever it computes in (AdamW's steps at the papers'
+    learning rates round away on bf16 weights: runtime/precision.py), unless `model.master_weights: none` asks for
+    the optimizer to step `model.dtype`'s weights themselves.
+
+    Per engine, the weights the optimizer updates are then float32: one process and DDP hold float32 parameters
+    and compute through accelerate's autocast (verl's way: fp32 actor, bf16 compute); FSDP2 shards float32
+    parameters and casts each unit to bf16 for compute (accelerate's MixedPrecisionPolicy, and it upcasts
+    low-precision parameters itself); DeepSpeed ZeRO casts the module to bf16 and keeps float32 master
+    partitions (its bf16 optimizer), and the final model is written from those masters (trainer.save_model)."""
+    return "float32" if model.master_weights == "float32" else model.dtype
+
+
+def check_mixed_precision(model, settings: dict[str, Any], precision: str | None) -> None:
+    """A low-precision model.dtype with float32 weights computes through the trainer's bf16/fp16 flag: it must be on."""
+    if model.master_weights != "float32" or model.dtype not in ("bfloat16", "float16"):
+        return
+    flag = "bf16" if model.dtype == "bfloat16" else "fp16"
+    if not settings.get(flag):
+        where = (f"the accelerate config's mixed_precision is {precision!r}" if precision
+                 else f"grpo.{flag}={settings.get(flag)}")
+        raise CorewardError(f"model.dtype={model.dtype} computes in {flag} through mixed precision (float32 weights, "
+                            f"{flag} autocast), but {where}: set mixed_precision: {flag} (grpo.{flag}: true), or "
+                            "model.dtype: float32")
 
 
 def check_precision(settings: dict[str, Any], precision: str | None, on_gpu: bool) -> None:
@@ -318,6 +358,10 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     # TRL writes its own model card to the run root at every checkpoint ("fine-tuned version of [None]" for a model
     # given by path); the run's card is final/README.md (publish.write_model_card)
     trainer.create_model_card = lambda *args, **kwargs: None
+    from coreward.grpo.engines import precision_report
+
+    for line in precision_report(trainer, config.model.master_weights):
+        print_once(line)
     trainer.add_callback(short_completions_warning())
     use_compact_progress(trainer)
     use_run_tensorboard(trainer, run_dir / "tensorboard", checkpoint_step(checkpoint) if checkpoint else None)

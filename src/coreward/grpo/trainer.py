@@ -142,7 +142,25 @@ class CorewardGRPOTrainer(GRPOTrainer):
         if len(set(names)) != len(names):
             names = [f"{n}_{i}" for i, n in enumerate(names)]
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
+        self._frozen_models_to_compute_dtype(self.ref_model)
         self.kl_init_source, self.kl_init_model = self._initial_policy_for_kl() if kl_from_init else (None, None)
+
+    @property
+    def compute_dtype(self) -> torch.dtype | None:
+        """The dtype mixed precision computes in (grpo.bf16 / fp16: autocast over the weights), None without it."""
+        return torch.bfloat16 if self.args.bf16 else torch.float16 if self.args.fp16 else None
+
+    def _frozen_models_to_compute_dtype(self, model) -> Any:
+        """A frozen model (TRL's KL reference, the initial policy of `kl/from_init`) held in the compute dtype: TRL
+        builds the reference like the policy, whose weights are float32 so that AdamW's steps survive
+        (grpo/train.py `weights_dtype`), but nothing steps a frozen model and autocast computes in bf16 anyway, so
+        its float32 copy would only double its memory. One process and DDP only: DeepSpeed casts its engines
+        itself, and an FSDP2 model is sharded already (a Co-rewarding-II teacher there is averaged in place, in
+        float32)."""
+        compute = self.compute_dtype
+        if model is None or compute is None or self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return model
+        return model.to(compute)
 
     def _initial_policy_for_kl(self) -> tuple[str, Any]:
         """How `kl/from_init` gets π_init's log-probabilities (see grpo/kl_from_init.py), built while the policy
@@ -168,7 +186,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
             prepare = prepare_deepspeed if self.is_deepspeed_enabled else prepare_fsdp
             copy = prepare(copy, self.accelerator)
         else:
-            copy = frozen_copy(model)
+            copy = self._frozen_models_to_compute_dtype(frozen_copy(model))
             # TRL's log-probability pass calls `model(..., fused_lm_head=True)`: patched onto the copy itself, as
             # TRL patches its reference (the closure is over the copy, never the policy)
             add_fused_lm_head(copy, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
@@ -475,6 +493,33 @@ class CorewardGRPOTrainer(GRPOTrainer):
         return grad_norm
 
     # ----------------------------------------------------------------- checkpoints
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """TRL's save, except under DeepSpeed with a bf16/fp16 module: there the weights are written from DeepSpeed's
+        float32 master partitions, not the module's 16-bit copies (at lr 1e-6 most of a short run's learning is
+        below a bf16 rounding step of the weights: written in bf16, `final/` would equal the initial model)."""
+        from coreward.runtime.precision import is_low_precision
+
+        module = self.accelerator.unwrap_model(self.model_wrapped) if self.is_deepspeed_enabled else None
+        if module is None or hasattr(module, "peft_config") or not is_low_precision(next(module.parameters()).dtype):
+            return super().save_model(output_dir, _internal_call)
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        output_dir = output_dir or self.args.output_dir
+        state = module.state_dict() if self.args.should_save else {}  # buffers, and the names of tied weights
+        masters: dict[int, torch.Tensor] = {}
+        for name, param in module.named_parameters(remove_duplicate=False):  # collective: every process, same order
+            if id(param) not in masters:
+                full = safe_get_full_fp32_param(param)
+                masters[id(param)] = full.detach().cpu() if full is not None else param.detach().float().cpu()
+            if self.args.should_save:
+                state[name] = masters[id(param)]
+        self._save(output_dir, state_dict=state)
+        if self.args.should_save:  # save_pretrained records the module's dtype; the tensors are float32
+            config = Path(output_dir) / "config.json"
+            written = json.loads(config.read_text())
+            written["dtype"] = "float32"
+            config.write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
+
     def _save_checkpoint(self, model, trial):
         for callback in self.callback_handler.callbacks:
             if hasattr(callback, "flush"):  # metrics up to this step are on disk before the checkpoint is
