@@ -9,8 +9,10 @@ training), then, per group of n:
    (extract default | boxed_raw) × (match verified | exact): how often the group has a label at all, and how
    often that label is the true answer; and the share of rollouts rewarded.
 2. Cooper's answerless negatives: among completions the verifier finds no answer in (the demo's `ans r`
-   format), the share that is in fact right (their last number is the gold). The authors' rule
-   (`answerless_negative: accept`) would hand each of those to the RM as a *wrong* solution.
+   format), the share that is in fact right (their last number is the gold); how many of those the authors'
+   whole-text check (`not verify(parse(text), parse(positive))`: math-verify reads the last number) refuses,
+   as `answerless_negative: accept` now does; and how many right ones it would still keep, handing them to the
+   RM as *wrong* solutions.
 """
 
 from __future__ import annotations
@@ -67,6 +69,12 @@ def main() -> None:
         right = sum(bool(_LAST_NUMBER.findall(c)) and _LAST_NUMBER.findall(c)[-1] == str(gold) for c, gold in answerless)
         print(f"\nanswerless completions: {len(answerless)} of {len(flat)} ({len(answerless) / len(flat):.3f}); "
               f"of those, right by their last number: {right} ({right / max(1, len(answerless)):.3f})")
+        whole = verifier.whole_text_equal([c for c, _ in answerless], [str(gold) for _, gold in answerless])
+        kept = [(c, gold) for (c, gold), (equal, _) in zip(answerless, whole) if not equal]
+        kept_right = sum(bool(_LAST_NUMBER.findall(c)) and _LAST_NUMBER.findall(c)[-1] == str(gold) for c, gold in kept)
+        print(f"the authors' whole-text check refuses {len(answerless) - len(kept)} of them "
+              f"({sum(late for _, late in whole)} timed out) and keeps {len(kept)}, of which right by their last "
+              f"number: {kept_right}")
 
 
 if __name__ == "__main__":

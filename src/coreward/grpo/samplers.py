@@ -89,9 +89,15 @@ class PairedRepeatSampler(EpochReplay, Sampler[int]):
 
 def balanced_view_shuffle(batch: dict[str, Any], chunks: int) -> dict[str, Any] | None:
     """TRL's shuffle of a generation batch before it is cut into `chunks` micro-batches, with every micro-batch
-    holding as many question rows (view 0) as rephrasing rows (view 1), the k-th question row of the batch
-    beside the k-th rephrasing row, as the authors' `update_policy` zips a micro-batch of each view
-    (Co-rewarding-I dp_actor.py). None where the batch can't be balanced (then TRL's own shuffle applies)."""
+    holding as many question rows (view 0) as rephrasing rows (view 1): random question rows, each beside its
+    rephrasing's row (the k-th question row of the batch and the k-th rephrasing row are one pair and one rollout
+    index). None where the batch can't be balanced (then TRL's own shuffle applies).
+
+    The authors' `update_policy` (Co-rewarding-I dp_actor.py) zips the k-th micro-batch of questions with the k-th
+    of rephrasings, each view cut in its own order (`_balance_batch` applied to each view apart), so theirs pair
+    unrelated questions. With `view_loss: per_view` that pairing does not change the loss: it is Σ_k of each view's
+    token mean over its rows in micro-batch k, and the two views' sums are taken apart (tests/grpo/test_view_balance.py).
+    Which rows of one view share a micro-batch does change it: here random rows, theirs in order (docs/fidelity.md)."""
     views = batch.get("view")
     if not isinstance(views, torch.Tensor):
         return None

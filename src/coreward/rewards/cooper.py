@@ -8,7 +8,8 @@ Each training step, on the global batch of G rollouts o_1..o_G per prompt q (ref
                    authors' GSM8K rule); no accepted o_i → no pair for q
     3. negative    o⁻ = assistant(q, o⁺): a plausible solution whose answer does not verify equal to o⁺'s;
                    asked again (at most `max_retries` times) while it does, or has no answer (the authors
-                   keep an answerless one: `answerless_negative: accept`); else no pair
+                   keep an answerless one unless its last number is o⁺'s answer: `answerless_negative: accept`);
+                   else no pair
                    (variant, not the paper's: negative="rollout" takes o⁻ = the rejected o_i of highest r_i,
                    the policy's own wrong answer the RM likes most; no rejected o_i → no pair)
     4. RM update   L(θ) = mean over valid pairs of −log σ(f_θ(q, a, o⁺) − f_θ(q, a, o⁻))

@@ -264,7 +264,10 @@ def write_negatives(assistant: Assistant, verifier, requests: list[NegativeReque
 
     A text with no extractable answer is rejected (it teaches the RM nothing about answers), unless
     `accept_answerless`: the authors compare `verify(parse(negative), parse(positive))` on whole texts, and a
-    text math-verify finds no answer in is "not equal", so they accept it.
+    text math-verify finds no answer in is "not equal", so they accept it. math-verify's parse of a whole text
+    also reads its last bare number (`... so 8-1=7.` reads 7), so they reject an unmarked text whose last number is
+    the positive's answer; under `accept_answerless` such a text is checked that way too (`whole_text_equal`, in the
+    verifier's worker pool under its deadline: a timeout counts as "not equal", as math-verify's own timeout does).
 
     A request that failed outright is not asked again here: the endpoint backend has already retried it
     with backoff under its deadline, so one dead server costs a step at most that deadline, once. With
@@ -284,9 +287,16 @@ def write_negatives(assistant: Assistant, verifier, requests: list[NegativeReque
         written = [(i, result.text) for i, result in zip(pending, results) if result.ok]
         outcome.failures += len(pending) - len(written)
         verdicts = verifier.verify_completions([text for _, text in written], [requests[i].answer for i, _ in written])
+        answerless = [k for k, verdict in enumerate(verdicts) if verdict.extracted is None] if accept_answerless else []
+        whole_text = dict(zip(answerless, verifier.whole_text_equal([written[k][1] for k in answerless],
+                                                                    [requests[written[k][0]].answer for k in answerless])))
         pending = [i for i, result in zip(pending, results) if not result.ok] if retry_failed else []
-        for (i, text), verdict in zip(written, verdicts):
-            if verdict.correct or (verdict.extracted is None and not accept_answerless):
+        for k, ((i, text), verdict) in enumerate(zip(written, verdicts)):
+            if k in whole_text:  # no answer we read: math-verify's parse of the whole text (its last number) decides
+                refused = whole_text[k][0]
+            else:
+                refused = verdict.correct or verdict.extracted is None
+            if refused:
                 outcome.rejected += 1
                 pending.append(i)
             else:

@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 from multiprocessing.connection import wait
+from typing import NamedTuple
 
 
 KILL_GRACE_S = 0.5  # a worker silent for timeout_s + this long is killed
@@ -59,6 +60,26 @@ def math_verify_equal(gold: str, pred: str, float_rounding: int | None = None) -
         return False
 
 
+class WholeText(NamedTuple):
+    """A pool item compared by `math_verify_text_equal` (a plain (gold, pred[, rounding]) tuple goes to
+    `math_verify_equal`)."""
+
+    text: str
+    answer: str
+
+
+def math_verify_text_equal(text: str, answer: str) -> bool:
+    """`verify(parse(text), parse(answer))` with math-verify's own extraction over the whole `text`: it reads a
+    `\\boxed{}`, a "final answer is", and else the last number or formula of the text (`... 8-1=7.` reads 7).
+    This is how Cooper's authors check a negative against its positive (collaborate.py), also where coreward's
+    extraction reads no answer. Untrusted text: only in a worker under the deadline (`Verifier.whole_text_equal`)."""
+    math_verify = _math_verify()
+    try:
+        return bool(math_verify.verify(math_verify.parse(text, parsing_timeout=None), _parse(answer), timeout_seconds=None))
+    except Exception:  # noqa: BLE001 - math-verify's own policy: an error is "not equal"
+        return False
+
+
 class _Deadline(BaseException):
     """Raised by SIGALRM in a worker. A BaseException, so math-verify's `except Exception` can't swallow it."""
 
@@ -68,8 +89,8 @@ def _on_alarm(signum, frame):
 
 
 def _worker_main(conn, timeout_s: float) -> None:
-    """Worker loop: receive a chunk of (gold, pred, float_rounding), send back one (correct, timed_out) per item as it
-    finishes (so the supervisor knows which item is running and since when)."""
+    """Worker loop: receive a chunk of (gold, pred, float_rounding) or `WholeText` items, send back one
+    (correct, timed_out) per item as it finishes (so the supervisor knows which item is running and since when)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGALRM, _on_alarm)
     _math_verify()
@@ -91,7 +112,7 @@ def _compare_under_alarm(item: tuple, timeout_s: float) -> tuple[bool, bool]:
     try:
         try:
             signal.setitimer(signal.ITIMER_REAL, timeout_s)
-            return math_verify_equal(*item), False
+            return (math_verify_text_equal(*item) if isinstance(item, WholeText) else math_verify_equal(*item)), False
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except _Deadline:

@@ -19,7 +19,7 @@ from coreward.verify.answers import Check, checks_of, evaluate, plan
 from coreward.verify.arithmetic import fast_decide
 from coreward.verify.budget import is_simple, over_budget
 from coreward.verify.extract import MAX_COMPLETION_CHARS, clip_completion, extract_answer, gold_answer
-from coreward.verify.pool import WorkerPool, default_workers, math_verify_equal
+from coreward.verify.pool import WholeText, WorkerPool, default_workers, math_verify_equal
 
 
 # The wall-clock deadline is a last resort: the static budget refuses what is known to be slow, and real
@@ -111,6 +111,39 @@ class Verifier:
         extracted = [extract_answer(c, last_number_fallback) for c in clipped]
         verdicts = self._decide(golds, extracted)
         return [VerifyResult(c, answer, t) for (c, t), answer in zip(verdicts, extracted)]
+
+    def whole_text_equal(self, texts: list[str], answers: list[str]) -> list[tuple[bool, bool]]:
+        """(equal, timed_out) per text: does math-verify's own parse of the whole text (a `\\boxed{}`, "final answer
+        is", else its last number or formula) verify equal to `answer`? `verify(parse(text), parse(answer))`, the
+        text first, as Cooper's authors check a negative against its positive (rm/assistant.py `write_negatives`).
+
+        The texts are untrusted: every one goes to the worker pool under the deadline (cut to `max_completion_chars`
+        first), never to math-verify in the caller; a timeout is "not equal". An answer over the budget is not equal.
+        """
+        if len(texts) != len(answers):
+            raise ValueError(f"{len(texts)} texts but {len(answers)} answers")
+        items, slots = [], []
+        for k, (text, answer) in enumerate(zip(texts, answers)):
+            answer = gold_answer(answer)
+            if isinstance(text, str) and text.strip() and answer is not None and not over_budget(answer):
+                items.append(WholeText(clip_completion(text, self.max_completion_chars), answer))
+                slots.append(k)
+        verdicts = [(False, False)] * len(texts)
+        if not items:
+            return verdicts
+        with self._lock:
+            self.stats.math_verify += len(items)
+            pool = self._ensure_pool()
+            try:
+                results = pool.run(items)
+            except BaseException:  # as in `_math_verify`
+                pool.close(kill=True)
+                self._pool = None
+                raise
+            self.stats.timeouts += sum(late for _, late in results)
+        for k, result in zip(slots, results):
+            verdicts[k] = result
+        return verdicts
 
     def equivalence_classes(self, answers: list[str | None]) -> list[int | None]:
         """A class id per answer (None stays None), numbered in first-seen order.
