@@ -24,6 +24,17 @@ that each configuration runs, and measures its cost. The parts, each its own pro
     co_rewarding_2         Co-rewarding-II: the EMA teacher's rollouts sampled by the policy's vLLM engine
     eval_vllm              `coreward eval --backend vllm` of the policy
 
+The learning check (on by default on a GPU, `--learning` on CPU): every training part runs at the papers' policy
+learning rate (1e-6) in bf16 (`model.dtype: bfloat16`: float32 weights, bf16 autocast) and once more as an
+float32 reference (float32 weights and compute, the same seed, steps and batch), and its row gives the update's
+norm ‖θ_final − θ_init‖ (read from each run's `final/`) as a ratio to the reference's; a ratio outside 0.5–2×
+fails the row (pure bf16 weights give ~0.1×: their AdamW steps round away). A random policy earns the same
+reward on every completion, so GRPO's advantages would all be 0 and nothing would move: the learning check adds
+the entropy reward (weight 0.01) to each part, whose logit pass lands in the reward column. Co-rewarding-II's
+EMA teacher is compared the same way; `rm_update` compares Cooper's RM learner in bf16 (float32 masters, the
+default) and with the authors' pure bf16 (`master_weights: none`) with a float32 RM (the norm of the weights the
+optimizer updates, over its steps at lr 1e-5).
+
 Without vLLM installed, the training parts generate with transformers (the table says so) and eval_vllm is
 skipped; on CPU with vLLM, vLLM's CPU build runs through tests/helpers/vllm_cpu.py (weights kept syncable).
 Per part the table gives the median step time over the steps after the first (all steps when there is one),
@@ -65,6 +76,9 @@ QWEN25_15B = {
 TINY = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
             "num_key_value_heads": 2, "max_position_embeddings": 512, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
             "tie_word_embeddings": True, "hidden_act": "silu"}
+
+LEARNING_LR = 1e-6  # the papers' policy learning rate (Cooper; Co-rewarding: 3e-6)
+LEARNING_BAND = (0.5, 2.0)  # the update norm's ratio to the float32 reference that counts as "learns as fp32"
 
 # per-step work: (prompts x completions, completion tokens); the GPU sizes are a small real batch
 GPU_BATCH = {"prompts": 8, "generations": 8, "completion_tokens": 512, "vllm_memory": 0.3}
@@ -167,15 +181,16 @@ def has_vllm() -> bool:
 
 
 def part_command(part: str, policy: Path, rm: Path, run_dir: Path, steps: int, tiny: bool, gpus: int,
-                 use_vllm: bool) -> list[str] | None:
-    """The command of one part (None: it cannot run here)."""
+                 use_vllm: bool, learning: bool = False, reference: bool = False) -> list[str] | None:
+    """The command of one part (None: it cannot run here). `learning`: at lr 1e-6 in bf16 with the entropy reward
+    added (see the module's docstring); `reference`: that run's float32 reference."""
     batch = TINY_BATCH if tiny else GPU_BATCH
     if part == "rm_update":
         device = "cuda:1" if gpus >= 2 else "cuda:0" if gpus else "cpu"
         return [sys.executable, str(Path(__file__).resolve()), "--rm-child", str(rm), "--device", device,
-                "--steps", str(max(steps, 2)), "--dtype", "float32" if tiny else "bfloat16",
+                "--steps", str(max(steps, 2)), "--dtype", "float32" if tiny and not learning else "bfloat16",
                 "--pairs", str(batch["prompts"]), "--text-chars", "100" if tiny else "1000",
-                "--out", str(run_dir / "rm_update.json")]
+                "--out", str(run_dir / "rm_update.json"), *(["--learning"] if learning else [])]
     if part == "eval_vllm":
         if not use_vllm:
             return None
@@ -184,7 +199,7 @@ def part_command(part: str, policy: Path, rm: Path, run_dir: Path, steps: int, t
                 "--vllm-memory", str(batch["vllm_memory"]), "--max-new-tokens", str(batch["completion_tokens"]),
                 "--prompt-format", "plain", "--instruction", "", "--output", str(run_dir)]
     method = "cooper" if part.startswith("cooper") else part
-    dtype = "float32" if tiny else "bfloat16"
+    dtype = "float32" if (tiny and not learning) or reference else "bfloat16"
     overrides = [f"model.name_or_path={policy}", f"model.dtype={dtype}", f"data.limit={4 * batch['prompts']}",
                  "data.eval_every=0", "data.eval=null", f"grpo.num_generations={batch['generations']}",
                  f"grpo.per_device_train_batch_size={batch['prompts'] * batch['generations']}",
@@ -194,22 +209,31 @@ def part_command(part: str, policy: Path, rm: Path, run_dir: Path, steps: int, t
         overrides += ["grpo.vllm_mode=colocate", f"grpo.vllm_gpu_memory_utilization={batch['vllm_memory']}"]
         if not tiny:
             overrides += [f"grpo.vllm_max_model_length={4 * batch['completion_tokens']}"]
+    config = REPO / "configs" / "demo" / f"{method}.yaml"
+    if learning:
+        from coreward.runtime.config import read_yaml_with_base
+
+        rewards = read_yaml_with_base(config)["rewards"] + [{"name": "entropy", "weight": 0.01}]
+        overrides += [f"grpo.learning_rate={LEARNING_LR}", f"rewards={json.dumps(rewards)}"]
+    if reference:
+        overrides += ["grpo.bf16=false", "grpo.fp16=false"]
     if method == "cooper":
         overrides += [f"rewards.0.params.rm={rm}", "rewards.0.params.eval_every=0",
-                      f"rewards.0.params.rm_dtype={'float32' if tiny else 'bfloat16'}",
+                      f"rewards.0.params.rm_dtype={'float32' if tiny or reference else 'bfloat16'}",
                       f"rewards.0.params.batch_size={min(32, batch['prompts'] * batch['generations'])}"]
     if part == "cooper_rm_own_device":
         overrides += ["rewards.0.params.device=cuda:1"] if gpus >= 2 else \
             ["rewards.0.params.optimizer_offload=true"] if gpus == 1 else ["rewards.0.params.device=cpu"]
-    config = REPO / "configs" / "demo" / f"{method}.yaml"
     train = ["train", "--config", str(config), "--output-dir", str(run_dir), "--max-steps", str(steps)]
     for item in overrides:
         train += ["--set", item]
     if part == "cooper_sharded":
         accelerate = REPO / "configs" / "accelerate" / ("fsdp2.yaml" if gpus else "fsdp2_cpu.yaml")
         processes = max(gpus, 1) if gpus else 2
+        precision = ["--mixed_precision", "no" if reference or (tiny and not learning) else "bf16"]
         return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate),
-                "--num_processes", str(processes), "--main_process_port", "0", "-m", "coreward.cli", *train]
+                "--num_processes", str(processes), "--main_process_port", "0", *precision, "-m", "coreward.cli",
+                *train]
     if use_vllm and not gpus:  # vLLM's CPU build: weights kept in a form TRL's sync can write (test helper)
         return [sys.executable, str(REPO / "tests" / "helpers" / "vllm_cpu.py"), *train]
     return [sys.executable, "-m", "coreward.cli", *train]
@@ -235,21 +259,49 @@ def engine_line(log: str) -> str | None:
 
 
 def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bool, gpus: int,
-             use_vllm: bool, timeout_s: float) -> dict:
+             use_vllm: bool, timeout_s: float, learning: bool = False) -> dict:
     run_dir = root / part
     # on CPU the sharded part generates with transformers: vLLM's CPU build needs the one-process test wrapper
     use_vllm = use_vllm and (gpus > 0 or part != "cooper_sharded")
     if part == "rm_update":
         run_dir.mkdir(parents=True, exist_ok=True)
-    command = part_command(part, policy, rm, run_dir, steps, tiny, gpus, use_vllm)
+    command = part_command(part, policy, rm, run_dir, steps, tiny, gpus, use_vllm, learning)
     if command is None:
         return {"part": part, "status": "skipped", "why": "vllm is not installed"}
+    start = time.perf_counter()
+    returncode, text, peak = run_logged(command, gpus, timeout_s)
+    result = {"part": part, "status": "ok" if returncode == 0 else f"failed ({returncode})",
+              "generation": "–" if part == "rm_update" else "vllm" if use_vllm else "transformers", "seconds": round(time.perf_counter() - start, 1),
+              "peak_memory_gib": {k: round(v, 2) for k, v in sorted(peak.items())},
+              "command": shlex.join(command)}
+    if returncode != 0:
+        result["log_tail"] = text[-4000:]
+    elif part == "rm_update":
+        result["phases_s"] = json.loads((run_dir / "rm_update.json").read_text())
+        if learning:
+            result["learning"] = result["phases_s"].pop("learning")
+    elif part == "eval_vllm":
+        results = json.loads((run_dir / "results.json").read_text())
+        result["eval"] = {"settings": results.get("settings"),  # results.json's timing keys are top-level
+                          "timing": {k: v for k, v in results.items() if k.endswith(("_s", "per_s"))}}
+    else:
+        result["phases_s"] = phase_times(run_dir)
+        result["engine"] = engine_line(text)
+        result["precision"] = next((line for line in text.splitlines() if line.startswith("precision:")), None)
+        if learning:
+            result["learning"] = learning_check(part, policy, rm, root, run_dir, steps, tiny, gpus, use_vllm, timeout_s)
+    if result["status"] == "ok" and "learning" in result and not result["learning"]["ok"]:
+        result["status"] = "failed (learning)"
+    return result
+
+
+def run_logged(command: list[str], gpus: int, timeout_s: float) -> tuple[int, str, dict[str, float]]:
+    """Run a part's command from the repository root: its exit status, its output and its peak memory per device."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")]),
            "TOKENIZERS_PARALLELISM": "false"}
     if not gpus:
         env.setdefault("OMP_NUM_THREADS", "1")
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
         with PeakMemory(gpus, process) as memory:
@@ -259,26 +311,44 @@ def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bo
                 process.kill()
                 returncode = process.wait()
         log.seek(0)
-        text = log.read()
-    result = {"part": part, "status": "ok" if returncode == 0 else f"failed ({returncode})",
-              "generation": "–" if part == "rm_update" else "vllm" if use_vllm else "transformers", "seconds": round(time.perf_counter() - start, 1),
-              "peak_memory_gib": {k: round(v, 2) for k, v in sorted(memory.peak.items())},
-              "command": shlex.join(command)}
+        return returncode, log.read(), memory.peak
+
+
+def moved(initial: dict, final_file: Path) -> float:
+    """‖final − initial‖ of the tensors a saved file holds (float64 sums)."""
+    from safetensors.torch import load_file
+
+    from coreward.runtime.precision import update_norm
+
+    return update_norm(initial, load_file(final_file))
+
+
+def learning_check(part: str, policy: Path, rm: Path, root: Path, run_dir: Path, steps: int, tiny: bool, gpus: int,
+                   use_vllm: bool, timeout_s: float) -> dict:
+    """The part's bf16 run against its float32 reference: the policy's update norm (and the EMA teacher's), as a
+    ratio; `ok` when each ratio lies in LEARNING_BAND."""
+    from safetensors.torch import load_file
+
+    reference_dir = root / f"{part}-fp32"
+    command = part_command(part, policy, rm, reference_dir, steps, tiny, gpus, use_vllm, True, reference=True)
+    returncode, text, _ = run_logged(command, gpus, timeout_s)
     if returncode != 0:
-        result["log_tail"] = text[-4000:]
-    elif part == "rm_update":
-        result["phases_s"] = json.loads((run_dir / "rm_update.json").read_text())
-    elif part == "eval_vllm":
-        results = json.loads((run_dir / "results.json").read_text())
-        result["eval"] = {"settings": results.get("settings"),  # results.json's timing keys are top-level
-                          "timing": {k: v for k, v in results.items() if k.endswith(("_s", "per_s"))}}
-    else:
-        result["phases_s"] = phase_times(run_dir)
-        result["engine"] = engine_line(text)
-    return result
+        return {"ok": False, "why": f"the float32 reference failed ({returncode})", "log_tail": text[-4000:]}
+    initial = {k: v.float() for k, v in load_file(policy / "model.safetensors").items()}
+    found = {"policy": (run_dir / "final" / "model.safetensors", reference_dir / "final" / "model.safetensors")}
+    teacher = Path("final") / "reward_sources" / "co_rewarding_2" / "teacher.safetensors"
+    if (run_dir / teacher).is_file():
+        found["teacher"] = (run_dir / teacher, reference_dir / teacher)
+    check: dict = {"lr": LEARNING_LR, "reference_command": shlex.join(command)}
+    for name, (ours, theirs) in found.items():
+        norm, ref = moved(initial, ours), moved(initial, theirs)
+        check[name] = {"update_norm": norm, "fp32_update_norm": ref, "ratio": norm / ref if ref else float("nan")}
+    check["ok"] = all(LEARNING_BAND[0] <= check[name]["ratio"] <= LEARNING_BAND[1] for name in found)
+    return check
 
 
-def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_chars: int, out: Path) -> None:
+def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_chars: int, out: Path,
+             learning: bool = False) -> None:
     """`steps` RM updates on `pairs` synthetic pairs (one AdamW step each); median seconds after the first."""
     import random
 
@@ -292,10 +362,12 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
     def text() -> str:
         return "".join(rng.choice("0123456789+-=;#") for _ in range(text_chars))
 
+    batches = [[Pair(question=text()[:40], reference=text()[:8], positive=text(), negative=text()) for _ in range(pairs)]
+               for _ in range(steps)]
     learner = RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=dtype, batch_size=2 * pairs), lr=1e-5)
+    before = rm_updated_weights(learner)
     times = []
-    for _ in range(steps):
-        batch = [Pair(question=text()[:40], reference=text()[:8], positive=text(), negative=text()) for _ in range(pairs)]
+    for batch in batches:
         if device.startswith("cuda"):
             torch.cuda.synchronize(device)
         start = time.perf_counter()
@@ -305,8 +377,31 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
         times.append(time.perf_counter() - start)
         assert metrics and learner.updates > 0, "the RM made no optimizer step"
     timed = times[1:] or times
-    out.write_text(json.dumps({"rm_update": statistics.median(timed), "steps_timed": len(timed),
-                               "rm_optimizer_steps": learner.updates}))
+    report = {"rm_update": statistics.median(timed), "steps_timed": len(timed), "rm_optimizer_steps": learner.updates}
+    if learning:  # the same pairs: float32 RM (the reference) and the authors' pure bf16 RM, against this run's
+        from coreward.runtime.precision import update_norm
+
+        norms = {dtype: update_norm(before, rm_updated_weights(learner))}
+        del learner, before
+        for name, load_dtype, settings in (("float32", "float32", {}), ("bfloat16, master_weights none", "bfloat16",
+                                                                       {"master_weights": "none"})):
+            other = RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=load_dtype, batch_size=2 * pairs),
+                              lr=1e-5, **settings)
+            start = rm_updated_weights(other)
+            for batch in batches:
+                other.update(batch)
+            norms[name] = update_norm(start, rm_updated_weights(other))
+            del other, start
+        ref = norms["float32"]
+        ratios = {name: norm / ref for name, norm in norms.items() if name != "float32"}
+        report["learning"] = {"lr": 1e-5, "update_norms": norms, "ratios": ratios,
+                              "ok": LEARNING_BAND[0] <= ratios[dtype] <= LEARNING_BAND[1]}
+    out.write_text(json.dumps(report))
+
+
+def rm_updated_weights(learner) -> dict:
+    """The weights the RM's AdamW updates (its float32 masters where it keeps some), on the CPU."""
+    return {i: t.detach().float().cpu().clone() for i, t in enumerate(learner.masters or learner.parameters)}
 
 
 # --------------------------------------------------------------------------- report
@@ -360,7 +455,29 @@ def table(report: dict) -> str:
         lines.append(f"| {r['part']} | {r['status']} | {r.get('generation', '–')} | {cell(phases, 'step')} | "
                      f"{cell(phases, 'generation')} | {cell(phases, 'reward')} | {cell(phases, 'teacher_generation')} | "
                      f"{cell(phases, 'rm_update')} | {cell(phases, 'update')} | {memory} |")
+    learned = [r for r in report["parts"] if r.get("learning")]
+    if learned:
+        lines += ["", f"Learning check: update norm ‖θ_final − θ_init‖ in bf16 over the float32 reference's, lr "
+                  f"{LEARNING_LR:g} (Cooper's RM: 1e-5); a row fails outside {LEARNING_BAND[0]}–{LEARNING_BAND[1]}x.", "",
+                  "| part | model | bf16 update norm | fp32 update norm | ratio |", "| --- | --- | --- | --- | --- |"]
+        for r in learned:
+            check = r["learning"]
+            if r["part"] == "rm_update":
+                norms = check["update_norms"]
+                for name, ratio in check["ratios"].items():
+                    lines.append(f"| rm_update | Cooper's RM, {name} | {norms[name]:.3e} | {norms['float32']:.3e} | "
+                                 f"{ratio:.2f} |")
+                continue
+            if "why" in check:
+                lines.append(f"| {r['part']} | – | – | – | {check['why']} |")
+            for name in ("policy", "teacher"):
+                if name in check:
+                    c = check[name]
+                    lines.append(f"| {r['part']} | {name} | {c['update_norm']:.3e} | {c['fp32_update_norm']:.3e} | "
+                                 f"{c['ratio']:.2f} |")
     for r in report["parts"]:
+        if r.get("precision"):
+            lines.append(f"\n{r['part']}: {r['precision']}")
         if r.get("engine"):
             lines.append(f"\n{r['part']}: {r['engine']}")
         if r["status"] == "skipped":
@@ -375,14 +492,17 @@ def main(argv: list[str] | None = None) -> int:
             child.add_argument(name)
         for name in ("--steps", "--pairs", "--text-chars"):
             child.add_argument(name, type=int)
+        child.add_argument("--learning", action="store_true")
         a = child.parse_args(argv)
-        rm_child(Path(a.rm_child), a.device, a.steps, a.dtype, a.pairs, a.text_chars, Path(a.out))
+        rm_child(Path(a.rm_child), a.device, a.steps, a.dtype, a.pairs, a.text_chars, Path(a.out), a.learning)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (the default without CUDA)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per training part (default: 3 on GPU, 1 tiny)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {','.join(PARTS)}")
     parser.add_argument("--no-vllm", action="store_true", help="generate with transformers even where vLLM is installed")
+    parser.add_argument("--learning", action=argparse.BooleanOptionalAction, default=None,
+                        help="the learning check (bf16 against a float32 reference at lr 1e-6); default: on a GPU only")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per part before it is stopped")
     parser.add_argument("--budget", type=float, default=1440, help="seconds in all: parts not started by then are skipped")
@@ -392,6 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     tiny = args.tiny or not gpus
     steps = args.steps or (1 if tiny else 3)
+    learning = not tiny if args.learning is None else args.learning
     use_vllm = has_vllm() and not args.no_vllm
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = sorted(set(parts) - set(PARTS))
@@ -403,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
               "models": ("tiny Qwen2 (hidden 128, 2 layers), fp32" if tiny else
                          "random Qwen2.5-1.5B shape, bf16 (policy and RM)"),
               "batch": f"{batch['prompts']} prompts x {batch['generations']} completions of "
-                       f"{batch['completion_tokens']} tokens per step", "steps": steps, "parts": []}
+                       f"{batch['completion_tokens']} tokens per step", "steps": steps, "learning": learning,
+              "parts": []}
     print(f"gpu_check: {report['models']}; {gpus} GPU(s); generation with {'vllm' if use_vllm else 'transformers'}",
           flush=True)
     started = time.perf_counter()
@@ -413,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
             if time.perf_counter() - started > args.budget:
                 report["parts"].append({"part": part, "status": "skipped", "why": f"the --budget of {args.budget:.0f} s was spent"})
                 continue
-            result = run_part(part, policy, rm, Path(tmp), steps, tiny, gpus, use_vllm, args.timeout)
+            result = run_part(part, policy, rm, Path(tmp), steps, tiny, gpus, use_vllm, args.timeout, learning)
             report["parts"].append(result)
             print(f"  {part}: {result['status']} ({result.get('seconds', 0)} s)", flush=True)
     report["total_s"] = round(time.perf_counter() - started, 1)

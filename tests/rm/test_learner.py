@@ -64,3 +64,36 @@ def test_a_step_without_pairs_moves_the_rm_only_when_asked_like_the_authors(tiny
     for n in moved:  # the step goes *with* the moments: no larger than lr·(1 + decay) per weight, and finite
         assert torch.isfinite(moved[n]).all() and (moved[n] - before[n]).abs().max() <= 2 * 2e-3, n
     assert all(p.grad is None for p in authors.rm.model.parameters())
+
+
+def _rm_update(path, dtype: str, steps: int = 3, **settings) -> tuple[float, float, RMLearner]:
+    """`steps` updates at Cooper's lr 1e-5: ‖θ_after − θ_before‖ of the weights the optimizer updates (the float32
+    masters where there are some, else the weights themselves) and the share of the weights that changed."""
+    from coreward.runtime.precision import update_norm
+
+    rm = VerifyRM.from_pretrained(path, device="cpu", dtype=dtype)
+    taught = RMLearner(rm, lr=1e-5, batch_size=8, **settings)
+    updated = lambda: dict(enumerate(taught.masters or taught.parameters))  # noqa: E731
+    before = {i: t.detach().clone() for i, t in updated().items()}
+    for _ in range(steps):
+        taught.update(PAIRS)
+    after = {i: t.detach() for i, t in updated().items()}
+    changed = sum(int((after[i] != before[i]).sum()) for i in before) / sum(t.numel() for t in before.values())
+    return update_norm(before, after), changed, taught
+
+
+def test_a_bf16_rm_learns_as_fp32_through_float32_masters_and_the_authors_pure_bf16_does_not(tiny_rm_path, tmp_path):
+    """Cooper's RM at its lr 1e-5: bf16 weights with float32 masters (the default) move as far as float32 weights
+    (0.5-2x); stepped in place (`master_weights: none`, the authors' bf16 RM) most weights never move: their
+    updates are below half a bf16 rounding step and round away."""
+    reference, changed_fp32, _ = _rm_update(tiny_rm_path, "float32")
+    mastered, changed_mastered, taught = _rm_update(tiny_rm_path, "bfloat16")
+    _, changed_pure, _ = _rm_update(tiny_rm_path, "bfloat16", master_weights="none")
+    assert reference > 0 and 0.5 <= mastered / reference <= 2.0, (mastered, reference)
+    assert changed_fp32 > 0.9 and changed_mastered > 0.9 and changed_pure < 0.5, (changed_fp32, changed_mastered, changed_pure)
+    assert next(taught.rm.model.parameters()).dtype == torch.bfloat16  # scoring stays on bf16 weights
+    # a checkpoint keeps the masters, not their bf16 rounding: the resumed learner continues from them
+    taught.save(tmp_path)
+    resumed = RMLearner.load(tmp_path, "cpu", dtype="bfloat16", lr=1e-5, batch_size=8)
+    assert all(torch.equal(a, b) for a, b in zip(resumed.masters, taught.masters))
+    assert any(not torch.equal(m.to(torch.bfloat16).float(), m) for m in resumed.masters)  # finer than bf16

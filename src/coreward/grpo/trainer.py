@@ -142,25 +142,17 @@ class CorewardGRPOTrainer(GRPOTrainer):
         if len(set(names)) != len(names):
             names = [f"{n}_{i}" for i, n in enumerate(names)]
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
-        self._frozen_models_to_compute_dtype(self.ref_model)
         self.kl_init_source, self.kl_init_model = self._initial_policy_for_kl() if kl_from_init else (None, None)
 
     @property
     def compute_dtype(self) -> torch.dtype | None:
-        """The dtype mixed precision computes in (grpo.bf16 / fp16: autocast over the weights), None without it."""
+        """The dtype mixed precision computes in (grpo.bf16 / fp16: autocast over the weights), None without it.
+        TRL's KL reference is built like the policy, with float32 weights (grpo/train.py `weights_dtype`), and kept
+        so, although nothing steps it: under autocast only the matrix products run in bf16, the norms and the
+        embedding read their weights as they are stored, so a bf16 reference would differ from the initial policy
+        at step 0, and the KL term's gradient (which AdamW scales up to a full step) would pull the policy toward
+        that rounding."""
         return torch.bfloat16 if self.args.bf16 else torch.float16 if self.args.fp16 else None
-
-    def _frozen_models_to_compute_dtype(self, model) -> Any:
-        """A frozen model (TRL's KL reference, the initial policy of `kl/from_init`) held in the compute dtype: TRL
-        builds the reference like the policy, whose weights are float32 so that AdamW's steps survive
-        (grpo/train.py `weights_dtype`), but nothing steps a frozen model and autocast computes in bf16 anyway, so
-        its float32 copy would only double its memory. One process and DDP only: DeepSpeed casts its engines
-        itself, and an FSDP2 model is sharded already (a Co-rewarding-II teacher there is averaged in place, in
-        float32)."""
-        compute = self.compute_dtype
-        if model is None or compute is None or self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            return model
-        return model.to(compute)
 
     def _initial_policy_for_kl(self) -> tuple[str, Any]:
         """How `kl/from_init` gets π_init's log-probabilities (see grpo/kl_from_init.py), built while the policy
@@ -186,7 +178,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
             prepare = prepare_deepspeed if self.is_deepspeed_enabled else prepare_fsdp
             copy = prepare(copy, self.accelerator)
         else:
-            copy = self._frozen_models_to_compute_dtype(frozen_copy(model))
+            copy = frozen_copy(model)
             # TRL's log-probability pass calls `model(..., fused_lm_head=True)`: patched onto the copy itself, as
             # TRL patches its reference (the closure is over the copy, never the policy)
             add_fused_lm_head(copy, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)

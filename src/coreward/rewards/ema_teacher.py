@@ -124,7 +124,10 @@ class EmaTeacher:
         low = [t.dtype in (torch.float16, torch.bfloat16) for _, t, _ in pairs]
         if self.sharded and any(low):
             warnings.warn("co_rewarding_2: 16-bit sharded teacher: EMA steps with α < 2^-8 may round away", stacklevel=2)
-        self.masters = [t.detach().float() if is_low and not self.sharded else t for (_, t, _), is_low in zip(pairs, low)]
+        # a 16-bit teacher (TRL's reference held in the compute dtype) starts as the policy: its masters start from
+        # the policy's own float32 weights, not from their rounded copy
+        self.masters = [p.detach().float().clone() if is_low and not self.sharded else t
+                        for (_, t, p), is_low in zip(pairs, low)]
 
     # ------------------------------------------------------------------ the update
     def maybe_update(self, step: int, total_steps: int) -> None:

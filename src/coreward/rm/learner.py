@@ -24,18 +24,20 @@ import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 
 from coreward.rm.model import VerifyRM
 from coreward.runtime.distributed import load_location, shard_bounds, world
+from coreward.runtime.precision import is_low_precision, round_away_warning
 
 
 logger = logging.getLogger(__name__)
 
 RM_DIR, OPTIMIZER_FILE, STATE_FILE = "rm", "optimizer.pt", "cooper_state.json"
+MASTERS_FILE = "master_weights.pt"  # a bf16 RM's float32 masters: its weights in rm/ are only their rounded copies
 
 
 @dataclass
@@ -59,6 +61,7 @@ class LearnerSettings:
     warmup_ratio: float = 0.0  # linear lr warmup over this fraction of the run's steps, then constant (the authors': none in effect)
     optimizer_offload: bool = False  # the RM's AdamW state (and float32 master weights) on the CPU, off its device
     step_without_pairs: bool = False  # a step with no valid pair still takes an AdamW step on a zero gradient (the authors'), instead of leaving the RM as it is
+    master_weights: Literal["float32", "none"] = "float32"  # AdamW steps float32 copies of a bf16 RM's weights; none: the bf16 weights themselves (the authors': updates below half a bf16 step round away)
 
     def validate(self) -> None:
         """A ValueError names the field first."""
@@ -110,10 +113,20 @@ class RMLearner:
         self.warmup_ratio = settings.warmup_ratio
         optimizer_offload, weight_decay, lr = settings.optimizer_offload, settings.weight_decay, settings.lr
         self.parameters = [p for p in rm.model.parameters() if p.requires_grad]
-        # optimizer_offload: AdamW runs on float32 CPU copies ("masters") of the parameters, copied back after
-        # each step, so the RM's device holds weights and gradients only (12 of fp32 AdamW's 16 bytes per
-        # parameter leave it; bf16 weights keep full-precision updates), for two copies per step
-        self.masters = [p.detach().float().cpu().clone() for p in self.parameters] if optimizer_offload else None
+        # AdamW runs on float32 copies ("masters") of the parameters, copied back after each step, when
+        # * the RM's weights are bf16 (rm_dtype) and master_weights is float32: Cooper's lr 1e-5 is below half a
+        #   bf16 rounding step of most weights (runtime/precision.py), so stepped in place they would barely move;
+        #   the masters sit on the RM's device, and scoring still runs on the bf16 weights;
+        # * optimizer_offload: the masters on the CPU, so the RM's device holds weights and gradients only (12 of
+        #   fp32 AdamW's 16 bytes per parameter leave it), for two copies per step.
+        self.low_precision = any(is_low_precision(p.dtype) for p in self.parameters)
+        keep_masters = optimizer_offload or (self.low_precision and settings.master_weights == "float32")
+        self.masters = [p.detach().float().to("cpu" if optimizer_offload else p.device, copy=True)
+                        for p in self.parameters] if keep_masters else None
+        if self.low_precision and self.masters is None and sharding is None:
+            warning = round_away_warning("Cooper's RM", "master_weights", self.parameters, lr, self.parameters[0].dtype)
+            if warning:
+                logger.warning("cooper: %s", warning)
         self.optimizer = torch.optim.AdamW(self.masters or self.parameters, lr=lr, weight_decay=weight_decay)
         self.updates = 0  # optimizer steps taken
         self.skipped = 0  # steps skipped for a non-finite gradient norm
@@ -237,7 +250,7 @@ class RMLearner:
             self.optimizer.step()
             return
         for master, p in zip(self.masters, self.parameters):
-            master.grad = p.grad.detach().float().cpu() if p.grad is not None else None
+            master.grad = p.grad.detach().to(master.device, torch.float32) if p.grad is not None else None
         self.optimizer.step()
         with torch.no_grad():
             for master, p in zip(self.masters, self.parameters):
@@ -265,6 +278,8 @@ class RMLearner:
         else:
             self.rm.save_pretrained(directory / RM_DIR)
             torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
+            if self.masters is not None and self.low_precision:  # resume from the masters, not their rounding
+                torch.save([m.cpu() for m in self.masters], directory / MASTERS_FILE)
         (directory / STATE_FILE).write_text(json.dumps({"updates": self.updates, "skipped": self.skipped,
                                                         "calls": self.calls}))
 
@@ -279,6 +294,9 @@ class RMLearner:
         if learner.sharding is not None:  # the whole RM was loaded and sharded; now the optimizer's shards
             learner.sharding.load(learner, directory)
         else:
+            if learner.masters is not None and (directory / MASTERS_FILE).is_file():
+                for master, saved in zip(learner.masters, torch.load(directory / MASTERS_FILE, map_location="cpu")):
+                    master.copy_(saved)
             learner.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE,
                                                          map_location=load_location(learner.rm.device)))
         state = json.loads((directory / STATE_FILE).read_text())

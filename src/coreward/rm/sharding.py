@@ -124,10 +124,12 @@ class ShardedRM:
         if self.kind == "fsdp2":
             self.module = _fully_shard(rm.model, sharding.mesh, rm.device)
             learner.parameters = [p for p in self.module.parameters() if p.requires_grad]
-            # optimizer_offload: AdamW on float32 CPU copies of this process's shards (the replicated learner's
-            # masters, one shard each), copied back after each step
+            # AdamW on float32 copies of this process's shards (the replicated learner's masters, one shard each),
+            # copied back after each step: on the CPU with optimizer_offload, on the device for a bf16 RM
             local = [p.to_local() for p in learner.parameters]
-            learner.masters = [t.detach().float().cpu().clone() for t in local] if optimizer_offload else None
+            keep = optimizer_offload or (learner.low_precision and learner.settings.master_weights == "float32")
+            learner.masters = [t.detach().float().to("cpu" if optimizer_offload else t.device, copy=True)
+                               for t in local] if keep else None
             learner.optimizer = torch.optim.AdamW(learner.masters or learner.parameters, lr=learner.lr,
                                                   weight_decay=weight_decay)
         else:
@@ -169,7 +171,7 @@ class ShardedRM:
             learner.optimizer.step()
         elif stepped:
             for master, p in zip(learner.masters, learner.parameters):
-                master.grad = p.grad.to_local().detach().float().cpu() if p.grad is not None else None
+                master.grad = p.grad.to_local().detach().to(master.device, torch.float32) if p.grad is not None else None
             learner.optimizer.step()
             with torch.no_grad():
                 for master, p in zip(learner.masters, learner.parameters):
@@ -217,8 +219,10 @@ class ShardedRM:
                 config.write_text(config.read_text().replace(f'"FSDP{self.architecture}"', f'"{self.architecture}"'))
         if self.engine is not None:
             self.engine.save_checkpoint(str(directory / ENGINE_DIR), tag=ENGINE_TAG, save_latest=False)
-        elif self.offload:
-            torch.save(learner.optimizer.state_dict(), directory / RANK_OPTIMIZER_FILE.format(rank=world()[0]))
+        elif learner.masters is not None:  # this process's masters and their moments (plain tensors, per rank)
+            torch.save({"optimizer": learner.optimizer.state_dict(),
+                        "masters": [m.cpu() for m in learner.masters] if learner.low_precision else None},
+                       directory / RANK_OPTIMIZER_FILE.format(rank=world()[0]))
         else:
             from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
@@ -234,8 +238,12 @@ class ShardedRM:
             self.engine.load_checkpoint(str(directory / ENGINE_DIR), tag=ENGINE_TAG, load_optimizer_states=True,
                                         load_lr_scheduler_states=False)
             return
-        if self.offload:
+        if learner.masters is not None:
             state = torch.load(directory / RANK_OPTIMIZER_FILE.format(rank=world()[0]), map_location="cpu")
+            if "optimizer" in state:
+                for master, saved in zip(learner.masters, state["masters"] or []):
+                    master.copy_(saved)
+                state = state["optimizer"]
             learner.optimizer.load_state_dict(state)
             return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
