@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from coreward.data.synthetic import load_demo
 
@@ -23,12 +24,28 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_eval_a_users_file_with_mapped_columns(memorized_policy, tmp_path):
-    data = write_rows(tmp_path / "mine.jsonl", with_answer=True)
+    """The answer is read from the mapped column: beside it sits a column named `answer` (the default name) holding
+    wrong answers, so reading that one (or the question) would score other figures than those asserted."""
+    records = load_demo("train", 3)  # problems the memorized policy solves, so accuracy is not 0 either way
+    solutions = [r.answer for r in records]
+    decoys = [str(int(a) + 1) for a in solutions]
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps({"problem": r.question, "solution": s, "answer": d}) + "\n"
+                            for r, s, d in zip(records, solutions, decoys)))
     done = run_cli("eval", "--model", str(memorized_policy), "--benchmarks", str(data), "--columns",
-                   "question=problem,answer=solution", "--n", "2", "--output", str(tmp_path / "out"))
+                   "question=problem,answer=solution", "--n", "2", "--temperature", "0", "--output", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr[-2000:]
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert results["benchmarks"][str(data)]["num_problems"] == 3 and "maj@2" in results["benchmarks"][str(data)]
+    result = json.loads((tmp_path / "out" / "results.json").read_text())["benchmarks"][str(data)]
+    assert result["num_problems"] == 3 and result["labelled"] is True
+    samples = pd.read_parquet(tmp_path / "out" / "samples.parquet").sort_values(["problem_index", "sample_index"])
+    assert samples["gold"].tolist() == [s for s in solutions for _ in range(2)]  # the mapped column, not `answer`
+    # accuracy worked out here from what the model wrote: its final answer against each column
+    written = [c.rsplit("####", 1)[-1].strip() if "####" in c else None for c in samples["completion"]]
+    against = {name: sum(w == a for w, a in zip(written, [x for x in column for _ in range(2)])) / len(written)
+               for name, column in (("solution", solutions), ("answer", decoys))}
+    assert against["solution"] > 0 and against["answer"] == 0  # the two columns score differently
+    assert result["avg@2"] == pytest.approx(against["solution"])
+    assert samples["correct"].tolist() == [w == s for w, s in zip(written, samples["gold"])]
 
 
 def test_eval_on_data_without_references_reports_label_free_figures(memorized_policy, tmp_path):

@@ -135,3 +135,41 @@ def test_preempt_signals_are_checked_and_can_be_turned_off(tiny_policy, tmp_path
     assert signal_numbers(["SIGTERM", "usr1"]) == [signal.SIGTERM, signal.SIGUSR1]
     bad = coreward_here(*tiny_train_args(tiny_policy, tmp_path / "run", "--set", "preempt_signals=[SIGKILL]"))
     assert bad.returncode == 2 and "key preempt_signals: 'SIGKILL' is not a signal a run can catch" in bad.stderr
+
+
+def test_with_preempt_signals_off_a_sigterm_is_no_preemption(tiny_policy, tmp_path):
+    """`preempt_signals: []`: the run installs no handler, so a SIGTERM during a step goes to the handler the process
+    had before the run (by default SIG_DFL, which ends the process): no stop at the step's end, no preemption
+    checkpoint. In this process, so the handler before the run is a recording one, and the run goes on to its end."""
+    from transformers import TrainerCallback
+
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.train import run_training
+    from coreward.runtime.config import load_config
+    from tests.helpers.runs import RULE_CONFIG
+
+    received, handlers_during_the_run = [], []
+
+    class SigtermAfterStep1(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                handlers_during_the_run.append(signal.getsignal(signal.SIGTERM))
+                signal.raise_signal(signal.SIGTERM)
+
+    def before_the_run(number, frame):
+        received.append(number)
+
+    overrides = [f"model.name_or_path={tiny_policy}", "grpo.per_device_train_batch_size=16", "grpo.max_completion_length=12",
+                 "grpo.save_steps=100", "data.eval_every=0", "torch_threads=1", "preempt_signals=[]"]
+    config = load_config(TrainConfig, RULE_CONFIG, overrides)
+    previous = signal.signal(signal.SIGTERM, before_the_run)  # (a test on a thread other than the main one fails here)
+    try:
+        result = run_training(config, output_dir=str(tmp_path / "run"), max_steps=2, extra_callbacks=[SigtermAfterStep1()])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert handlers_during_the_run == [before_the_run]  # the run left SIGTERM's handler as it found it
+    assert received == [signal.SIGTERM]  # ... and that handler got the signal
+    assert not result.preempted and result.global_step == 2  # the run did not stop after step 1
+    assert steps_logged(tmp_path / "run") == [1, 2] and (tmp_path / "run" / "final" / "config.json").is_file()
+    # save_steps=100: the only checkpoint is the last step's; a preemption would have written checkpoint-1
+    assert [p.name for p in complete_checkpoints(tmp_path / "run")] == ["checkpoint-2"]

@@ -77,13 +77,28 @@ def test_co_rewarding_2_run_card_teacher_and_plan(memorized_policy, tmp_path, mo
 
 
 def test_cooper_rm_is_published_as_a_verify_rm(memorized_policy, tiny_rm_path, tmp_path):
+    import json
+
+    from safetensors.torch import load_file
+
     from coreward.rm.model import VerifyRM
 
     run = tmp_path / "cooper"
-    train("cooper.yaml", memorized_policy, run, f"rewards.0.params.rm={tiny_rm_path}", "rewards.0.params.eval_every=0")
+    # 24 tokens: room for the memorized solutions, so steps have verified positives and the RM learns from pairs
+    result = train("cooper.yaml", memorized_policy, run, f"rewards.0.params.rm={tiny_rm_path}",
+                   "rewards.0.params.eval_every=0", "grpo.max_completion_length=24")
     folder = run / "final" / "reward_sources" / "cooper" / "rm"
     rm = VerifyRM.from_pretrained(folder, device="cpu")
     assert len(rm.score(["1+1?"], ["2"], ["#### 2"])) == 1
+    # the published RM is the one the run trained: the learner's weights at the end, not the RM it started from
+    state = json.loads((run / "final" / "reward_sources" / "cooper" / "cooper_state.json").read_text())
+    assert state["updates"] >= 1, state
+    learnt = result.trainer.reward_sources[0].learner.rm.model.state_dict()
+    published, initial = load_file(folder / "model.safetensors"), load_file(tiny_rm_path / "model.safetensors")
+    assert published.keys() == learnt.keys() == initial.keys()
+    assert all(torch.equal(published[name], learnt[name]) for name in published)
+    assert any(not torch.equal(published[name], initial[name]) for name in published)
+    assert all(torch.equal(p, published[name]) for name, p in rm.model.state_dict().items())  # loaded as published
     assert [u.repo_id for u in push_plan(run, "me/c")] == ["me/c", "me/c-rm"]
     assert "Cooper reward model" in model_card(run)
 

@@ -3,10 +3,11 @@
 The probe's reward is a completion's length rank within its group, which is only right when the source
 sees the whole group. Each process writes what the source saw and the advantages TRL got back.
 
-    python tests/helpers/grpo_probe_worker.py MODEL_DIR OUT_DIR STEPS PER_DEVICE_BATCH [REWARD]
-    torchrun --nproc_per_node 2 tests/helpers/grpo_probe_worker.py MODEL_DIR OUT_DIR STEPS PER_DEVICE_BATCH [REWARD]
+    python tests/helpers/grpo_probe_worker.py MODEL_DIR OUT_DIR STEPS PER_DEVICE_BATCH [REWARD [MAX_COMPLETION_LENGTH]]
+    torchrun --nproc_per_node 2 tests/helpers/grpo_probe_worker.py MODEL_DIR OUT_DIR STEPS PER_DEVICE_BATCH [REWARD [...]]
 
-REWARD is a comma-separated list of registered source names (default: the probe); every call's batch and rewards are recorded.
+REWARD is a comma-separated list of registered source names (default: the probe); every call's batch and rewards are
+recorded. MAX_COMPLETION_LENGTH: tokens per completion (default 12).
 
 With G=4 and a per-device batch of 6, groups straddle the two processes (rows 4-7 are one group).
 """
@@ -67,7 +68,7 @@ class Recording(RewardSource):
         return rewards
 
 
-def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward: str) -> None:
+def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward: str, max_completion_length: int = 12) -> None:
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import GRPOConfig
@@ -102,7 +103,7 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward
         output_dir=str(Path(out_dir) / "run"),
         num_generations=4,
         per_device_train_batch_size=per_device_batch,
-        max_completion_length=12,
+        max_completion_length=max_completion_length,
         max_steps=steps,
         learning_rate=1e-3,
         use_cpu=True,
@@ -139,7 +140,8 @@ def main(model_dir: str, out_dir: str, steps: int, per_device_batch: int, reward
 if __name__ == "__main__":
     from coreward.runtime.distributed import exit_now, leave_process_group
 
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else "length_rank_probe")
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else "length_rank_probe",
+         int(sys.argv[6]) if len(sys.argv) > 6 else 12)
     # ended as `coreward train` ends a distributed run: the group left together, then no interpreter teardown (whose
     # destruction of gloo's threads aborts a rank now and then, exit -6, after its report is written)
     if leave_process_group():

@@ -4,6 +4,9 @@
 * `build_memorized_policy`: a 2-layer demo-architecture policy that knows the first few demo train problems by
   heart. At temperature 1 it is often right, so rule rewards vary within a group (GRPO has a signal) and
   Cooper finds verified positives.
+* `build_answering_policy`: a 2-layer demo-architecture policy that ends any demo question (or its rephrasing) with
+  one of a few fixed endings, about equally often, whatever the question: group-level answer rewards vary within
+  and across groups on any seed.
 * `build_random_rm`: a randomly initialised tiny VerifyRM with the template's tags as tokens.
 """
 
@@ -41,6 +44,39 @@ def build_memorized_policy(directory: str | Path, problems: int = 4, steps: int 
         for _ in range(steps):
             encoded = tokenizer(texts, return_tensors="pt", padding=True)
             labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
+            model(**encoded, labels=labels).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    finally:
+        torch.set_num_threads(threads)
+    directory = Path(directory)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def build_answering_policy(directory: str | Path, endings: tuple[str, ...] = ("#### 1", "#### 2", " How many?"),
+                           problems: int = 16, steps: int = 40) -> Path:
+    """Train the policy on each of the first `problems` demo questions and their rephrasings followed by each of
+    `endings` (then end of text), for `steps` full-batch steps (one thread, about 2 s): at temperature 1 it writes
+    one of the endings, each about equally often, after any of those questions (`"#### 1"` has the answer 1;
+    `" How many?"` has none)."""
+    from coreward.data.synthetic import demo_rephrasing, load_demo
+    from coreward.demo.model import build_demo_model, build_demo_tokenizer
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(0)
+        tokenizer = build_demo_tokenizer()
+        model = build_demo_model(tokenizer, seed=0, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128)
+        records = load_demo("train", problems)
+        questions = [r.question for r in records] + [demo_rephrasing(r) for r in records]
+        texts = [q + ending + tokenizer.eos_token for q in questions for ending in endings]
+        encoded = tokenizer(texts, return_tensors="pt", padding=True)
+        labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        for _ in range(steps):
             model(**encoded, labels=labels).loss.backward()
             optimizer.step()
             optimizer.zero_grad()

@@ -81,19 +81,66 @@ def test_paired_rows_share_id_and_answer():
     assert [(r["pair_id"], r["view"], r["question"], r["answer"]) for r in rows] == [("x", 0, "q", "3"), ("x", 1, "q prime", "3")]
 
 
-def test_two_processes_keep_pairs_together(tiny_policy, tmp_path, verifier):
-    # G=4 and 4 rows per process: one pair per step, its question on process 0 and its rephrasing on process 1
-    results = run_worker(tiny_policy, tmp_path, nproc=2, per_device=4, steps=2, reward="co_rewarding_1")
-    for step in range(2):
+@pytest.fixture(scope="module")
+def answering_policy(tmp_path_factory):
+    """Ends any demo question or rephrasing with "#### 1" or "#### 2" (2 in 5 each) or " How many?" (no answer,
+    1 in 5): majorities, ties and empty answers come up in every run, and rewards vary within groups."""
+    from tests.helpers.tiny_models import build_answering_policy
+
+    return build_answering_policy(tmp_path_factory.mktemp("answering_policy"),
+                                  endings=("#### 1", "#### 2", "#### 1", "#### 2", " How many?"))
+
+
+def cross_view_rewards_by_hand(answers: list[str | None], pair_ids: list, views: list, G: int) -> list[float]:
+    """Co-rewarding-I from its definition, independently of the package: a group's pseudo label is the majority
+    answer of the other view's group of the same pair (empty answers don't vote; ties: the first seen); a rollout
+    gets 1 when its answer is exactly that label and the label is not empty."""
+    def majority(rows: range) -> str | None:
+        votes = [answers[i] for i in rows if answers[i] is not None and answers[i].strip()]
+        counts = {answer: votes.count(answer) for answer in votes}
+        return next((answer for answer in votes if counts[answer] == max(counts.values())), None)
+
+    groups = [range(start, start + G) for start in range(0, len(answers), G)]
+    label = {(str(pair_ids[rows.start]), int(views[rows.start])): majority(rows) for rows in groups}
+    rewards = []
+    for rows in groups:
+        other = label[str(pair_ids[rows.start]), 1 - int(views[rows.start])]
+        rewards += [1.0 if other is not None and answers[i] == other else 0.0 for i in rows]
+    return rewards
+
+
+def group_advantages(rewards: list[float], G: int) -> list[float]:
+    """TRL's group normalization, written out: (r - mean_g) / (std_g + 1e-4), Bessel-corrected std."""
+    out = []
+    for start in range(0, len(rewards), G):
+        group = rewards[start : start + G]
+        mean = sum(group) / G
+        std = (sum((r - mean) ** 2 for r in group) / (G - 1)) ** 0.5
+        out += [(r - mean) / (std + 1e-4) for r in group]
+    return out
+
+
+def test_two_processes_keep_pairs_together(answering_policy, tmp_path):
+    """G=4 and 4 rows per process: one pair per step, its question on process 0 and its rephrasing on process 1.
+    Both processes score the whole pair, with the rewards the method's definition gives, and each trains on its
+    own slice of them."""
+    from coreward.verify import extract_answer
+
+    G, steps = 4, 2
+    results = run_worker(answering_policy, tmp_path, nproc=2, per_device=4, steps=steps, reward="co_rewarding_1")
+    all_rewards = []
+    for step in range(steps):
         calls = [r["calls"]["co_rewarding_1"][step] for r in results]
-        assert calls[0]["rewards"] == calls[1]["rewards"]
+        assert calls[0]["completions"] == calls[1]["completions"] and calls[0]["columns"] == calls[1]["columns"]
         call = calls[0]
-        G = 4
-        groups = range(0, len(call["ids"]), G)
-        keys = [(call["columns"]["pair_id"][s], call["columns"]["view"][s]) for s in groups]
+        keys = [(call["columns"]["pair_id"][s], call["columns"]["view"][s]) for s in range(0, len(call["ids"]), G)]
         assert sorted(keys) == sorted({(p, v) for p, _ in keys for v in (0, 1)})  # both views of every pair
-        batch = RolloutBatch(
-            prompts=call["prompts"], completions=call["completions"], completion_ids=call["completion_ids"],
-            group_ids=call["group_ids"], num_generations=G, columns=call["columns"], context={"verifier": verifier},
-        )
-        assert call["rewards"] == CrossViewReward().compute(batch)
+        assert len(keys) == 2 and keys[0][1] != keys[1][1]  # one view on each process
+        answers = [extract_answer(c) for c in call["completions"]]
+        expected = cross_view_rewards_by_hand(answers, call["columns"]["pair_id"], call["columns"]["view"], G)
+        assert calls[0]["rewards"] == calls[1]["rewards"] == expected, (answers, calls[0]["rewards"])
+        # each process's advantages: its own slice of the group normalization of those rewards
+        got = [a for r in results for a in r["advantages"][step]]
+        assert got == pytest.approx(group_advantages(expected, G), abs=1e-5)
+        all_rewards += expected
+    assert 0 < sum(all_rewards) < len(all_rewards)  # the rewards did vary: the comparisons above say something

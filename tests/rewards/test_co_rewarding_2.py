@@ -26,18 +26,31 @@ from tests.helpers.kill_resume import free_port  # the same hand-built groups
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "demo" / "co_rewarding_2.yaml"
+# the demo config's schedule, α 0.05 → 0.005 (½(α_start − α_end) = 0.0225), worked out by hand at (t, T):
+ALPHA = {(1, 2): 0.0275,  # cos(π/2) = 0: the midpoint, 0.005 + 0.0225
+         (2, 3): 0.01625}  # cos(2π/3) = −0.5: 0.005 + 0.0225 · 0.5
 
 
 # ---------------------------------------------------------------------------------- EMA and schedule
-def test_cosine_schedule_matches_the_formula():
-    T, start, end = 10, 0.01, 1e-4
-    for t in range(T + 1):
-        direct = end + 0.5 * (start - end) * (1 + math.cos(math.pi * t / T))
-        assert cosine_alpha(t, T, start, end) == pytest.approx(direct, rel=1e-12)
-    assert cosine_alpha(0, T, start, end) == pytest.approx(start)
-    assert cosine_alpha(T // 2, T, start, end) == pytest.approx((start + end) / 2)
-    assert cosine_alpha(T, T, start, end) == pytest.approx(end)
-    assert cosine_alpha(3 * T, T, start, end) == pytest.approx(end)  # past T it stays at α_end
+def test_cosine_schedule_at_steps_worked_by_hand():
+    """α(t) = α_end + ½(α_start − α_end)(1 + cos(πt/T)), the authors' schedule, worked out by hand at each step."""
+    start, end = 0.6, 0.1  # ½(α_start − α_end) = 0.25
+    by_hand = {  # T = 4
+        0: 0.6,  # cos 0 = 1: α_start
+        1: 0.5267767,  # cos(π/4) = 0.7071068: 0.1 + 0.25 · 1.7071068
+        2: 0.35,  # cos(π/2) = 0: the midpoint
+        3: 0.1732233,  # cos(3π/4) = −0.7071068: 0.1 + 0.25 · 0.2928932
+        4: 0.1,  # cos π = −1: α_end
+        12: 0.1,  # past T it stays at α_end
+    }
+    for t, expected in by_hand.items():
+        assert cosine_alpha(t, 4, start, end) == pytest.approx(expected, rel=1e-6), t
+    # the schedules the runs below and test_teacher_behaviour.py use
+    assert cosine_alpha(1, 3, 0.6, 0.1) == pytest.approx(0.475)  # cos(π/3) = 0.5: 0.1 + 0.25 · 1.5
+    assert cosine_alpha(2, 3, 0.6, 0.1) == pytest.approx(0.225)  # cos(2π/3) = −0.5: 0.1 + 0.25 · 0.5
+    assert cosine_alpha(1, 2, 0.05, 0.005) == pytest.approx(ALPHA[1, 2])
+    assert cosine_alpha(2, 3, 0.05, 0.005) == pytest.approx(ALPHA[2, 3])
+    assert cosine_alpha(5, 10, 0.01, 1e-4) == pytest.approx(0.00505)  # the authors' 0.01 → 1e-4 at mid-run
 
 
 def test_ema_update_every_k_steps_matches_a_direct_loop():
@@ -158,7 +171,7 @@ def saved(run_dir: Path, step: int) -> tuple[dict, dict, dict]:
 
 
 def alpha(t: int, T: int) -> float:
-    return cosine_alpha(t, T, 0.05, 0.005)  # the demo config's schedule
+    return ALPHA[t, T]
 
 
 def test_resumed_run_continues_with_the_same_teacher(tiny_policy, tmp_path):
@@ -205,19 +218,37 @@ def test_teacher_as_kl_reference_is_trls_reference_model(tiny_policy, tmp_path):
 
 
 def test_lora_teacher_as_reference_is_the_ref_adapter(tiny_policy, tmp_path):
-    result = train(tiny_policy, tmp_path / "run", 1, "lora.enabled=true", "lora.r=4",
-                   "rewards.0.params.as_reference=true", "grpo.beta=0.01")
+    """With LoRA, the teacher is the `ref` adapter TRL's reference pass uses, and it holds the EMA of the policy's
+    adapter: after 2 steps at a constant α = 0.5, ref = ½·(adapter after step 1) + ½·(initial adapter), neither the
+    initial adapter (TRL's own frozen reference) nor the policy's. Weight decay moves the adapter at every step
+    even when a step's advantages are all 0 (the tiny random policy rarely answers)."""
+    run = tmp_path / "run"
+    result = train(tiny_policy, run, 2, "lora.enabled=true", "lora.r=4", "rewards.0.params.as_reference=true",
+                   "grpo.beta=0.01", "rewards.0.params.alpha_start=0.5", "rewards.0.params.alpha_end=0.5",
+                   "grpo.learning_rate=1e-2", "grpo.weight_decay=0.5")
     model = result.trainer.accelerator.unwrap_model(result.trainer.model)
     assert "ref" in model.peft_config and model.active_adapter == "default"  # TRL's reference pass uses "ref"
-    teacher = load_file(tmp_path / "run" / "checkpoint-1" / "reward_sources" / "co_rewarding_2" / WEIGHTS_FILE)
-    assert teacher and all(".ref." in name and "lora_" in name for name in teacher)  # adapter weights only
-    # published: the teacher adapter as a folder peft loads onto the base model
+    params = {name: p.detach() for name, p in model.named_parameters()}
+    teacher1 = load_file(run / "checkpoint-1" / "reward_sources" / "co_rewarding_2" / WEIGHTS_FILE)  # before step 1
+    assert teacher1 and all(".ref." in name and "lora_" in name for name in teacher1)  # adapter weights only
+    initial = teacher1  # before step 1 the teacher is the policy's initial adapter
+    policy1 = load_file(run / "checkpoint-1" / "adapter_model.safetensors")  # the policy's adapter after step 1
+    for name, t0 in initial.items():
+        expected = 0.5 * policy1[name.replace(".ref.", ".")] + 0.5 * t0
+        assert torch.allclose(params[name], expected, atol=1e-6), name
+    assert max((params[name] - initial[name]).abs().max().item() for name in initial) > 1e-4  # it moved off the start
+    assert max((params[name] - params[name.replace(".ref.", ".default.")]).abs().max().item()
+               for name in initial) > 1e-4  # and is not the policy's adapter
+    final_teacher = load_file(run / "final" / "reward_sources" / "co_rewarding_2" / WEIGHTS_FILE)
+    assert all(torch.equal(final_teacher[name], params[name]) for name in initial)
+    # published: the teacher adapter as a folder peft loads onto the base model, with the ref adapter's values
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    folder = tmp_path / "run" / "final" / "reward_sources" / "co_rewarding_2" / "teacher"
-    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_policy), folder)
-    assert any("lora_" in name for name, _ in loaded.named_parameters())
+    folder = run / "final" / "reward_sources" / "co_rewarding_2" / "teacher"
+    loaded = dict(PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_policy), folder).named_parameters())
+    for name in initial:
+        assert torch.equal(loaded[name.replace(".ref.", ".default.")], params[name]), name
 
 
 def two_process_worker(model_dir: str, out: str) -> None:
@@ -277,46 +308,64 @@ if __name__ == "__main__":
 
 def test_teacher_rolls_out_the_rephrased_question(tmp_path, monkeypatch):
     """teacher_prompt: rephrased with teacher_rephrasings (the authors' use_aug): the policy's prompts are
-    the originals, the teacher's the rephrasings of the same questions, group by group."""
-    from pathlib import Path
+    the originals, the teacher's the rephrasings of the same questions, group by group. Asserted on the token ids
+    the teacher model was given to generate from, and on the rollouts the labels were then computed from."""
+    import re
 
-    from coreward.data.benchmarks import load_benchmark
-    from coreward.data.rephrase import demo_pairs
+    from coreward.data.synthetic import demo_rephrasing, load_demo
+    from coreward.grpo import policy as policy_module
+    from coreward.grpo import trainer as trainer_module
     from coreward.grpo.config import TrainConfig
     from coreward.grpo.train import run_training
-    from coreward.rewards.ema_teacher import EmaTeacher
     from coreward.runtime.config import load_config
     from coreward.runtime.errors import CorewardError
 
-    config_path = Path(__file__).resolve().parents[2] / "configs" / "demo" / "co_rewarding_2.yaml"
-    rephrased = {r.question: q2 for r, q2 in demo_pairs(load_benchmark("demo", "train"))}
-    seen = []
-    original = EmaTeacher.generate
+    generated = []  # (model, prompt ids, sampled rows) of every generate_from_ids call the policy wrapper makes
+    real_generate = policy_module.generate_from_ids
 
-    def recording(self, policy, prompt_ids, num_generations):
-        seen.append([policy.tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in prompt_ids])
-        return original(self, policy, prompt_ids, num_generations)
+    def recording_generate(model, prompt_ids, *args, **kwargs):
+        rows = real_generate(model, prompt_ids, *args, **kwargs)
+        generated.append((model, [list(ids) for ids in prompt_ids], rows))
+        return rows
 
-    monkeypatch.setattr(EmaTeacher, "generate", recording)
-    overrides = ["rewards.0.params.teacher_rephrasings=demo", "rewards.0.params.teacher_prompt=rephrased", "data.eval_every=0",
-                 "grpo.save_steps=100", "torch_threads=1"]
+    scored = []  # the teacher rollouts each batch's labels came from
+    real_score = CoRewarding2Reward.score
+
+    def recording_score(self, batch, teacher_completions):
+        scored.append(teacher_completions)
+        return real_score(self, batch, teacher_completions)
+
     captured = {}
-    from coreward.grpo import trainer as trainer_module
-
-    real = trainer_module.CorewardGRPOTrainer._calculate_rewards
+    real_rewards = trainer_module.CorewardGRPOTrainer._calculate_rewards
 
     def capture(self, inputs, prompts, completions, completion_ids_list):
         captured.setdefault("prompts", list(prompts))
-        return real(self, inputs, prompts, completions, completion_ids_list)
+        return real_rewards(self, inputs, prompts, completions, completion_ids_list)
 
+    monkeypatch.setattr(policy_module, "generate_from_ids", recording_generate)
+    monkeypatch.setattr(CoRewarding2Reward, "score", recording_score)
     monkeypatch.setattr(trainer_module.CorewardGRPOTrainer, "_calculate_rewards", capture)
-    run_training(load_config(TrainConfig, config_path, overrides), output_dir=str(tmp_path / "run"), max_steps=1)
+    overrides = ["rewards.0.params.teacher_rephrasings=demo", "rewards.0.params.teacher_prompt=rephrased", "data.eval_every=0",
+                 "grpo.save_steps=100", "torch_threads=1"]
+    result = run_training(load_config(TrainConfig, CONFIG, overrides), output_dir=str(tmp_path / "run"), max_steps=1)
+    source, tokenizer = result.trainer.reward_sources[0], result.trainer.processing_class
     G = 8
     policy_questions = [p.strip() for p in captured["prompts"][::G]]
-    assert seen and seen[0] == [rephrased[q] for q in policy_questions]
-    assert all(rephrased[q] != q for q in policy_questions)
+    # what the teacher model was given: one call, each group's prompt once (G samples each)
+    (teacher_model, teacher_ids, rows), = [call for call in generated if call[0] is source.teacher.module]
+    teacher_questions = [tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in teacher_ids]
+    assert len(teacher_questions) == len(policy_questions) > 0
+    by_question = {r.question: r for r in load_demo("train")}
+    for original, given in zip(policy_questions, teacher_questions):
+        assert given != original  # the teacher did not roll out the policy's prompt ...
+        assert given == demo_rephrasing(by_question[original])  # ... but that question's rephrasing
+        assert re.findall(r"\d+", given) == re.findall(r"\d+", original)  # the same numbers: the same problem
+    # the labels came from exactly those rollouts: G per rephrased prompt
+    texts = tokenizer.batch_decode(rows, skip_special_tokens=True)
+    assert len(scored) == 1 and [len(group) for group in scored[0]] == [G] * len(teacher_questions)
+    assert [c.strip() for group in scored[0] for c in group] == [t.strip() for t in texts]
     with pytest.raises(CorewardError, match="rephrased needs teacher_rephrasings"):
-        load_config(TrainConfig, config_path, ["rewards.0.params.teacher_prompt=rephrased"])
+        load_config(TrainConfig, CONFIG, ["rewards.0.params.teacher_prompt=rephrased"])
 
 
 def test_teacher_rollouts_are_dumped_per_step_with_the_authors_reading(verifier, tmp_path):

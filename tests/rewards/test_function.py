@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from coreward.rewards import build_source, source_class
+from coreward.rewards.base import RolloutBatch
 from coreward.rewards.function import FunctionReward
 from tests.helpers.batches import batch_of
 
@@ -21,7 +22,12 @@ def test_the_function_sees_trls_keyword_arguments(verifier):
         seen.update(kwargs, prompts=prompts, completion_ids=completion_ids)
         return [0.5] * len(completions)
 
-    batch = batch_of([["a", "b"]], verifier)
-    assert FunctionReward.of(spy)().compute(batch) == [0.5, 0.5]
-    assert seen["prompts"] == batch.prompts and "trainer_state" in seen
-    assert all(seen[column] == values for column, values in batch.columns.items())
+    batch = RolloutBatch(prompts=["q0", "q0", "q1", "q1"], completions=["a", "b", "c", "d"],
+                         completion_ids=[[1], [2], [3], [4]], group_ids=[0, 0, 1, 1], num_generations=2,
+                         columns={"answer": ["3", "3", "5", "5"], "id": ["x", "x", "y", "y"], "level": [1, 1, 4, 4]},
+                         context={"verifier": verifier})
+    assert FunctionReward.of(spy)().compute(batch) == [0.5] * 4
+    assert seen["prompts"] == ["q0", "q0", "q1", "q1"] and seen["completion_ids"] == [[1], [2], [3], [4]]
+    assert "trainer_state" in seen
+    # every dataset column, row by row, under its own name (TRL's **kwargs)
+    assert seen["answer"] == ["3", "3", "5", "5"] and seen["id"] == ["x", "x", "y", "y"] and seen["level"] == [1, 1, 4, 4]

@@ -172,8 +172,6 @@ def test_the_teacher_has_the_scheduled_average_of_the_policies_after_n_steps(tin
     tracking degenerations), in the module that generates."""
     from transformers import AutoModelForCausalLM
 
-    from coreward.rewards.ema_teacher import cosine_alpha
-
     run_dir, T = tmp_path / "run", 3
     result = train(tiny_policy, run_dir, T, "rewards.0.params.alpha_start=0.6", "rewards.0.params.alpha_end=0.1",
                    "grpo.save_total_limit=5")  # keep every checkpoint: θ₁ and θ₂ are read back
@@ -181,8 +179,8 @@ def test_the_teacher_has_the_scheduled_average_of_the_policies_after_n_steps(tin
     thetas = [load_file(tiny_policy / "model.safetensors")]
     thetas += [load_file(run_dir / f"checkpoint-{s}" / "model.safetensors") for s in (1, 2)]
     expected = dict(thetas[0])
-    for t in (1, 2):  # update before step t+1 (t = global step then): θ_T ← α(t)·θ_t + (1 − α(t))·θ_T
-        a = cosine_alpha(t, T, 0.6, 0.1)
+    # α(t) = 0.1 + ½(0.6 − 0.1)(1 + cos(πt/3)), by hand: t=1, cos(π/3) = 0.5: 0.475; t=2, cos(2π/3) = −0.5: 0.225
+    for t, a in ((1, 0.475), (2, 0.225)):  # update before step t+1 (t = global step then): θ_T ← α(t)·θ_t + (1 − α(t))·θ_T
         expected = {k: a * thetas[t][k] + (1 - a) * v for k, v in expected.items()}
     ids = prompts(teacher.policy.tokenizer)
 

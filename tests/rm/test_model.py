@@ -435,9 +435,19 @@ def test_cooper_cut_leaves_the_question_whole_and_cuts_tokens_on_the_right(backb
         rm.use_cut("middle")
 
 
-def test_authors_training_settings_drop_long_rows_and_hold_nothing_out(backbone, tmp_path, capsys):
+def test_authors_training_settings_drop_long_rows_and_hold_nothing_out(backbone, tmp_path, capsys, monkeypatch):
     """data.max_chars drops rows whose template text is longer (train_VerifyRM/train.py: 8,000); eval_fraction 0
     trains on everything with no evaluation; model.cut none cuts no field."""
+    from coreward.rm import train as rm_train
+
+    trained_on = []  # every row the trainer batched, as it batched it
+    collate = rm_train.Collator.__call__
+
+    def recording(self, batch_rows):
+        trained_on.extend((r["question"], r["completion"], r["label"]) for r in batch_rows)
+        return collate(self, batch_rows)
+
+    monkeypatch.setattr(rm_train.Collator, "__call__", recording)
     rows = rows_for(6)
     rows[0] = {**rows[0], "completion": "x" * 400}
     config = RMTrainConfig()
@@ -449,6 +459,8 @@ def test_authors_training_settings_drop_long_rows_and_hold_nothing_out(backbone,
     config.validate()
     result = train_rm(config)
     assert f"1 of {len(rows)} rows over 300 characters dropped" in capsys.readouterr().out
+    # one epoch over exactly the 11 short rows: the long one never reached the RM, and none was held out
+    assert sorted(trained_on) == sorted((r["question"], r["completion"], r["label"]) for r in rows[1:])
     assert result.metrics == {} and result.final_model.is_dir()
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert not any("eval_accuracy" in m for m in metrics)
