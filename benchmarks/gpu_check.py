@@ -203,7 +203,7 @@ def part_command(part: str, policy: Path, rm: Path, run_dir: Path, steps: int, t
     overrides = [f"model.name_or_path={policy}", f"model.dtype={dtype}", f"data.limit={4 * batch['prompts']}",
                  "data.eval_every=0", "data.eval=null", f"grpo.num_generations={batch['generations']}",
                  f"grpo.per_device_train_batch_size={batch['prompts'] * batch['generations']}",
-                 f"grpo.max_completion_length={batch['completion_tokens']}", "grpo.save_steps=100000",
+                 f"grpo.max_completion_length={batch['completion_tokens']}", "grpo.save_strategy='no'",
                  f"grpo.use_vllm={str(use_vllm).lower()}", f"torch_threads={1 if tiny and not gpus else 'null'}"]
     if use_vllm:
         overrides += ["grpo.vllm_mode=colocate", f"grpo.vllm_gpu_memory_utilization={batch['vllm_memory']}"]
@@ -292,6 +292,10 @@ def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bo
             result["learning"] = learning_check(part, policy, rm, root, run_dir, steps, tiny, gpus, use_vllm, timeout_s)
     if result["status"] == "ok" and "learning" in result and not result["learning"]["ok"]:
         result["status"] = "failed (learning)"
+    import shutil
+
+    for folder in (run_dir, root / f"{part}-fp32"):  # a real-size run's files are GBs: the next part needs the disk
+        shutil.rmtree(folder, ignore_errors=True)
     return result
 
 
@@ -364,7 +368,9 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
 
     batches = [[Pair(question=text()[:40], reference=text()[:8], positive=text(), negative=text()) for _ in range(pairs)]
                for _ in range(steps)]
-    learner = RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=dtype, batch_size=2 * pairs), lr=1e-5)
+    # learning: 4 sequences per forward pass, so a float32 1.5B RM's activations fit beside its AdamW state
+    learner = RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=dtype,
+                                                 batch_size=4 if learning else 2 * pairs), lr=1e-5)
     before = rm_updated_weights(learner)
     times = []
     for batch in batches:
@@ -379,13 +385,18 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
     timed = times[1:] or times
     report = {"rm_update": statistics.median(timed), "steps_timed": len(timed), "rm_optimizer_steps": learner.updates}
     if learning:  # the same pairs: float32 RM (the reference) and the authors' pure bf16 RM, against this run's
+        import gc
+
         from coreward.runtime.precision import update_norm
 
         norms = {dtype: update_norm(before, rm_updated_weights(learner))}
         del learner, before
         for name, load_dtype, settings in (("float32", "float32", {}), ("bfloat16, master_weights none", "bfloat16",
                                                                        {"master_weights": "none"})):
-            other = RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=load_dtype, batch_size=2 * pairs),
+            gc.collect()
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()  # the previous learner's weights and moments go before the next loads
+            other = RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=load_dtype, batch_size=4),
                               lr=1e-5, **settings)
             start = rm_updated_weights(other)
             for batch in batches:
@@ -501,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per training part (default: 3 on GPU, 1 tiny)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {','.join(PARTS)}")
     parser.add_argument("--no-vllm", action="store_true", help="generate with transformers even where vLLM is installed")
+    parser.add_argument("--completion-tokens", type=int, default=None,
+                        help="completion length per rollout (default: 512 on GPU, 16 tiny)")
     parser.add_argument("--learning", action=argparse.BooleanOptionalAction, default=None,
                         help="the learning check (bf16 against a float32 reference at lr 1e-6); default: on a GPU only")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
@@ -519,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--parts: unknown {', '.join(unknown)} (known: {', '.join(PARTS)})")
     batch = TINY_BATCH if tiny else GPU_BATCH
+    if args.completion_tokens:
+        batch["completion_tokens"] = args.completion_tokens
     report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(), "commit": commit(),
               "command": shlex.join(["python", "benchmarks/gpu_check.py", *(sys.argv[1:] if argv is None else argv)]),
               "models": ("tiny Qwen2 (hidden 128, 2 layers), fp32" if tiny else

@@ -17,7 +17,9 @@ from coreward.runtime.quiet import quiet_libraries
 def _flags_without_a_type(option_class) -> None:
     """typer 0.2x's rich help prints a type after every option, `--resume <bool>` and `--help <bool>` included,
     as if a flag took a value; a flag shows none (presentation only: parsing is click's, untouched)."""
-    shown = option_class.display_type_rich
+    shown = getattr(option_class, "display_type_rich", None)
+    if shown is None:  # an older typer (the range pyproject.toml admits) prints no type there
+        return
 
     def display_type_rich(self, ctx):
         return None if getattr(self, "is_flag", False) else shown(self, ctx)

@@ -30,9 +30,18 @@ def completion_token_stats(
     pad_token_id: int,
     batch_size: int = 8,
     temperature: float = 1.0,
+    max_logit_elements: int = 2**27,
 ) -> dict[str, list[float]]:
-    """Mean token entropy and self-certainty of each completion under `model`."""
+    """Mean token entropy and self-certainty of each completion under `model`.
+
+    Rows go through in chunks of at most `batch_size`, and fewer where their logits would pass
+    `max_logit_elements` (rows × tokens × vocabulary: each float32 copy of them is 4 bytes an element, and the
+    statistics make several): at Qwen's 151,936-token vocabulary one 512-token completion's logits are 0.3 GB, so
+    a training batch of 64 at once would need ~20 GB per copy."""
     device = next(model.parameters()).device
+    vocab = getattr(model.config, "vocab_size", None) or 1
+    longest = max((len(p) + len(c) for p, c in zip(prompt_ids, completion_ids)), default=1)
+    batch_size = max(1, min(batch_size, max_logit_elements // max(1, longest * vocab)))
     out: dict[str, list[float]] = {name: [] for name in STATS}
     for start in range(0, len(prompt_ids), batch_size):
         prompts = prompt_ids[start : start + batch_size]

@@ -124,10 +124,7 @@ class EmaTeacher:
         low = [t.dtype in (torch.float16, torch.bfloat16) for _, t, _ in pairs]
         if self.sharded and any(low):
             warnings.warn("co_rewarding_2: 16-bit sharded teacher: EMA steps with α < 2^-8 may round away", stacklevel=2)
-        # a 16-bit teacher (TRL's reference held in the compute dtype) starts as the policy: its masters start from
-        # the policy's own float32 weights, not from their rounded copy
-        self.masters = [p.detach().float().clone() if is_low and not self.sharded else t
-                        for (_, t, p), is_low in zip(pairs, low)]
+        self.masters = [_master(t, p) if is_low and not self.sharded else t for (_, t, p), is_low in zip(pairs, low)]
 
     # ------------------------------------------------------------------ the update
     def maybe_update(self, step: int, total_steps: int) -> None:
@@ -197,3 +194,11 @@ class EmaTeacher:
                 weights = {name: policy for name, _, policy in self.pairs}
             load_into(self.pairs, self.masters, weights)
             self._copy_masters_to_teacher()
+
+
+def _master(teacher: torch.Tensor, policy: torch.Tensor) -> torch.Tensor:
+    """The float32 average of a 16-bit teacher tensor: a teacher that is still the policy's rounded copy (bound at
+    the start, the usual case) starts from the policy's own weights, not from their rounding; else from itself."""
+    if policy.dtype != teacher.dtype and torch.equal(policy.detach().to(teacher.dtype), teacher):
+        return policy.detach().float().clone()
+    return teacher.detach().float()
