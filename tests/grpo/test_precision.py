@@ -125,3 +125,14 @@ def test_sharded_engine_bf16_learns_as_fp32(engine, memorized_policy, tmp_path):
     assert "compute bfloat16" in lines["bf16"] and "updated in float32" in lines["bf16"], lines
     ratio = norms["bf16"] / norms["no"]
     assert BAND[0] <= ratio <= BAND[1], (engine, norms)
+
+
+def test_lora_keeps_a_bf16_base_and_trains_float32_adapters(memorized_policy, tmp_path):
+    """A LoRA policy's base is frozen: it loads in model.dtype (no float32 copy of what nothing updates), and the
+    adapters AdamW updates are float32 (PEFT's upcast over a bf16 base)."""
+    log = train_here(memorized_policy, tmp_path / "lora", "model.dtype=bfloat16", "lora.enabled=true", "lora.r=4")
+    assert precision_line(log) == "precision: policy weights float32, updated in float32, compute bfloat16 (single process)"
+    from safetensors.torch import load_file as load
+
+    adapter = load(tmp_path / "lora" / "final" / "adapter_model.safetensors")
+    assert adapter and {str(t.dtype) for t in adapter.values()} == {"torch.float32"}

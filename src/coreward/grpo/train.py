@@ -114,7 +114,7 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
         "activation_checkpointing": on_gpu,
         **flags,
         "use_cpu": not on_gpu,
-        "model_init_kwargs": {"dtype": weights_dtype(config.model)},
+        "model_init_kwargs": {"dtype": weights_dtype(config.model, config.lora.enabled)},
     }
     if config.model.attn_implementation:
         settings["model_init_kwargs"]["attn_implementation"] = config.model.attn_implementation
@@ -154,7 +154,7 @@ def compute_flags(dtype: str, precision: str | None, on_gpu: bool) -> dict[str, 
     return {"bf16": on_gpu and torch.cuda.is_bf16_supported(), "fp16": False}
 
 
-def weights_dtype(model) -> str:
+def weights_dtype(model, lora: bool = False) -> str:
     """The dtype TRL loads the policy's weights in: float32 whatever it computes in (AdamW's steps at the papers'
     learning rates round away on bf16 weights: runtime/precision.py), unless `model.master_weights: none` asks for
     the optimizer to step `model.dtype`'s weights themselves.
@@ -163,7 +163,12 @@ def weights_dtype(model) -> str:
     and compute through accelerate's autocast (verl's way: fp32 actor, bf16 compute); FSDP2 shards float32
     parameters and casts each unit to bf16 for compute (accelerate's MixedPrecisionPolicy, and it upcasts
     low-precision parameters itself); DeepSpeed ZeRO casts the module to bf16 and keeps float32 master
-    partitions (its bf16 optimizer), and the final model is written from those masters (trainer.save_model)."""
+    partitions (its bf16 optimizer), and the final model is written from those masters (trainer.save_model).
+
+    With LoRA the base weights are frozen and load in `model.dtype` (half the memory of float32); what AdamW
+    updates is the adapters, which PEFT creates in float32 over a bf16 base (its `autocast_adapter_dtype`)."""
+    if lora and model.dtype != "auto":
+        return model.dtype
     return "float32" if model.master_weights == "float32" else model.dtype
 
 
