@@ -30,9 +30,26 @@ BAND = (0.5, 2.0)  # the issue's tolerance for "moves as fp32 would"
 
 
 def settings(policy: Path) -> list[str]:
+    # adam_epsilon 1e-12: a random policy's GRPO gradients are tiny (its group's advantages nearly cancel), near
+    # AdamW's default ε (1e-8), where its step is ~lr·|g|/ε and follows every rounding of g; with ε far below |g|
+    # the step is ~lr·sign(g) wherever g ≠ 0, as a real model's gradients (≫ 1e-8) give it
     return [f"model.name_or_path={policy}", "data.limit=4", "data.eval_every=0", "grpo.num_generations=4",
             "grpo.per_device_train_batch_size=8", "grpo.max_completion_length=24", "grpo.save_steps=100",
-            "grpo.learning_rate=1e-6", "torch_threads=1"]
+            "grpo.learning_rate=1e-6", "grpo.adam_epsilon=1e-12", "torch_threads=1"]
+
+
+def config_with_signal(tmp_path: Path, teacher: bool = False) -> Path:
+    """The demo rule config plus the entropy reward on a random policy: its rule rewards are all 0 (no variance, no
+    gradient), and a policy sure of its answers has next to no gradient either, but a random policy's entropy
+    varies from rollout to rollout, so every step has a signal. At full weight: gradients far above AdamW's ε
+    (1e-8), where its step is about lr·sign(g) in any precision. With
+    `teacher`, Co-rewarding-II's EMA teacher too, as the KL reference (how a sharded engine holds it), α = 0.5."""
+    config = tmp_path / "config.yaml"
+    teacher_reward = ("  - name: co_rewarding_2\n    params: {as_reference: true, alpha_start: 0.5, alpha_end: 0.5, "
+                      "match: verified}\n") if teacher else ""
+    config.write_text(f"base: {RULE_CONFIG}\nrewards:\n  - name: rule\n  - name: entropy\n"
+                      + teacher_reward)
+    return config
 
 
 def moved(run_dir: Path, policy: Path, start: torch.dtype | None = None) -> float:
@@ -53,7 +70,7 @@ def precision_line(log: str) -> str:
 
 
 def train_here(policy: Path, run_dir: Path, *extra: str):
-    args = ["train", "--config", RULE_CONFIG, "--output-dir", run_dir, "--max-steps", STEPS]
+    args = ["train", "--config", config_with_signal(run_dir.parent), "--output-dir", run_dir, "--max-steps", STEPS]
     for item in [*settings(policy), *extra]:
         args += ["--set", item]
     result = coreward_here(*args)
@@ -61,37 +78,37 @@ def train_here(policy: Path, run_dir: Path, *extra: str):
     return result.stdout + result.stderr
 
 
-def test_one_process_bf16_learns_as_fp32_and_pure_bf16_does_not(memorized_policy, tmp_path):
-    fp32_log = train_here(memorized_policy, tmp_path / "fp32")
-    bf16_log = train_here(memorized_policy, tmp_path / "bf16", "model.dtype=bfloat16")
-    pure_log = train_here(memorized_policy, tmp_path / "pure", "model.dtype=bfloat16", "model.master_weights=none")
+def test_one_process_bf16_learns_as_fp32_and_pure_bf16_does_not(tiny_policy, tmp_path):
+    fp32_log = train_here(tiny_policy, tmp_path / "fp32")
+    bf16_log = train_here(tiny_policy, tmp_path / "bf16", "model.dtype=bfloat16")
+    pure_log = train_here(tiny_policy, tmp_path / "pure", "model.dtype=bfloat16", "model.master_weights=none")
     assert "compute float32" in precision_line(fp32_log)
     assert precision_line(bf16_log) == "precision: policy weights float32, updated in float32, compute bfloat16 (single process)"
     assert "policy weights bfloat16, updated in bfloat16" in precision_line(pure_log)
     assert "round away" in pure_log and "round away" not in bf16_log  # the warning names the lost updates
 
-    reference = moved(tmp_path / "fp32", memorized_policy)
+    reference = moved(tmp_path / "fp32", tiny_policy)
     assert reference > 0
-    ratio = moved(tmp_path / "bf16", memorized_policy) / reference
+    ratio = moved(tmp_path / "bf16", tiny_policy) / reference
     assert BAND[0] <= ratio <= BAND[1], ratio
     # the negative control: pure bf16 weights at lr 1e-6 keep almost nothing (what every paper config did)
-    assert moved(tmp_path / "pure", memorized_policy) / reference < BAND[0]
+    assert moved(tmp_path / "pure", tiny_policy) / reference < BAND[0]
 
     # saved and loaded as a user would: float32 tensors, a config that says so, and the learning still there
     from transformers import AutoModelForCausalLM
 
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "bf16" / "final")
     assert loaded.dtype == torch.float32
-    initial = AutoModelForCausalLM.from_pretrained(memorized_policy)
+    initial = AutoModelForCausalLM.from_pretrained(tiny_policy)
     saved = load_file(tmp_path / "bf16" / "final" / "model.safetensors")  # tied weights once
     after, before = ({k: v for k, v in m.state_dict().items() if k in saved} for m in (loaded, initial))
     assert update_norm(before, after) == pytest.approx(ratio * reference, rel=1e-6)
 
 
-def test_low_precision_compute_needs_the_mixed_precision_flag(memorized_policy, tmp_path):
+def test_low_precision_compute_needs_the_mixed_precision_flag(tiny_policy, tmp_path):
     """bf16 compute over float32 weights is autocast: a config that turns it off is told so, naming both keys."""
     args = ["train", "--config", RULE_CONFIG, "--output-dir", tmp_path / "run", "--max-steps", 1]
-    for item in [*settings(memorized_policy), "model.dtype=bfloat16", "grpo.bf16=false"]:
+    for item in [*settings(tiny_policy), "model.dtype=bfloat16", "grpo.bf16=false"]:
         args += ["--set", item]
     result = coreward_here(*args)
     assert result.returncode == 2
@@ -104,33 +121,43 @@ def has_deepspeed() -> bool:
     return importlib.util.find_spec("deepspeed") is not None
 
 
+TEACHER = "final/reward_sources/co_rewarding_2/teacher.safetensors"
+
+
 @pytest.mark.parametrize("engine", [pytest.param("zero2", marks=pytest.mark.skipif(not has_deepspeed(), reason="deepspeed")),
                                     pytest.param("zero3", marks=pytest.mark.skipif(not has_deepspeed(), reason="deepspeed")),
                                     "fsdp2"])
-def test_sharded_engine_bf16_learns_as_fp32(engine, memorized_policy, tmp_path):
-    """2 gloo processes under the engine's CPU config, launched with mixed_precision bf16 and with 'no'."""
-    norms, lines = {}, {}
+def test_sharded_engine_bf16_learns_as_fp32(engine, tiny_policy, tmp_path):
+    """2 gloo processes under the engine's CPU config, launched with mixed_precision bf16 and with 'no': the rule
+    reward and Co-rewarding-II's EMA teacher (the KL reference, as a sharded engine holds it), whose update
+    α·(θ − θ_T) at lr 1e-6 is far below a bf16 rounding step: it survives only in float32 (under ZeRO-3, per
+    process, on its partitions)."""
+    config = config_with_signal(tmp_path, teacher=True)
+    norms, lines, teacher = {}, {}, {}
     for precision in ("no", "bf16"):
         run_dir = tmp_path / precision
-        command = train_command(RULE_CONFIG, run_dir, settings(memorized_policy)
-                                + ([f"model.dtype={'bfloat16' if precision == 'bf16' else 'float32'}"]),
+        command = train_command(config, run_dir, settings(tiny_policy)
+                                + [f"model.dtype={'bfloat16' if precision == 'bf16' else 'float32'}", "grpo.beta=0.01"],
                                 STEPS, resume=False, accelerate_config=ACCELERATE / f"{engine}_cpu.yaml")
         command[command.index("--config_file") + 2:command.index("--config_file") + 2] = ["--mixed_precision", precision]
         attempt = launch(command, run_dir)
         assert attempt.returncode == 0, attempt.log[-3000:]
         start = torch.bfloat16 if precision == "bf16" and engine != "fsdp2" else None
-        norms[precision], lines[precision] = moved(run_dir, memorized_policy, start), precision_line(attempt.log)
+        norms[precision], lines[precision] = moved(run_dir, tiny_policy, start), precision_line(attempt.log)
         final = load_file(run_dir / "final" / "model.safetensors")
         assert {str(t.dtype) for t in final.values()} == {"torch.float32"}, engine  # masters written, not bf16 copies
+        initial = {k: v.to(start or v.dtype).float() for k, v in load_file(tiny_policy / "model.safetensors").items()}
+        teacher[precision] = update_norm(initial, {k: v.float() for k, v in load_file(run_dir / TEACHER).items()})
     assert "compute bfloat16" in lines["bf16"] and "updated in float32" in lines["bf16"], lines
-    ratio = norms["bf16"] / norms["no"]
+    ratio, teacher_ratio = norms["bf16"] / norms["no"], teacher["bf16"] / teacher["no"]
     assert BAND[0] <= ratio <= BAND[1], (engine, norms)
+    assert BAND[0] <= teacher_ratio <= BAND[1], (engine, teacher)
 
 
-def test_lora_keeps_a_bf16_base_and_trains_float32_adapters(memorized_policy, tmp_path):
+def test_lora_keeps_a_bf16_base_and_trains_float32_adapters(tiny_policy, tmp_path):
     """A LoRA policy's base is frozen: it loads in model.dtype (no float32 copy of what nothing updates), and the
     adapters AdamW updates are float32 (PEFT's upcast over a bf16 base)."""
-    log = train_here(memorized_policy, tmp_path / "lora", "model.dtype=bfloat16", "lora.enabled=true", "lora.r=4")
+    log = train_here(tiny_policy, tmp_path / "lora", "model.dtype=bfloat16", "lora.enabled=true", "lora.r=4")
     assert precision_line(log) == "precision: policy weights float32, updated in float32, compute bfloat16 (single process)"
     from safetensors.torch import load_file as load
 

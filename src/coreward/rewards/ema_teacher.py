@@ -72,7 +72,7 @@ class EmaTeacher:
         self.adapter: str | None = None  # the teacher adapter's name (LoRA policies)
         self.pairs: Pairs | None = None
         self.masters: list[torch.Tensor] = []  # what the EMA runs on: float32 copies of 16-bit teacher tensors, else those
-        self.sharded = self.zero3 = False
+        self.sharded = self.zero3 = self.partitioned = False
         self.last_update_step: int | None = None
         self.last_alpha: float | None = None
         self._pending: tuple[dict[str, torch.Tensor] | None, dict] | None = None  # restored before the first bind
@@ -122,6 +122,12 @@ class EmaTeacher:
         """
         self.module, self.pairs, self.adapter = module, pairs, adapter
         low = [t.dtype in (torch.float16, torch.bfloat16) for _, t, _ in pairs]
+        # ZeRO-3 (DeepSpeed casts the reference to bf16): each process averages its own partition in float32, from
+        # the policy's float32 master partition, and writes the rounding into the teacher's partition; no gather
+        self.partitioned = self.zero3 and any(low) and _zero3_partitions_match(pairs)
+        if self.partitioned:
+            self.masters = [_local_fp32(p).detach().clone() for _, _, p in pairs]
+            return
         if self.sharded and any(low):
             warnings.warn("co_rewarding_2: 16-bit sharded teacher: EMA steps with α < 2^-8 may round away", stacklevel=2)
         self.masters = [_master(t, p) if is_low and not self.sharded else t for (_, t, p), is_low in zip(pairs, low)]
@@ -132,15 +138,22 @@ class EmaTeacher:
         if self.last_update_step is not None and step - self.last_update_step < self.update_every:
             return
         alpha = cosine_alpha(step, total_steps, self.alpha_start, self.alpha_end)
+        if self.partitioned:  # element-wise, so each process's partitions are averaged on their own
+            ema_update(self.masters, [_local_fp32(p) for _, _, p in self.pairs], alpha)
+            self._copy_masters_to_teacher()
+            self.last_update_step, self.last_alpha = step, alpha
+            return
         with self._gathered(modifier_rank=0):
-            ema_update(self.masters, [p for _, _, p in self.pairs], alpha)
+            ema_update(self.masters, [_policy_fp32(p) for _, _, p in self.pairs], alpha)
             self._copy_masters_to_teacher()
         self.last_update_step, self.last_alpha = step, alpha
 
     @torch.no_grad()
     def _copy_masters_to_teacher(self) -> None:
         for master, (_, teacher, _) in zip(self.masters, self.pairs):
-            if master is not teacher:
+            if self.partitioned:
+                teacher.ds_tensor.copy_(master.view_as(teacher.ds_tensor))
+            elif master is not teacher:
                 teacher.copy_(master)
 
     def _gathered(self, modifier_rank: int | None = None):
@@ -162,8 +175,11 @@ class EmaTeacher:
         teacher is gathered collectively); the main process writes."""
         if self.pairs is None:
             return
-        with self._gathered():
-            tensors = full_copies(self.pairs, self.masters)
+        if self.partitioned:
+            tensors = _gather_partitions(self.pairs, self.masters)
+        else:
+            with self._gathered():
+                tensors = full_copies(self.pairs, self.masters)
         if self.policy is not None and self.policy.rank != 0:
             return
         state = {"last_update_step": self.last_update_step, "last_alpha": self.last_alpha}
@@ -188,6 +204,15 @@ class EmaTeacher:
         weights, state = self._pending
         self._pending = None
         self.last_update_step, self.last_alpha = state["last_update_step"], state["last_alpha"]
+        if self.partitioned:  # each process takes its slices; no gather (it would re-partition the old values)
+            if weights is None:
+                warnings.warn("co_rewarding_2: no saved teacher weights: the teacher restarts from the policy")
+                self.masters = [_local_fp32(p).detach().clone() for _, _, p in self.pairs]
+            else:
+                _scatter_partitions(self.pairs, self.masters, weights)
+            with torch.no_grad():
+                self._copy_masters_to_teacher()
+            return
         with self._gathered(modifier_rank=0), torch.no_grad():
             if weights is None:
                 warnings.warn("co_rewarding_2: no saved teacher weights (sharded run): the teacher restarts from the policy")
@@ -196,9 +221,72 @@ class EmaTeacher:
             self._copy_masters_to_teacher()
 
 
+def _policy_fp32(policy: torch.Tensor) -> torch.Tensor:
+    """The policy's weights as its optimizer holds them: under DeepSpeed ZeRO-1/2 with a bf16 module, the float32
+    master (collective: every process calls this for the same tensors in the same order), else the tensor itself.
+    Averaged toward the bf16 module instead, the teacher would see the policy move only when its rounding does."""
+    # the attribute, not its value: a process whose partition holds none of this tensor has `_hp_mapping = None`
+    # and still takes part in the all-reduce that assembles it
+    if hasattr(policy, "_hp_mapping") and not hasattr(policy, "ds_id"):
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        full = safe_get_full_fp32_param(policy)
+        if full is not None:
+            return full
+    return policy
+
+
 def _master(teacher: torch.Tensor, policy: torch.Tensor) -> torch.Tensor:
     """The float32 average of a 16-bit teacher tensor: a teacher that is still the policy's rounded copy (bound at
-    the start, the usual case) starts from the policy's own weights, not from their rounding; else from itself."""
-    if policy.dtype != teacher.dtype and torch.equal(policy.detach().to(teacher.dtype), teacher):
-        return policy.detach().float().clone()
+    the start, the usual case) starts from the policy's own float32 weights, not from their rounding; else from
+    itself."""
+    source = _policy_fp32(policy)
+    if source.dtype != teacher.dtype and torch.equal(source.detach().to(teacher.dtype), teacher):
+        return source.detach().float().clone()
     return teacher.detach().float()
+
+
+# ------------------------------------------------------------------ ZeRO-3: float32 averages of each process's partitions
+# A ZeRO-3 parameter of n elements is flattened, padded to a multiple of the N processes, and process r holds the
+# r-th of N equal slices (`ds_tensor`); the policy's and the reference's parameters of one shape are split alike.
+def _local_fp32(policy_param: torch.Tensor) -> torch.Tensor:
+    """This process's slice of a ZeRO-3 policy parameter in float32: DeepSpeed's float32 master partition (the
+    weights its optimizer updates), else the 16-bit partition."""
+    from deepspeed.utils import safe_get_local_fp32_param
+
+    local = safe_get_local_fp32_param(policy_param)
+    return (local if local is not None else policy_param.ds_tensor).reshape(-1).float()
+
+
+def _zero3_partitions_match(pairs: Pairs) -> bool:
+    try:
+        return all(hasattr(t, "ds_tensor") and _local_fp32(p).numel() == t.ds_tensor.numel() for _, t, p in pairs)
+    except (ImportError, AttributeError, RuntimeError):
+        return False
+
+
+def _gather_partitions(pairs: Pairs, masters: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """name -> the whole float32 tensor from every process's slice (collective: every process calls it)."""
+    import torch.distributed as dist
+
+    whole = {}
+    for (name, teacher, _), master in zip(pairs, masters):
+        slices = [torch.empty_like(master) for _ in range(dist.get_world_size())]
+        dist.all_gather(slices, master.contiguous())
+        whole[name] = torch.cat(slices)[: teacher.ds_numel].view(teacher.ds_shape).cpu().clone()
+    return whole
+
+
+@torch.no_grad()
+def _scatter_partitions(pairs: Pairs, masters: list[torch.Tensor], weights: dict[str, torch.Tensor]) -> None:
+    """This process's slices of saved whole tensors, into the float32 averages."""
+    import torch.distributed as dist
+
+    if sorted(weights) != sorted(name for name, _, _ in pairs):
+        raise CorewardError("co_rewarding_2: the checkpoint's teacher tensors don't match this run's teacher")
+    rank = dist.get_rank()
+    for (name, _, _), master in zip(pairs, masters):
+        flat = weights[name].reshape(-1).float()
+        size = master.numel()
+        flat = torch.nn.functional.pad(flat, (0, size * dist.get_world_size() - flat.numel()))
+        master.copy_(flat[rank * size: (rank + 1) * size].to(master.device))
