@@ -98,3 +98,19 @@ def test_gpu_check_runs_the_vllm_parts(tmp_path, _):
     assert settings["backend"] == "vllm" and settings["device"] == current_platform.device_type
     assert settings["dtype"] in ("bfloat16", "float16", "float32")
     assert by_part["eval_vllm"]["eval"]["timing"]["generation_time_s"] > 0
+
+
+@pytest.mark.slow
+def test_gpu_check_learning_check_compares_bf16_with_a_float32_reference(tmp_path):
+    """`--learning`: the rule part at lr 1e-6 in bf16 against its float32 reference, and Cooper's RM learner in bf16
+    (float32 masters) and the authors' pure bf16 against a float32 RM; each row's ratio lands in the report."""
+    report, table = gpu_check(tmp_path, "rule,rm_update", "--no-vllm", "--learning")
+    by_part = check_report(report, table, ["rule", "rm_update"])
+    rule = by_part["rule"]["learning"]
+    assert rule["ok"] and 0.5 <= rule["policy"]["ratio"] <= 2.0 and rule["policy"]["fp32_update_norm"] > 0, rule
+    assert "model.dtype=float32" in rule["reference_command"] and "grpo.bf16=false" in rule["reference_command"]
+    assert "compute bfloat16" in by_part["rule"]["precision"]
+    rm = by_part["rm_update"]["learning"]
+    assert rm["ok"] and 0.5 <= rm["ratios"]["bfloat16"] <= 2.0, rm
+    assert rm["ratios"]["bfloat16, master_weights none"] < rm["ratios"]["bfloat16"], rm  # the authors' bf16 steps lose some
+    assert "Learning check" in table and "| rule | policy |" in table

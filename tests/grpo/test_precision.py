@@ -104,6 +104,15 @@ def test_one_process_bf16_learns_as_fp32_and_pure_bf16_does_not(tiny_policy, tmp
     after, before = ({k: v for k, v in m.state_dict().items() if k in saved} for m in (loaded, initial))
     assert update_norm(before, after) == pytest.approx(ratio * reference, rel=1e-6)
 
+    # a bf16 copy is an explicit export (`coreward push --dtype bfloat16`), beside final/, which stays float32
+    from coreward.grpo.publish import export_policy, push_plan
+
+    exported = export_policy(tmp_path / "bf16", "bfloat16")
+    assert {str(t.dtype) for t in load_file(exported / "model.safetensors").values()} == {"torch.bfloat16"}
+    assert AutoModelForCausalLM.from_pretrained(exported).dtype == torch.bfloat16
+    assert push_plan(tmp_path / "bf16", "me/p", "bfloat16")[0].folder == exported
+    assert {str(t.dtype) for t in load_file(tmp_path / "bf16" / "final" / "model.safetensors").values()} == {"torch.float32"}
+
 
 def test_low_precision_compute_needs_the_mixed_precision_flag(tiny_policy, tmp_path):
     """bf16 compute over float32 weights is autocast: a config that turns it off is told so, naming both keys."""

@@ -55,6 +55,8 @@ def push_command(
     repo: str = typer.Option(..., "--repo", help="hub repository of the policy, e.g. me/qwen-cooper; the RM and "
                              "the EMA teacher go to REPO-rm and REPO-teacher"),
     private: bool = typer.Option(False, "--private", help="create private repositories"),
+    dtype: str = typer.Option(None, "--dtype", help="publish the policy cast to bfloat16 or float16 (final/ keeps "
+                              "the trained float32 weights; the cast copy is written to final-DTYPE/)"),
 ) -> None:
     """Publish a run: the policy with its model card, and the reward model / teacher it learnt.
 
@@ -64,7 +66,7 @@ def push_command(
 
     from coreward.grpo.publish import push as push_run
 
-    for url in push_run(Path(run_dir), repo, private=private):
+    for url in push_run(Path(run_dir), repo, private=private, dtype=dtype):
         typer.echo(url)
 
 

@@ -142,27 +142,55 @@ class Upload:
     ignore: tuple[str, ...] = ()
 
 
-def push_plan(run_dir: Path, repo: str) -> list[Upload]:
-    """The uploads `push` makes: the policy (without the reward sources' state) and each exported model."""
+def push_plan(run_dir: Path, repo: str, dtype: str | None = None) -> list[Upload]:
+    """The uploads `push` makes: the policy (without the reward sources' state) and each exported model. With
+    `dtype` (bfloat16, float16), the policy goes as a copy in that dtype, `final-<dtype>/` beside `final/`
+    (written by `export_policy`): training keeps float32 weights, a smaller export is the user's explicit choice."""
     final = Path(run_dir) / "final"
     if not (final / "config.json").is_file():
         raise CorewardError(f"{run_dir}: no final model (final/config.json): the run has not finished")
-    plan = [Upload(repo, final, (f"{SOURCES_DIR}/*", f"{SOURCES_DIR}/**"))]
+    policy = final if dtype is None else Path(run_dir) / f"final-{dtype}"
+    plan = [Upload(repo, policy, (f"{SOURCES_DIR}/*", f"{SOURCES_DIR}/**"))]
     plan += [Upload(f"{repo}-{name}", folder) for name, folder in exported_models(final).items()]
     return plan
 
 
-def push(run_dir: Path, repo: str, private: bool = False, token: str | None = None) -> list[str]:
-    """Publish a run: refresh the card, then upload every folder of `push_plan`. Offline: one line, nothing sent."""
+def export_policy(run_dir: Path, dtype: str) -> Path:
+    """`final/`'s policy cast to `dtype` (bfloat16 or float16), with its tokenizer and card, as `final-<dtype>/`
+    (written atomically; its weights are the rounding of the trained float32 ones)."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coreward.runtime.files import atomic_directory
+
+    if dtype not in ("bfloat16", "float16"):
+        raise CorewardError(f"--dtype {dtype!r}: use bfloat16 or float16 (final/ itself is the float32 model)")
+    final, target = Path(run_dir) / "final", Path(run_dir) / f"final-{dtype}"
+    model = AutoModelForCausalLM.from_pretrained(final, dtype=getattr(torch, dtype))
+    with atomic_directory(target) as staging:
+        model.save_pretrained(staging)
+        AutoTokenizer.from_pretrained(final).save_pretrained(staging)
+        if (final / CARD).is_file():
+            shutil.copy(final / CARD, Path(staging) / CARD)
+    return target
+
+
+def push(run_dir: Path, repo: str, private: bool = False, token: str | None = None, dtype: str | None = None) -> list[str]:
+    """Publish a run: refresh the card, then upload every folder of `push_plan` (with `dtype`, the policy cast to
+    it: `export_policy`). Offline: one line, nothing sent."""
     from huggingface_hub import HfApi
 
     from coreward.data.readers import hub_unreachable, offline_mode
 
-    plan = push_plan(run_dir, repo)
+    plan = push_plan(run_dir, repo, dtype)
     write_model_card(run_dir)
     why = "offline mode is set (HF_HUB_OFFLINE)" if offline_mode() else hub_unreachable()
     if why is not None:
         raise CorewardError(f"cannot push {run_dir} to {repo}: {why}")
+    if dtype is not None:
+        export_policy(run_dir, dtype)
     api = HfApi(token=token)
     urls = []
     for upload in plan:
