@@ -48,39 +48,15 @@ def family(config: dict) -> str:
     return "qwen3"
 
 
-def build_memorized(directory: Path, arch: str) -> Path:
-    """A small causal LM of `arch` trained on the first four demo problems (as tests/helpers/tiny_models.py's
-    memorized policy, in the architecture the config names)."""
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
-
+def build_memorized(directory: Path) -> Path:
+    """A small Qwen3 trained on the first four demo problems and their demo rephrasings (Co-rewarding-I rolls out
+    both; each view's label is the other's vote)."""
     from coreward.data.synthetic import load_demo, rephrase_demo
-    from coreward.demo.model import build_demo_tokenizer
+    from tests.helpers.tiny_models import train_small_policy
 
-    tokenizer = build_demo_tokenizer()
-    ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
-           "pad_token_id": tokenizer.pad_token_id}
-    shape = {"vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-             "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 256,
-             "tie_word_embeddings": True, **ids}
-    torch.manual_seed(0)
-    if arch == "qwen2":
-        model = Qwen2ForCausalLM(Qwen2Config(**shape))
-    else:
-        model = Qwen3ForCausalLM(Qwen3Config(**shape, head_dim=32))
-    model.generation_config = GenerationConfig(**ids)
-    # the questions and their demo rephrasings (Co-rewarding-I rolls out both; each view's label is the other's vote)
     problems = load_demo("train", 4)
-    texts = [q + r.solution + tokenizer.eos_token for r in problems for q in (r.question, rephrase_demo(r.question))]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    for _ in range(80):
-        encoded = tokenizer(texts, return_tensors="pt", padding=True)
-        labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
-        model(**encoded, labels=labels).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
+    return train_small_policy(directory, lambda tokenizer: [q + r.solution + tokenizer.eos_token for r in problems
+                                                            for q in (r.question, rephrase_demo(r.question))], 80)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +67,7 @@ def models(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     built = {}
     for arch in ("qwen3",):
         root = tmp_path_factory.mktemp(arch)
-        policy = build_memorized(root / "policy", arch)
+        policy = build_memorized(root / "policy")
         torch.manual_seed(0)
         VerifyRM.from_backbone(policy, device="cpu", add_template_tokens=True, max_length=128).save_pretrained(root / "rm")
         built[arch] = (policy, root / "rm")

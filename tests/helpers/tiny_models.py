@@ -28,40 +28,9 @@ def build_random_policy(directory: str | Path, hidden: int = 64, layers: int = 2
     return Path(directory)
 
 
-def build_memorized_policy(directory: str | Path, problems: int = 4, steps: int = 60) -> Path:
-    """Train the policy on `problems` demo questions+solutions for `steps` full-batch steps (one thread)."""
-    from coreward.data.synthetic import load_demo
-    from coreward.demo.model import build_demo_model, build_demo_tokenizer
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a model this small trains fastest (and identically) on one thread
-    try:
-        torch.manual_seed(0)
-        tokenizer = build_demo_tokenizer()
-        model = build_demo_model(tokenizer, seed=0, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128)
-        texts = [r.question + r.solution + tokenizer.eos_token for r in load_demo("train", problems)]
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        for _ in range(steps):
-            encoded = tokenizer(texts, return_tensors="pt", padding=True)
-            labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
-            model(**encoded, labels=labels).loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-    finally:
-        torch.set_num_threads(threads)
-    directory = Path(directory)
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
-def build_answering_policy(directory: str | Path, endings: tuple[str, ...] = ("#### 1", "#### 2", " How many?"),
-                           problems: int = 16, steps: int = 40) -> Path:
-    """Train the policy on each of the first `problems` demo questions and their rephrasings followed by each of
-    `endings` (then end of text), for `steps` full-batch steps (one thread, about 2 s): at temperature 1 it writes
-    one of the endings, each about equally often, after any of those questions (`"#### 1"` has the answer 1;
-    `" How many?"` has none)."""
-    from coreward.data.synthetic import demo_rephrasing, load_demo
+def train_small_policy(directory: str | Path, texts_of, steps: int) -> Path:
+    """A demo-architecture policy (hidden 64, 2 layers) trained full-batch on `texts_of(tokenizer)` for `steps`
+    AdamW steps (lr 1e-2, one thread: a model this small trains fastest, and identically, on one), then saved."""
     from coreward.demo.model import build_demo_model, build_demo_tokenizer
 
     threads = torch.get_num_threads()
@@ -70,10 +39,7 @@ def build_answering_policy(directory: str | Path, endings: tuple[str, ...] = ("#
         torch.manual_seed(0)
         tokenizer = build_demo_tokenizer()
         model = build_demo_model(tokenizer, seed=0, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128)
-        records = load_demo("train", problems)
-        questions = [r.question for r in records] + [demo_rephrasing(r) for r in records]
-        texts = [q + ending + tokenizer.eos_token for q in questions for ending in endings]
-        encoded = tokenizer(texts, return_tensors="pt", padding=True)
+        encoded = tokenizer(texts_of(tokenizer), return_tensors="pt", padding=True)
         labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
         for _ in range(steps):
@@ -86,6 +52,28 @@ def build_answering_policy(directory: str | Path, endings: tuple[str, ...] = ("#
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+def build_memorized_policy(directory: str | Path, problems: int = 4, steps: int = 60) -> Path:
+    """Train the policy on `problems` demo questions+solutions for `steps` full-batch steps (one thread)."""
+    from coreward.data.synthetic import load_demo
+
+    return train_small_policy(directory, lambda tokenizer: [r.question + r.solution + tokenizer.eos_token
+                                                            for r in load_demo("train", problems)], steps)
+
+
+def build_answering_policy(directory: str | Path, endings: tuple[str, ...] = ("#### 1", "#### 2", " How many?"),
+                           problems: int = 16, steps: int = 40) -> Path:
+    """Train the policy on each of the first `problems` demo questions and their rephrasings followed by each of
+    `endings` (then end of text), for `steps` full-batch steps (one thread, about 2 s): at temperature 1 it writes
+    one of the endings, each about equally often, after any of those questions (`"#### 1"` has the answer 1;
+    `" How many?"` has none)."""
+    from coreward.data.synthetic import demo_rephrasing, load_demo
+
+    records = load_demo("train", problems)
+    questions = [r.question for r in records] + [demo_rephrasing(r) for r in records]
+    return train_small_policy(directory, lambda tokenizer: [q + ending + tokenizer.eos_token for q in questions
+                                                            for ending in endings], steps)
 
 
 def build_random_rm(directory: str | Path) -> Path:
