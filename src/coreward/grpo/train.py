@@ -267,6 +267,8 @@ def run_training(
     dataset = build_train_dataset(config)  # bad data fails here, before any model loads
     eval_records = load_eval_records(config.data)
     sources = build_sources(config)
+    for source in sources:  # an endpoint that is down, a wrong model name: exit 2 now, not a run that is something else
+        source.preflight()
     args = build_grpo_args(config, run_dir, max_steps)
     check_batch_fits(len(dataset), args, f"in {config.data.train}")
     resume_checkpoint(config, run_dir, resume)  # a bad grpo.resume_from_checkpoint fails before any model path check

@@ -267,6 +267,11 @@ class RewardSource:
         """One reward per completion of the global batch (None: not applicable to that completion)."""
         raise NotImplementedError
 
+    def preflight(self) -> None:
+        """Check, once before any model loads, every external part this source needs (an endpoint answers, a
+        model path exists); raise CorewardError naming what and why. A run that cannot be what its config says
+        stops here (exit 2) instead of training as something else."""
+
     def on_step_begin(self, policy: Policy) -> None:
         """Called once per training step, before its rollouts (an EMA teacher updates here)."""
 

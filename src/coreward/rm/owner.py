@@ -13,6 +13,7 @@ from typing import Any
 from coreward.rm.assistant import Assistant, build_assistant
 from coreward.rm.learner import RM_DIR, STATE_FILE, LearnerSettings, RMLearner
 from coreward.rm.model import VerifyRM
+from coreward.runtime.errors import CorewardError
 
 
 class RMOwner:
@@ -58,6 +59,24 @@ class RMOwner:
                 self.learner = RMLearner(rm, p, sharding=sharding)  # p: Params extend LearnerSettings
             self.learner.rm.use_cut(p.rm_cut)
         return self.learner
+
+    def preflight(self) -> None:
+        """An LLM assistant on an endpoint answers before training starts: down, refusing the key or without the
+        model, Cooper would drop every pair and train as a static RM (the error names the URL and the cause)."""
+        spec = self.params.assistant  # an endpoint only: a local model is loaded (and checked) on first use
+        endpoint = (isinstance(spec, str) and spec.startswith(("http://", "https://"))) or (
+            isinstance(spec, dict) and spec.get("backend") == "openai")
+        if not endpoint:
+            return
+        from coreward.llm.factory import build_generator
+
+        generator = build_generator(spec)
+        try:
+            generator.health_check()
+        except CorewardError as err:
+            raise CorewardError(f"{self.name}: its assistant cannot write negatives: {err}") from None
+        finally:
+            generator.close()
 
     def get_assistant(self) -> Assistant:
         """Built on first use, on the main process only (the other processes never call it)."""
