@@ -192,7 +192,8 @@ class CooperReward(RMOwner, RewardSource):
         if negatives.latencies:
             batch.log("assistant/latency", sum(negatives.latencies) / len(negatives.latencies))
         if requests and negatives.failures and not any(negatives.texts):
-            logger.warning("cooper: no assistant request of step %d gave a negative; its pairs are dropped", batch.step)
+            logger.warning("cooper: no assistant request of step %d gave a negative (%d failed; last error: %s); its "
+                           "pairs are dropped", batch.step, negatives.failures, negatives.last_error or "none given")
         return pairs
 
     def _rollout_pairs(self, batch: RolloutBatch, scores: list[float], questions: list[str], correct: list[bool],

@@ -249,6 +249,7 @@ class Negatives:
     texts: list[str | None]
     failures: int = 0  # requests that came back empty-handed (endpoint down, timeout, nothing to perturb)
     rejected: int = 0  # texts refused because their answer still verified equal to the positive's, or had none
+    last_error: str | None = None  # why the last failed request failed (the endpoint's error text)
     latencies: list[float] = field(default_factory=list)
 
 
@@ -286,6 +287,7 @@ def write_negatives(assistant: Assistant, verifier, requests: list[NegativeReque
         outcome.latencies += [result.latency_s for result in results]
         written = [(i, result.text) for i, result in zip(pending, results) if result.ok]
         outcome.failures += len(pending) - len(written)
+        outcome.last_error = next((r.error for r in reversed(results) if not r.ok and r.error), outcome.last_error)
         verdicts = verifier.verify_completions([text for _, text in written], [requests[i].answer for i, _ in written])
         answerless = [k for k, verdict in enumerate(verdicts) if verdict.extracted is None] if accept_answerless else []
         whole_text = dict(zip(answerless, verifier.whole_text_equal([written[k][1] for k in answerless],
