@@ -303,7 +303,11 @@ def test_two_processes_split_teacher_rollouts(tiny_policy, tmp_path):
 
 
 if __name__ == "__main__":
+    from coreward.runtime.distributed import exit_now, leave_process_group
+
     two_process_worker(sys.argv[1], sys.argv[2])
+    if leave_process_group():  # no interpreter teardown: gloo's threads can abort a finished rank there (exit -6)
+        exit_now(0)
 
 
 def test_teacher_rolls_out_the_rephrased_question(tmp_path, monkeypatch):

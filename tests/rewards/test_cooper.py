@@ -467,7 +467,11 @@ def worker(policy: str, rm: str, out: str, steps: str) -> None:
 
 
 if __name__ == "__main__" and sys.argv[1] == "worker":
+    from coreward.runtime.distributed import exit_now, leave_process_group
+
     worker(*sys.argv[2:6])
+    if leave_process_group():  # no interpreter teardown: gloo's threads can abort a finished rank there (exit -6)
+        exit_now(0)
 
 
 # ---------------------------------------------------------------------------------- fidelity options

@@ -122,4 +122,10 @@ def test_sharded_learner_equals_replicated_and_resumes(engine, offload, tiny_rm_
 
 
 if __name__ == "__main__":
+    from coreward.runtime.distributed import exit_now, leave_process_group
+
     worker(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1")
+    # ended as `coreward train` ends a distributed run: the group left together, then no interpreter teardown (whose
+    # destruction of gloo's threads aborted a ZeRO-3 rank, exit -6, after its files were written)
+    if leave_process_group():
+        exit_now(0)
