@@ -7,6 +7,7 @@ held-out evaluation no validation curve).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,6 +53,10 @@ def render_report(runs: list[Run], drawn: dict[str, Path | None], smooth: float)
               "Periodic evaluation is the held-out check during training (`data.eval_*`: fewer problems and samples "
               "than `coreward eval`, avg@N as the column says); the demo's table.md is avg@8 on 500 problems: "
               "the two are different protocols, not to be compared.", ""]
+    health = [(run.name, json.loads((run.path / "health.json").read_text())["lines"]) for run in runs
+              if (run.path / "health.json").is_file()]
+    if health:  # written by the run at its end (grpo/health.py)
+        lines += ["## Health", ""] + [f"- **{name}**: {line}" for name, found in health for line in found] + [""]
     missing = []
     if drawn.get(OVEROPTIMIZATION_FILE) is not None:
         lines += ["## Overoptimization", "", f"![Overoptimization]({OVEROPTIMIZATION_FILE})", "",

@@ -370,6 +370,9 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     for line in precision_report(trainer, config.model.master_weights):
         print_once(line)
     trainer.add_callback(short_completions_warning())
+    from coreward.grpo.health import HealthCallback
+
+    trainer.add_callback(HealthCallback(run_dir))  # invariants watched per step; health.json at the end
     use_compact_progress(trainer)
     use_run_tensorboard(trainer, run_dir / "tensorboard", checkpoint_step(checkpoint) if checkpoint else None)
     if eval_records is not None:
