@@ -412,7 +412,7 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
 
 def rm_updated_weights(learner) -> dict:
     """The weights the RM's AdamW updates (its float32 masters where it keeps some), on the CPU."""
-    return {i: t.detach().float().cpu().clone() for i, t in enumerate(learner.masters or learner.parameters)}
+    return {i: t.detach().float().cpu().clone() for i, t in enumerate(learner.optimized)}
 
 
 # --------------------------------------------------------------------------- report

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                                   ("bfloat16, master_weights none", "bfloat16", {"master_weights": "none"})):
         rm = VerifyRM.from_pretrained(path, device="cpu", dtype=dtype)
         learner = RMLearner(rm, lr=args.lr, batch_size=8, minibatch_size=4, **settings)
-        updated = lambda learner=learner: [t.detach().float().clone() for t in (learner.masters or learner.parameters)]  # noqa: E731
+        updated = lambda learner=learner: [t.detach().float().clone() for t in learner.optimized]  # noqa: E731
         before = updated()
         accuracy_before = evaluate_rm(rm, rows)["rm/pair_accuracy"]
         start = time.perf_counter()

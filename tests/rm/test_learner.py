@@ -73,7 +73,7 @@ def _rm_update(path, dtype: str, steps: int = 3, **settings) -> tuple[float, flo
 
     rm = VerifyRM.from_pretrained(path, device="cpu", dtype=dtype)
     taught = RMLearner(rm, lr=1e-5, batch_size=8, **settings)
-    updated = lambda: dict(enumerate(taught.masters or taught.parameters))  # noqa: E731
+    updated = lambda: dict(enumerate(taught.optimized))  # noqa: E731
     before = {i: t.detach().clone() for i, t in updated().items()}
     for _ in range(steps):
         taught.update(PAIRS)

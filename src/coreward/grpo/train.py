@@ -147,9 +147,11 @@ def compute_flags(dtype: str, precision: str | None, on_gpu: bool) -> dict[str, 
     model.dtype names; else bf16 on a GPU that has it."""
     import torch
 
+    from coreward.runtime.precision import is_low_precision
+
     if precision:
         return {"bf16": precision == "bf16", "fp16": precision == "fp16"}
-    if dtype in ("bfloat16", "float16"):
+    if is_low_precision(dtype):
         return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
     return {"bf16": on_gpu and torch.cuda.is_bf16_supported(), "fp16": False}
 
@@ -174,7 +176,9 @@ def weights_dtype(model, lora: bool = False) -> str:
 
 def check_mixed_precision(model, settings: dict[str, Any], precision: str | None) -> None:
     """A low-precision model.dtype with float32 weights computes through the trainer's bf16/fp16 flag: it must be on."""
-    if model.master_weights != "float32" or model.dtype not in ("bfloat16", "float16"):
+    from coreward.runtime.precision import is_low_precision
+
+    if model.master_weights != "float32" or not is_low_precision(model.dtype):
         return
     flag = "bf16" if model.dtype == "bfloat16" else "fp16"
     if not settings.get(flag):

@@ -20,11 +20,18 @@ from coreward.runtime.errors import CorewardError
 BACKENDS: dict[str, type[TextGenerator]] = {"openai": OpenAIEndpointGenerator, "hf": HFLocalGenerator}
 
 
+def is_endpoint(spec: str | dict) -> bool:
+    """Whether a config value describes an OpenAI-compatible endpoint (a URL, or a dict of backend "openai")."""
+    if isinstance(spec, dict):
+        return spec.get("backend") == "openai"
+    return isinstance(spec, str) and spec.startswith(("http://", "https://"))
+
+
 def build_generator(spec: str | dict) -> TextGenerator:
     """The generator a config value describes; a bad dict (unknown backend or option) is a CorewardError."""
     if isinstance(spec, dict):
         return _from_dict(spec)
-    if spec.startswith(("http://", "https://")):
+    if is_endpoint(spec):
         base_url, _, model = spec.partition("#")
         return OpenAIEndpointGenerator(base_url, model or None)
     return HFLocalGenerator(spec)

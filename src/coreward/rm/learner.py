@@ -63,6 +63,10 @@ class LearnerSettings:
     step_without_pairs: bool = False  # a step with no valid pair still takes an AdamW step on a zero gradient (the authors'), instead of leaving the RM as it is
     master_weights: Literal["float32", "none"] = "float32"  # AdamW steps float32 copies of a bf16 RM's weights; none: the bf16 weights themselves (the authors': updates below half a bf16 step round away)
 
+    def keeps_masters(self, low_precision: bool) -> bool:
+        """Whether AdamW steps float32 copies of the RM's weights rather than the weights (see RMLearner)."""
+        return self.optimizer_offload or (low_precision and self.master_weights == "float32")
+
     def validate(self) -> None:
         """A ValueError names the field first."""
         if self.minibatch_size is not None and self.minibatch_size < 1:
@@ -119,15 +123,15 @@ class RMLearner:
         #   the masters sit on the RM's device, and scoring still runs on the bf16 weights;
         # * optimizer_offload: the masters on the CPU, so the RM's device holds weights and gradients only (12 of
         #   fp32 AdamW's 16 bytes per parameter leave it), for two copies per step.
+        # A sharded RM's masters are its shards' (rm/sharding.py builds them): none are made here for the whole RM.
         self.low_precision = any(is_low_precision(p.dtype) for p in self.parameters)
-        keep_masters = optimizer_offload or (self.low_precision and settings.master_weights == "float32")
         self.masters = [p.detach().float().to("cpu" if optimizer_offload else p.device, copy=True)
-                        for p in self.parameters] if keep_masters else None
+                        for p in self.parameters] if sharding is None and settings.keeps_masters(self.low_precision) else None
         if self.low_precision and self.masters is None and sharding is None:
             warning = round_away_warning("Cooper's RM", "master_weights", self.parameters, lr, self.parameters[0].dtype)
             if warning:
                 logger.warning("cooper: %s", warning)
-        self.optimizer = torch.optim.AdamW(self.masters or self.parameters, lr=lr, weight_decay=weight_decay)
+        self.optimizer = torch.optim.AdamW(self.optimized, lr=lr, weight_decay=weight_decay)
         self.updates = 0  # optimizer steps taken
         self.skipped = 0  # steps skipped for a non-finite gradient norm
         self.calls = 0  # RL steps whose pairs were learned (seeds the shuffles)
@@ -136,6 +140,11 @@ class RMLearner:
             from coreward.rm.sharding import ShardedRM
 
             self.sharding = ShardedRM(self, sharding, weight_decay, optimizer_offload)
+
+    @property
+    def optimized(self) -> list[torch.Tensor]:
+        """The tensors AdamW updates: the float32 masters where there are some, else the RM's parameters."""
+        return self.masters or self.parameters
 
     def set_learning_rate(self, step: int, total_steps: int) -> float:
         """Linear warmup over the first `warmup_ratio` of `total_steps` RL steps, then the base rate."""

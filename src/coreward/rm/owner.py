@@ -63,13 +63,11 @@ class RMOwner:
     def preflight(self) -> None:
         """An LLM assistant on an endpoint answers before training starts: down, refusing the key or without the
         model, Cooper would drop every pair and train as a static RM (the error names the URL and the cause)."""
-        spec = self.params.assistant  # an endpoint only: a local model is loaded (and checked) on first use
-        endpoint = (isinstance(spec, str) and spec.startswith(("http://", "https://"))) or (
-            isinstance(spec, dict) and spec.get("backend") == "openai")
-        if not endpoint:
-            return
-        from coreward.llm.factory import build_generator
+        from coreward.llm.factory import build_generator, is_endpoint
 
+        spec = self.params.assistant
+        if not is_endpoint(spec):  # "perturb", or a local model: loaded (and checked) on first use
+            return
         generator = build_generator(spec)
         try:
             generator.health_check()

@@ -127,10 +127,9 @@ class ShardedRM:
             # AdamW on float32 copies of this process's shards (the replicated learner's masters, one shard each),
             # copied back after each step: on the CPU with optimizer_offload, on the device for a bf16 RM
             local = [p.to_local() for p in learner.parameters]
-            keep = optimizer_offload or (learner.low_precision and learner.settings.master_weights == "float32")
             learner.masters = [t.detach().float().to("cpu" if optimizer_offload else t.device, copy=True)
-                               for t in local] if keep else None
-            learner.optimizer = torch.optim.AdamW(learner.masters or learner.parameters, lr=learner.lr,
+                               for t in local] if learner.settings.keeps_masters(learner.low_precision) else None
+            learner.optimizer = torch.optim.AdamW(learner.optimized, lr=learner.lr,
                                                   weight_decay=weight_decay)
         else:
             import deepspeed

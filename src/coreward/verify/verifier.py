@@ -133,14 +133,7 @@ class Verifier:
             return verdicts
         with self._lock:
             self.stats.math_verify += len(items)
-            pool = self._ensure_pool()
-            try:
-                results = pool.run(items)
-            except BaseException:  # as in `_math_verify`
-                pool.close(kill=True)
-                self._pool = None
-                raise
-            self.stats.timeouts += sum(late for _, late in results)
+            results = self._in_pool(items)
         for k, result in zip(slots, results):
             verdicts[k] = result
         return verdicts
@@ -234,6 +227,10 @@ class Verifier:
         self.stats.math_verify += len(items)
         if len(items) <= IN_PROCESS_MAX and all(is_simple(g) and is_simple(p) for g, p, _ in items):
             return [(math_verify_equal(*item), False) for item in items]
+        return self._in_pool(items)
+
+    def _in_pool(self, items: list) -> list[tuple[bool, bool]]:
+        """(correct, timed_out) per item from the worker pool, under the deadline (timeouts counted)."""
         pool = self._ensure_pool()
         try:
             verdicts = pool.run(items)
