@@ -28,12 +28,12 @@ def steps_logged(run_dir: Path) -> list[int]:
     return [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] if (run_dir / "metrics.jsonl").exists() else []
 
 
-def wait_for_a_step(process: subprocess.Popen, run_dir: Path, timeout_s: float = 300) -> None:
+def wait_for_a_step(process: subprocess.Popen, run_dir: Path, timeout_s: float = 300, poll_s: float = 0.2) -> None:
     deadline = time.monotonic() + timeout_s
     while not steps_logged(run_dir):
         assert process.poll() is None, process.communicate()[1][-3000:]
         assert time.monotonic() < deadline, "no step logged in time"
-        time.sleep(0.2)
+        time.sleep(poll_s)
 
 
 def check_resumed_without_loss(policy: Path, run_dir: Path, stopped_at: int, nproc: int = 1) -> None:
@@ -88,8 +88,11 @@ def test_ctrl_c_ends_the_step_with_a_checkpoint_like_sigterm(tiny_policy, tmp_pa
 
 def test_a_second_ctrl_c_stops_at_once(tiny_policy, tmp_path):
     run_dir = tmp_path / "run"
-    process = launch(tiny_policy, run_dir, 1, "--set", "grpo.per_device_train_batch_size=64", session=True)
-    wait_for_a_step(process, run_dir)
+    # Both Ctrl-Cs must land in one step: step 1's log line marks the start of step 2, which takes about 2 s
+    # here (256 completions of up to 64 tokens), far longer than the 0.15 s from that line to the second Ctrl-C
+    process = launch(tiny_policy, run_dir, 1, "--set", "grpo.per_device_train_batch_size=256",
+                     "--set", "grpo.max_completion_length=64", session=True)
+    wait_for_a_step(process, run_dir, poll_s=0.02)
     ctrl_c(process)
     time.sleep(0.1)
     ctrl_c(process)

@@ -31,10 +31,10 @@ def train_command(
     try:
         result = run_training(as_train_config(config, set_), output_dir=output_dir, max_steps=max_steps, resume=resume,
                               allow_config_change=allow_config_change)
-    except KeyboardInterrupt:  # a second Ctrl-C (the first one stops after the step, below)
+        distributed = leave_process_group()
+    except KeyboardInterrupt:  # a second Ctrl-C (the first one stops after the step, below), wherever it lands
         print_once("stopped at once by a second Ctrl-C; continue with --resume from the newest complete checkpoint")
         raise typer.Exit(130) from None
-    distributed = leave_process_group()
     code = 0
     if result.preempted:
         from coreward.grpo.preemption import PREEMPTED_EXIT
