@@ -7,7 +7,7 @@
 #   MACHINE_RANK=0 MAIN_HOST=node01 NUM_MACHINES=2 GPUS_PER_NODE=8 bash configs/slurm/launch_node.sh CONFIG RUN_DIR
 #   MACHINE_RANK=1 MAIN_HOST=node01 NUM_MACHINES=2 GPUS_PER_NODE=8 bash configs/slurm/launch_node.sh CONFIG RUN_DIR
 #
-# Further arguments go to `coreward train` (--set k=v, --max-steps N, --resume).
+# Further arguments go to `coreward train` (--set k=v, --max-steps N, --resume or --resume-if-any).
 set -uo pipefail
 CONFIG=${1:?usage: launch_node.sh CONFIG RUN_DIR [coreward train arguments]}
 RUN_DIR=${2:?usage: launch_node.sh CONFIG RUN_DIR [coreward train arguments]}

@@ -135,3 +135,33 @@ def test_a_run_whose_last_checkpoint_is_its_last_step_builds_final_without_train
     assert again.returncode == 0, again.stderr[-3000:]
     assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == [1, 2]
     assert (run_dir / "final" / "config.json").is_file() and "finished at step 2" in again.stdout + again.stderr
+
+
+def test_resume_without_a_checkpoint_is_refused_naming_what_the_directory_holds(tiny_policy, tmp_path):
+    typo = tmp_path / "runs" / "majorty"  # a typo in the path: it would have trained from step 0 and exited 0
+    missing = coreward_here(*tiny_train_args(tiny_policy, typo, "--max-steps", "1", "--resume"))
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert f"{typo} did not exist" in missing.stderr and "--resume-if-any" in missing.stderr
+    assert not typo.exists()  # the directory the lock made is not left behind
+    killed = tmp_path / "killed"  # killed while its first checkpoint was written: nothing complete to resume
+    (killed / "checkpoint-1").mkdir(parents=True)
+    (killed / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5}\n')
+    refused = coreward_here(*tiny_train_args(tiny_policy, killed, "--max-steps", "1", "--resume"))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"no complete checkpoint in {killed}: it holds" in refused.stderr
+    assert "checkpoint-1/ (incomplete" in refused.stderr and "metrics.jsonl (1 logged row)" in refused.stderr
+    assert (killed / "metrics.jsonl").read_text() == '{"step": 1, "reward": 0.5}\n'  # nothing trained over it
+    both = coreward_here(*tiny_train_args(tiny_policy, killed, "--resume", "--resume-if-any"))
+    assert both.returncode == 2 and "pass one of them" in both.stderr
+
+
+def test_resume_if_any_starts_a_run_then_continues_it(tiny_policy, tmp_path):
+    """The form of a job a scheduler may start again: the first start trains from step 0, the next continues."""
+    run_dir = tmp_path / "requeued"
+    first = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "1", "--resume-if-any"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert f"no complete checkpoint in {run_dir}, starting from the beginning" in first.stdout
+    again = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "2", "--resume-if-any"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"--resume: continuing from {run_dir / 'checkpoint-1'}" in again.stdout
+    assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == [1, 2]

@@ -34,7 +34,7 @@ def map_command(
     """Hackability map: train against each reward config over learning rates × seeds, and tabulate where the
     verified accuracy of the rollouts peaks and how far the reward runs ahead of it, per horizon.
 
-    Each cell is an ordinary `coreward train` run directory (started with --resume: an interrupted map continues, finished cells are skipped). With a decaying learning-rate schedule a shorter horizon sees the longest run's schedule up to its step.
+    Each cell is an ordinary `coreward train` run directory (started with --resume-if-any: an interrupted map continues, finished cells are skipped). With a decaying learning-rate schedule a shorter horizon sees the longest run's schedule up to its step.
 
     Example: coreward map --config configs/demo/model.yaml --config configs/demo/cooper.yaml --lr 5e-5,2e-4 --horizons 20,40,60 --seeds 3 --output runs/map
     """  # noqa: E501 (one paragraph a line: the help reflows them)

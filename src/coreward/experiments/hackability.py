@@ -4,7 +4,7 @@ accuracy of its own rollouts stops following it?
 For every reward config × learning rate × seed, one `coreward train` run (a cell) goes to the longest horizon;
 each shorter horizon is read from that run's metrics up to its step, not trained again (with a decaying
 learning-rate schedule, or Cooper's RM schedule, a horizon H therefore sees the longest run's schedule up to
-step H, not a schedule of its own). Every cell is an ordinary run directory, started with `--resume`: a map
+step H, not a schedule of its own). Every cell is an ordinary run directory, started with `--resume-if-any`: a map
 that was stopped continues where it was, finished cells are skipped. Independent cells run side by side
 (`jobs`), each with one torch thread.
 
@@ -122,7 +122,7 @@ def plan(settings: MapSettings) -> list[Cell]:
 
 def cell_command(cell: Cell, max_steps: int, overrides: Sequence[str]) -> list[str]:
     sets = [f"grpo.learning_rate={cell.lr!r}", f"seed={cell.seed}", "torch_threads=1", *overrides]
-    return train_command(cell.config, cell.run_dir, sets, "--max-steps", str(max_steps), "--resume")
+    return train_command(cell.config, cell.run_dir, sets, "--max-steps", str(max_steps), "--resume-if-any")
 
 
 def finished(cell: Cell) -> bool:

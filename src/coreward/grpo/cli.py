@@ -16,7 +16,10 @@ def train_command(
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     output_dir: Optional[str] = typer.Option(None, "--output-dir", help="run directory (default: the config's output_dir)"),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="stop after this many optimizer steps"),
-    resume: bool = typer.Option(False, "--resume", help="continue from the run directory's last complete checkpoint"),
+    resume: bool = typer.Option(False, "--resume", help="continue from the run directory's newest complete "
+                                "checkpoint; a directory without one is an error that says what it holds"),
+    resume_if_any: bool = typer.Option(False, "--resume-if-any", help="continue from the newest complete checkpoint "
+                                       "if there is one, else start: for a job a scheduler may start again"),
     allow_config_change: bool = typer.Option(False, "--allow-config-change",
                                              help="with --resume: accept a config that differs from the run's"),
 ) -> None:
@@ -25,12 +28,16 @@ def train_command(
     Example: coreward train --config configs/demo/cooper.yaml --max-steps 10 --output-dir runs/try
     """
     from coreward.grpo.config import as_train_config
+    from coreward.grpo.run_dir import RESUME_IF_ANY
     from coreward.grpo.train import run_training
     from coreward.runtime.distributed import exit_now, leave_process_group, print_once
 
+    if resume and resume_if_any:
+        raise typer.BadParameter("pass one of them: --resume (a checkpoint must be there) or --resume-if-any",
+                                 param_hint="--resume / --resume-if-any")
     try:
-        result = run_training(as_train_config(config, set_), output_dir=output_dir, max_steps=max_steps, resume=resume,
-                              allow_config_change=allow_config_change)
+        result = run_training(as_train_config(config, set_), output_dir=output_dir, max_steps=max_steps,
+                              resume=RESUME_IF_ANY if resume_if_any else resume, allow_config_change=allow_config_change)
         distributed = leave_process_group()
     except KeyboardInterrupt:  # a second Ctrl-C (the first one stops after the step, below), wherever it lands
         print_once("stopped at once by a second Ctrl-C; continue with --resume from the newest complete checkpoint")

@@ -7,6 +7,10 @@ disk, and a finished run left as it is.
 * **Config on resume.** The resolved config is saved as `config.yaml`; `--resume` compares it with the new
   one and refuses when a key outside `MAY_CHANGE` differs (naming the keys), unless the user allows it; then
   the old file is kept as `config.step-N.yaml` beside the new one.
+* **Resume needs something to resume.** `--resume` on a directory without a complete checkpoint is an error that
+  names the directory and what it holds (a typo in the path would otherwise train from step 0 and exit 0, as
+  transformers' Trainer refuses too); `--resume-if-any` continues when there is a checkpoint and starts otherwise,
+  the form for a job that a scheduler may start again (configs/slurm/train_multinode.sbatch, `coreward map`).
 * **Secrets.** Any config value under a secret-looking key (`api_key`, `token`, `password`, `secret`, ...)
   is written as `REDACTED`: keys come from the environment or a key file, and the run directory can be shared.
 """
@@ -29,6 +33,7 @@ from coreward.runtime.errors import CorewardError
 
 
 LOCK_FILE = ".lock"
+RESUME_IF_ANY = "if_any"  # run_training(resume=...): continue from a complete checkpoint if there is one, else start
 REDACTED = "REDACTED"
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.I)
 # keys a resumed run may change without `--allow-config-change`: how long and how it logs, saves, evaluates
@@ -87,6 +92,40 @@ def check_resume_config(run_dir: Path, config: Any, allow_change: bool, step: in
         path.replace(run_dir / f"config.step-{step}.yaml")
 
 
+def check_something_to_resume(run_dir: Path, resume: bool | str, created: bool) -> None:
+    """Refuse `--resume` (strict: `resume is True`) when the run directory has no complete checkpoint, naming what it
+    holds. `created`: the directory did not exist before this run (the lock made it)."""
+    if resume is not True:
+        return
+    if created:
+        where = f"{run_dir} did not exist (a typo in the path?)"
+    else:
+        where = f"no complete checkpoint in {run_dir}: it holds {holdings(run_dir)}"
+    raise CorewardError(
+        f"--resume: {where}; nothing to resume. Leave out --resume to start a run there, or pass --resume-if-any "
+        "(continue from the newest complete checkpoint if there is one, else start: for a job that may be requeued)")
+
+
+def holdings(run_dir: Path) -> str:
+    """What a run directory holds, in a few words (for errors): its metrics' steps, its checkpoints (an incomplete
+    one named as such), anything else by name."""
+    from coreward.grpo.checkpoints import COMPLETE_MARKER
+
+    entries = sorted(p for p in run_dir.iterdir() if p.name != LOCK_FILE)
+    if not entries:
+        return "nothing (an empty directory)"
+    shown = []
+    for path in entries:
+        if path.name == "metrics.jsonl":
+            steps = sum(1 for line in path.read_text(errors="replace").splitlines() if line.strip())
+            shown.append(f"metrics.jsonl ({steps} logged row{'s' if steps != 1 else ''})")
+        elif path.name.startswith("checkpoint-") and path.is_dir() and not (path / COMPLETE_MARKER).is_file():
+            shown.append(f"{path.name}/ (incomplete: no {COMPLETE_MARKER} marker)")
+        else:
+            shown.append(path.name + ("/" if path.is_dir() else ""))
+    return ", ".join(shown[:8]) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
+
+
 def upgraded(saved: dict) -> dict:
     """A run's saved config written by an older coreward, with its moved keys where they are now (quietly: the run's
     own file, not the user's); as it was when they can't be moved (then the comparison names them)."""
@@ -104,11 +143,13 @@ class RunLock:
     def __init__(self, run_dir: Path, enabled: bool = True):
         self.path = Path(run_dir) / LOCK_FILE
         self.enabled = enabled
+        self.created = False  # whether this lock made the run directory (it did not exist before)
         self._handle = None
 
     def __enter__(self) -> RunLock:
         if not self.enabled:
             return self
+        self.created = not self.path.parent.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")
         try:

@@ -233,7 +233,7 @@ def final_complete(run_dir: Path) -> bool:
     return (run_dir / "final" / COMPLETE_MARKER).is_file()
 
 
-def resume_checkpoint(config: TrainConfig, run_dir: Path, resume: bool) -> Path | None:
+def resume_checkpoint(config: TrainConfig, run_dir: Path, resume: bool | str) -> Path | None:
     """The checkpoint to resume from: grpo.resume_from_checkpoint (a complete checkpoint), else with --resume
     the newest complete one of the run."""
     from coreward.grpo.checkpoints import COMPLETE_MARKER, last_complete_checkpoint
@@ -252,20 +252,24 @@ def run_training(
     config: TrainConfig,
     output_dir: str | None = None,
     max_steps: int | None = None,
-    resume: bool = False,
+    resume: bool | str = False,
     extra_callbacks: list | None = None,
     allow_config_change: bool = False,
 ) -> TrainResult:
     """Train one job, `config` (its one settings object: `grpo.config.as_train_config` makes it from a path, a
-    mapping and `--set` items). The engine behind both entries: `coreward train` and `coreward.train(...)`."""
+    mapping and `--set` items). The engine behind both entries: `coreward train` and `coreward.train(...)`.
+    `resume`: True continues from the run's newest complete checkpoint and refuses a directory without one
+    (`--resume`); "if_any" (`run_dir.RESUME_IF_ANY`, `--resume-if-any`) continues if there is one, else starts."""
     from dataclasses import replace
 
     from coreward.grpo.periodic_eval import load_eval_records
-    from coreward.grpo.run_dir import RunLock
+    from coreward.grpo.run_dir import RESUME_IF_ANY, RunLock
     from coreward.runtime.faults import FAULT_ENV, parse_faults
 
     run_dir = Path(output_dir or config.output_dir)
     config = resolve_prompt_format(replace(config, output_dir=str(run_dir)))  # config.yaml: what this run used
+    if resume not in (False, True, RESUME_IF_ANY):
+        raise CorewardError(f"resume must be True, False or {RESUME_IF_ANY!r}, got {resume!r}")
 
     parse_faults(os.environ.get(FAULT_ENV))  # a malformed kill point fails now, not mid-run
     dataset = build_train_dataset(config)  # bad data fails here, before any model loads
@@ -302,10 +306,12 @@ def _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_re
                 extra_callbacks, allow_config_change) -> TrainResult:
     """The part of `run_training` that holds the run directory's lock."""
     from coreward.grpo.checkpoints import checkpoint_step
-    from coreward.grpo.run_dir import check_resume_config, save_config
+    from coreward.grpo.run_dir import check_resume_config, check_something_to_resume, save_config
 
     checkpoint = resume_checkpoint(config, run_dir, resume)  # under the lock: what no other writer changes
-    resume = resume or checkpoint is not None
+    if checkpoint is None and lock.enabled:  # the main process decides (other machines may not see the directory)
+        check_something_to_resume(run_dir, resume, lock.created)
+    resume = bool(resume) or checkpoint is not None
     done = checkpoint_step(checkpoint) if checkpoint is not None else 0
     if not resume and (run_dir / "metrics.jsonl").exists():
         raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume (coreward.train(..., "
@@ -318,7 +324,7 @@ def _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_re
             source.close()
         return TrainResult(run_dir=run_dir, final_model=run_dir / "final", global_step=done, trainer=None)
     if resume and checkpoint is None:
-        print_once(f"--resume: no complete checkpoint in {run_dir}, starting from the beginning")
+        print_once(f"--resume-if-any: no complete checkpoint in {run_dir}, starting from the beginning")
     elif resume:
         print_once(f"--resume: continuing from {checkpoint}")
     run_dir.mkdir(parents=True, exist_ok=True)
