@@ -60,3 +60,25 @@ def test_a_run_saved_with_the_old_keys_resumes_with_the_new_config(tmp_path, cap
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
     check_resume_config(tmp_path, config, allow_change=False, step=2)  # no difference, no warning
     assert (tmp_path / "config.yaml").is_file() and "deprecated" not in capsys.readouterr().out
+
+
+def test_null_in_a_config_unsets_what_its_base_set(tmp_path):
+    """`base:` inheritance can take a key away: null unsets a key whose value cannot be null (its default comes back)
+    and removes an entry of a mapping of names; a key that may be null keeps null as its value."""
+    (tmp_path / "base.yaml").write_text(
+        "model: {name_or_path: demo}\n"
+        "data: {train: mine.jsonl, columns: {question: problem, answer: solution}, limit: 8, split: dev}\n"
+        "rewards: [{name: majority}]\n"
+        "grpo: {save_total_limit: 5}\n")
+    (tmp_path / "unlabeled.yaml").write_text(
+        "base: base.yaml\n"
+        "data: {columns: {answer: null}, split: null, limit: null}\n"
+        "grpo: {save_total_limit: null}\n")
+    config = load_config(TrainConfig, tmp_path / "unlabeled.yaml")
+    assert config.data.columns == {"question": "problem"}  # the inherited answer column is gone
+    assert config.data.split == "train"  # not a key that can be null: its default
+    assert config.data.limit is None and config.grpo == {"save_total_limit": None}  # null is their value
+    assert to_dict(config)["data"]["columns"] == {"question": "problem"}  # what config.yaml of the run records
+    # the same from the command line
+    assert load_config(TrainConfig, tmp_path / "base.yaml", ["data.columns.answer=null"]).data.columns == {
+        "question": "problem"}

@@ -3,6 +3,10 @@
 Every error names the file and the dotted key (`rewards.0.weight`), so a typo in a config is
 caught before any model loads. Values given with `--set` are parsed as YAML scalars, so
 `--set grpo.learning_rate=1e-6` is a float and `--set data.limit=null` is None.
+
+`null` unsets a key whose value cannot be null: it takes its default, and an entry of a mapping of names
+(`data.columns: {answer: null}`) is removed. That is how a config undoes what its `base:` file set. A key that
+may be null (`data.limit`, `data.instruction`, any `grpo:` option) keeps null as its value.
 """
 
 from __future__ import annotations
@@ -94,6 +98,8 @@ def build(cls: type[T], data: Any, key: str = "", where: str = "config") -> T:
         raise CorewardError(f"{where}: unknown key {full} (known keys: {', '.join(sorted(fields))})")
     kwargs = {}
     for name, value in data.items():
+        if value is None and not admits_none(hints[name]):
+            continue  # null unsets it: the default (undoes what a `base:` file set)
         kwargs[name] = _convert(hints[name], value, _join(key, name), where)
     missing = [
         _join(key, f.name)
@@ -195,6 +201,8 @@ def _convert(expected: Any, value: Any, key: str, where: str) -> Any:
     if origin is dict or expected is dict:
         if not isinstance(value, dict):
             raise CorewardError(f"{where}: key {key} must be a mapping, got {_describe(value)}")
+        if len(args) == 2 and not admits_none(args[1]):  # null removes an entry (an inherited column mapping)
+            return {k: v for k, v in value.items() if v is not None}
         return dict(value)
     if dataclasses.is_dataclass(expected):
         return build(expected, value, key, where)
@@ -220,6 +228,11 @@ def _convert(expected: Any, value: Any, key: str, where: str) -> Any:
             raise CorewardError(f"{where}: key {key} must be a string, got {_describe(value)}")
         return value
     return value
+
+
+def admits_none(tp: Any) -> bool:
+    """Whether null is a value of type `tp` (Any, or an Optional); elsewhere null means "unset"."""
+    return tp is Any or (typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp))
 
 
 def _join(prefix: str, name: str) -> str:
