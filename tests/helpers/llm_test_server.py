@@ -6,7 +6,7 @@ It speaks `GET /v1/models` and `POST /v1/chat/completions`. What a request gets 
     server.script("q1", "500", "500")   # the first two requests for "q1" get HTTP 500, later ones an answer
     server.script("q2", then="slow")    # every request for "q2" is slow
 
-Steps: "ok" (the answer "echo: <prompt>" after `delay_s`), "500", "429" (with `Retry-After: retry_after`),
+Steps: "ok" (the answer "echo: <prompt>", or `reply(prompt)` when given, after `delay_s`), "500", "429" (with `Retry-After: retry_after`),
 "slow" (waits `slow_s` before answering), "malformed" (truncated JSON), "empty" (empty content),
 "no_choices" (`"choices": []`), "close" (drops the connection without answering).
 With `api_key` set, requests without `Authorization: Bearer <api_key>` get 401.
@@ -22,7 +22,7 @@ import json
 import threading
 from collections import Counter, defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from typing import Callable, Self
 
 
 STEPS = {"ok", "500", "429", "slow", "malformed", "empty", "no_choices", "close"}
@@ -36,9 +36,11 @@ class LLMTestServer:
         retry_after: str = "1",
         api_key: str | None = None,
         models: tuple[str, ...] = ("test-model",),
+        reply: Callable[[str], str] | None = None,
     ):
         self.delay_s, self.slow_s, self.retry_after = delay_s, slow_s, retry_after
         self.api_key, self.models = api_key, list(models)
+        self.reply = reply or (lambda prompt: f"echo: {prompt}")  # what an "ok" request is answered
         self.seen: Counter[str] = Counter()
         self.bodies: list[dict] = []
         self.headers: list[dict] = []
@@ -136,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif step == "empty":
             self._send_json(200, _completion(body, ""))
         elif not owner.stopping.wait(owner.slow_s if step == "slow" else owner.delay_s):
-            self._send_json(200, _completion(body, f"echo: {prompt}"))
+            self._send_json(200, _completion(body, owner.reply(prompt)))
 
     def _authorized(self) -> bool:
         key = self.server.owner.api_key

@@ -24,7 +24,7 @@ def demo_methods() -> dict[str, str]:
     from coreward.rewards import builtin_methods
     from coreward.rewards.base import label_of
 
-    return {cls.name: label_of(cls) for cls in builtin_methods()}
+    return {cls.name: label_of(cls) for cls in builtin_methods() if cls.in_demo}
 
 
 def label(method: str) -> str:
@@ -36,7 +36,7 @@ def reference_based_methods() -> tuple[str, ...]:
     reward-model rows and the rule reward, their control."""
     from coreward.rewards import builtin_methods
 
-    return tuple(cls.name for cls in builtin_methods() if cls.needs_references)
+    return tuple(cls.name for cls in builtin_methods() if cls.needs_references and cls.in_demo)
 
 
 @dataclass(frozen=True)

@@ -222,6 +222,9 @@ class RewardSource:
     label: ClassVar[str] = ""
     #: its row in the demo's tables: reference-based methods first (the Cooper paper's order), each part by this
     table_order: ClassVar[int] = 100
+    #: whether `coreward demo` runs it (it has a `configs/demo/<name>.yaml`); False for a method that needs an external
+    #: model the CPU demo has not (an LLM judge)
+    in_demo: ClassVar[bool] = True
 
     def __init__(self, **params: Any):
         """`params` by keyword, parsed here (`parse_params`); a source built by `from_params` keeps the Params it
