@@ -6,9 +6,10 @@ the verifier sees the same text either way.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from coreward.verify import drop_thousands_separators
@@ -28,9 +29,13 @@ class Record:
     subject: str | None = None
     # the prompt as chat messages, when the data gives it so (the question is then its last user message)
     messages: list[dict[str, str]] | None = None
+    # the data's own row, every column under its own name, as it was read from a user's file, directory or hub
+    # dataset (None for a registered benchmark): TRL-style reward functions receive these columns too
+    user_columns: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record's own fields (not `user_columns`): what `coreward data show` prints and a records file holds."""
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "user_columns"}
 
 
 class MissingField(Exception):

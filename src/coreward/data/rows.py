@@ -1,8 +1,13 @@
 """The training dataset of `coreward train`: records in, TRL rows out, built once before any model loads.
 
     records (data.train) -> reference checks -> rows: `prompt` (text or chat messages) + every record field
+                                                  + the user's own columns (`Record.user_columns`)
                                                   + paired views (`paired`: rows `pair_id`, `view`), or
                                                   + `teacher_prompt` (`teacher`: each question's rephrasing)
+
+Every column of a row reaches the reward sources (`RolloutBatch.columns`) and a TRL-style reward function's keyword
+arguments, as TRL passes every dataset column: coreward's fields (`question`, `answer`, `id`, `solution`, `source`,
+...) and the user's columns under their own names (`problem`, ...). Where a name is both, coreward's field is passed.
 
 `data` is the config's `DataSettings` (`grpo/config.py`); the engine says which rewards score against the
 references and which rephrasings the rewards ask for (`RewardSource.data_needs`). Prompts longer than
@@ -19,6 +24,12 @@ from coreward.runtime.distributed import print_once
 from coreward.runtime.errors import CorewardError
 
 
+# names that TRL or coreward give a meaning of their own: TRL's reward-function arguments and row keys, coreward's
+# paired views and teacher prompts. A user's column of one of these names is not passed on.
+RESERVED_COLUMNS = ("prompt", "completion", "completion_ids", "prompts", "completions", "trainer_state", "pair_id",
+                    "view", "teacher_prompt")
+
+
 @dataclass(frozen=True)
 class Rephrasings:
     """Where each question's rephrasing comes from, and the config key that named it (for errors)."""
@@ -33,26 +44,34 @@ def build_train_dataset(data: Any, reference_users: list[str], reference_free: s
     score against the reference answers (their names, for errors); `reference_free`: the methods that need none.
     `paired`: each question is followed by its rephrasing (paired views); else `teacher`: each row gets its
     rephrasing as a `teacher_prompt`."""
-    from datasets import Dataset
-
     from coreward.data.sources import load_named
 
     records = load_named(data.train, data.split, data.limit, data.data_dir, key="data.train", columns=data.columns)
     records = check_references(records, data, reference_users, reference_free)
     if paired:
-        return Dataset.from_list(build_paired_rows(records, data, paired))
+        return to_dataset(build_paired_rows(records, data, paired))
     if teacher:
-        return Dataset.from_list(build_teacher_rows(records, data, teacher))
-    return Dataset.from_list(build_rows(records, data))
+        return to_dataset(build_teacher_rows(records, data, teacher))
+    return to_dataset(build_rows(records, data))
+
+
+def user_column_names(records) -> list[str]:
+    """The user's columns passed on with each row, in the data's order: every column of any row, less coreward's own
+    field names (coreward's value is passed under those) and `RESERVED_COLUMNS`."""
+    own = set(Record.__dataclass_fields__) | set(RESERVED_COLUMNS)
+    names = dict.fromkeys(name for record in records for name in (record.user_columns or {}))
+    return [name for name in names if name not in own]
 
 
 def build_rows(records, data: Any) -> list[dict[str, Any]]:
-    """Dataset rows for TRL: `prompt` (plain text or chat messages) plus every record field."""
+    """Dataset rows for TRL: `prompt` (plain text or chat messages), every record field and the user's own columns."""
     from coreward.data.prompts import build_messages, plain_prompt
 
+    passed = user_column_names(records)
     rows = []
     for record in records:
-        row = record.to_dict()
+        given = record.user_columns or {}
+        row = {**{name: given.get(name) for name in passed}, **record.to_dict()}
         if record.messages is not None:  # the data's own chat prompt: TRL applies the chat template
             row["prompt"] = record.messages
         elif data.prompt_format == "chat":
@@ -61,6 +80,37 @@ def build_rows(records, data: Any) -> list[dict[str, Any]]:
             row["prompt"] = plain_prompt(record.question, instruction=data.instruction)
         rows.append(row)
     return rows
+
+
+def to_dataset(rows: list[dict[str, Any]]):
+    """The rows as a `datasets.Dataset`. A user's column that Arrow cannot hold as it is (a number in one row and
+    text in the next, as hand-typed values are) is passed as text (numbers, lists and objects as JSON), with a note."""
+
+    import pyarrow as pa
+    from datasets import Dataset
+
+    try:
+        return Dataset.from_list(rows)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        pass
+    mixed = []
+    for name in rows[0]:
+        try:
+            pa.array([row.get(name) for row in rows])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            mixed.append(name)
+    if not mixed:
+        raise CorewardError("key data.train: the rows cannot be made a dataset (pyarrow refused them)")
+    print_once(f"column{'s' if len(mixed) > 1 else ''} {', '.join(mixed)} of data.train mix{'' if len(mixed) > 1 else 'es'}"
+               " value types (say, text in one row and a number in another): passed to reward functions as text")
+    as_text = [{**row, **{name: _as_text(row.get(name)) for name in mixed}} for row in rows]
+    return Dataset.from_list(as_text)
+
+
+def _as_text(value: Any) -> str | None:
+    import json
+
+    return value if value is None or isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def rephrased_pairs(records: list[Record], source: str, key: str) -> list[tuple[Record, str]]:

@@ -108,7 +108,7 @@ def rows_to_records(
     columns = dict(columns or {})
     question, answer = columns.get("question", "question"), columns.get("answer", "answer")
     if not columns and question not in first and is_verl_row(first):
-        return map_rows(rows, verl_row_to_record, where, limit)
+        return with_user_columns(map_rows(rows, verl_row_to_record, where, limit), rows)
     found = ", ".join(map(str, first)) or "none"
     for field_name, column in columns.items():
         if column not in first:
@@ -120,7 +120,16 @@ def rows_to_records(
             f"'reward_model' (verl format); found: {found}"
         )
     labelled = any(answer in row for row in rows)
-    return map_rows(rows, _mapped_row(name, question, answer if labelled else None, columns), where, limit)
+    return with_user_columns(map_rows(rows, _mapped_row(name, question, answer if labelled else None, columns), where,
+                                      limit), rows)
+
+
+def with_user_columns(records: list[Record], rows: list[dict]) -> list[Record]:
+    """Each record keeps its row as the data gave it (`Record.user_columns`), as TRL hands a reward function every
+    dataset column: a function written for the user's own column names (`problem`, `solution`) finds them."""
+    for record, row in zip(records, rows):  # map_rows maps rows in order, one record each
+        record.user_columns = row
+    return records
 
 
 def _mapped_row(name: str, question: str, answer: str | None, columns: dict[str, str]) -> Callable[[dict, int], Record]:

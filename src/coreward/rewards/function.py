@@ -7,6 +7,12 @@ TRL's convention (`reward_funcs` of GRPOTrainer) is a plain function
 where `kwargs` holds every dataset column. `FunctionReward.of(f)` makes it a `RewardSource`, so it runs on
 coreward's whole gathered batch (every group complete, on every process) and can be mixed with the other
 sources. A config names it by import path, like a source class: `rewards: [{name: mypkg.rewards:f}]`.
+
+What arrives, one value per completion (`data/rows.py` builds the rows): `prompts`, `completions` (text),
+`completion_ids`, `trainer_state` (None), coreward's fields (`question`, `answer`, `id`, `solution`, `level`,
+`subject`, `source`, `split`, `messages`; `pair_id` and `view` with paired views, `teacher_prompt` with a
+teacher's rephrasings) and, for a user's file, directory or hub dataset, every column of the user's rows under
+its own name (`problem`, `solution`, ...; where a name is also one of coreward's fields, coreward's value).
 """
 
 from __future__ import annotations
@@ -29,5 +35,9 @@ class FunctionReward(RewardSource):
                     {"function": staticmethod(function), "name": name or function.__name__})
 
     def compute(self, batch: RolloutBatch) -> list[Any]:
+        columns = {k: v for k, v in batch.columns.items() if k not in TRL_ARGUMENTS}  # never passed twice
         return list(self.function(prompts=batch.prompts, completions=batch.completions,
-                                  completion_ids=batch.completion_ids, trainer_state=None, **batch.columns))
+                                  completion_ids=batch.completion_ids, trainer_state=None, **columns))
+
+
+TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state")  # the arguments TRL names itself
