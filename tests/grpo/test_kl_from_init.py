@@ -103,11 +103,12 @@ def test_beta_zero_run_logs_kl_from_init_from_a_frozen_copy(tiny_policy, tmp_pat
 def test_frozen_copy_agrees_with_trls_reference(tiny_policy, tmp_path):
     """With beta > 0 and `sync_ref_model` (which makes coreward stop trusting the reference, so the frozen copy
     is used) but a sync interval longer than the run, TRL's reference stays the initial policy: TRL's own
-    per-token KL (`kl`, k3 on the same on-policy samples) must equal ours, computed from the copy."""
+    per-token KL (`kl`, k3 on the same on-policy samples) must equal ours with the k3 estimator, computed from the
+    copy with the policy's log-probabilities of the loss pass."""
     run = tmp_path / "run"
     result = coreward_here(*moving_args(tiny_policy, run, tmp_path, "--max-steps", "3",
                                        "--set", "grpo.beta=0.04", "--set", "grpo.sync_ref_model=true",
-                                       "--set", "grpo.ref_model_sync_steps=1000"))
+                                       "--set", "grpo.ref_model_sync_steps=1000", "--set", "kl_from_init_estimator=k3"))
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [r for r in _rows(run) if "kl/from_init" in r]
     assert len(rows) == 3 and rows[-1]["kl"] > 1e-4

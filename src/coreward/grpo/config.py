@@ -133,6 +133,11 @@ class TrainConfig:
     # curves). Free when grpo.beta > 0 (TRL's reference is the initial policy); otherwise a frozen copy of the
     # initial policy: one more copy of its weights in memory and a no-grad forward of it per step
     kl_from_init: bool = True
+    # how kl/from_init is measured (grpo/kl_from_init.py). exact: Σ_v π(v|y_<t) log(π/π_init) at each completion
+    # token, over the whole vocabulary (chunked, bounded memory): steady from step to step, at the price of one
+    # no-grad forward of the policy per step (two with beta > 0); k3 beside it as kl/from_init_k3. k3: the sampled
+    # estimator exp(r) − r − 1 of the sampled tokens only (no extra pass, much noisier)
+    kl_from_init_estimator: Literal["exact", "k3"] = "exact"
 
     @classmethod
     def migrate_keys(cls, data: dict[str, Any]) -> dict[str, Any]:

@@ -370,6 +370,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         reference_column=config.data.reference_column,
         keep_checkpoints=keep_checkpoints(config),
         kl_from_init=config.kl_from_init,
+        kl_from_init_estimator=config.kl_from_init_estimator,
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     # TRL writes its own model card to the run root at every checkpoint ("fine-tuned version of [None]" for a model

@@ -22,7 +22,8 @@ What we change in TRL (trl==1.16.0), and why:
   KL, clip ratios) is also logged per view as `<name>/view0|1`, with `loss/view0|1`, as the authors log
   pg_loss, ppo_kl and clip fractions per view.
 * `_generate_and_score_completions` also logs `kl/from_init`, the KL of the policy from its initial weights on
-  the step's own samples, also when `beta` is 0 (`grpo/kl_from_init.py`: what it costs, where π_init comes from).
+  the step's own samples, also when `beta` is 0: exact over the whole vocabulary, or k3 (`grpo/kl_from_init.py`:
+  the two estimators, what each costs, where π_init comes from).
 * `_get_grad_norm` — an optimizer step whose gradient is NaN or inf is skipped (weights and optimizer
   moments unchanged) and counted in `faults/nonfinite_grad_steps`, never applied.
 
@@ -35,6 +36,7 @@ import json
 import logging
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +123,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         reference_column: str = "answer",
         keep_checkpoints: int | None = 2,
         kl_from_init: bool = True,
+        kl_from_init_estimator: str = "exact",
         **kwargs: Any,
     ):
         # what the sources declare (`RewardSource.data_needs`): each view's loss a token mean of its own tokens
@@ -143,6 +146,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
             names = [f"{n}_{i}" for i, n in enumerate(names)]
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
         self.kl_init_source, self.kl_init_model = self._initial_policy_for_kl() if kl_from_init else (None, None)
+        self.kl_estimator = self._kl_estimator(kl_from_init_estimator) if kl_from_init else None
 
     @property
     def compute_dtype(self) -> torch.dtype | None:
@@ -184,6 +188,23 @@ class CorewardGRPOTrainer(GRPOTrainer):
             add_fused_lm_head(copy, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
             copy = self.accelerator.prepare_model(copy, evaluation_mode=True)
         return "copy", copy
+
+    def _kl_estimator(self, asked: str) -> str:
+        """The estimator `kl/from_init` uses: the one asked for, or k3 where the exact KL cannot read a model's LM head
+        as one projection (said in a line)."""
+        from coreward.grpo.kl_from_init import ESTIMATORS, unreadable_head
+        from coreward.runtime.distributed import print_once
+
+        if asked not in ESTIMATORS:
+            raise CorewardError(f"key kl_from_init_estimator must be one of {', '.join(ESTIMATORS)}, got {asked!r}")
+        if asked == "exact":
+            init = self.kl_init_model if self.kl_init_source == "copy" else getattr(self, "ref_model", None)
+            for name, model in (("the policy", self.model), ("pi_init", init)):
+                why = unreadable_head(self.accelerator.unwrap_model(model)) if model is not None else None
+                if why is not None:
+                    print_once(f"kl/from_init: k3 instead of the exact KL: {name}'s {why}")
+                    return "k3"
+        return asked
 
     def create_accelerator_and_postprocess(self):
         from coreward.grpo.engines import promote_fsdp_on_cpu
@@ -284,45 +305,89 @@ class CorewardGRPOTrainer(GRPOTrainer):
     def _log_kl_from_init(self, output: dict[str, Any]) -> None:
         """`kl/from_init` (sequence KL, nats) and `kl/from_init_per_token` of this step's samples.
 
-        π_init's log-probabilities are computed here. The policy's are TRL's: `old_per_token_logps` when TRL
-        computed them; otherwise the rollouts are on-policy and TRL's loss computes exactly those log-probabilities
-        (before any update of this generation batch), so they are taken from there (`_get_per_token_logps_and_
-        entropies` below) instead of paying for another forward pass of the policy.
+        exact: both distributions at every completion position, from one no-grad pass of the policy and one of
+        π_init, chunk by chunk (`_exact_kl_from_init`); recorded here. k3: π_init's log-probabilities are computed
+        here; the policy's are TRL's: `old_per_token_logps` when TRL computed them; otherwise the rollouts are
+        on-policy and TRL's loss computes exactly those log-probabilities (before any update of this generation
+        batch), so they are taken from there (`_get_per_token_logps_and_entropies` below) instead of paying for
+        another forward pass of the policy.
         """
-        from trl.trainer.utils import use_adapter
-
         start = time.perf_counter()
         ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
         attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        width, batch_size = output["completion_ids"].size(1), self.args.per_device_train_batch_size
-        def logps(model):
-            return self._get_per_token_logps_and_entropies(model, ids, attention, width, batch_size)[0]
-        if self.kl_init_source == "reference":
-            init_logps = output.get("ref_per_token_logps")
-            if init_logps is None:  # a PEFT policy under beta > 0 keeps no ref_model: its base is π_init
-                with use_adapter(self.accelerator.unwrap_model(self.model), adapter_name=None):
-                    init_logps = logps(self.model)
-        elif self.kl_init_source == "adapter_off":
-            model = self.accelerator.unwrap_model(self.model)
-            with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
-                init_logps = logps(self.model)
+        if self.kl_estimator == "exact":
+            self._exact_kl_from_init(ids, attention, output["completion_mask"])
         else:
-            init_logps = logps(self.kl_init_model)
+            self._k3_kl_from_init(output, ids, attention)
+        self._metrics["train"]["time/kl_from_init"].append(time.perf_counter() - start)
+
+    @contextmanager
+    def _initial_policy(self):
+        """The model that computes π_init (see `_initial_policy_for_kl`), with a LoRA policy's adapter off inside."""
+        from trl.trainer.utils import use_adapter
+
+        if self.kl_init_source == "copy":
+            yield self.kl_init_model
+        elif self.kl_init_source == "reference" and getattr(self, "ref_model", None) is not None:
+            yield self.ref_model
+        else:  # a PEFT policy: its base (or TRL's "ref" adapter) is π_init
+            model = self.accelerator.unwrap_model(self.model)
+            ref_adapter = "ref" if self.kl_init_source == "adapter_off" and "ref" in model.peft_config else None
+            with use_adapter(model, adapter_name=ref_adapter):
+                yield self.model
+
+    def _k3_kl_from_init(self, output: dict[str, Any], ids: torch.Tensor, attention: torch.Tensor) -> None:
+        width, batch_size = output["completion_ids"].size(1), self.args.per_device_train_batch_size
+        init_logps = output.get("ref_per_token_logps") if self.kl_init_source == "reference" else None
+        if init_logps is None:  # π_init's are not TRL's reference log-probabilities: computed here
+            with self._initial_policy() as model:
+                init_logps = self._get_per_token_logps_and_entropies(model, ids, attention, width, batch_size)[0]
         if output.get("old_per_token_logps") is not None:
             self._record_kl_from_init(output["old_per_token_logps"], init_logps, output["completion_mask"])
         else:  # travels with its rows through TRL's shuffle and split into micro-batches; read in the loss
             output[INIT_LOGPS] = init_logps
-        self._metrics["train"]["time/kl_from_init"].append(time.perf_counter() - start)
+
+    def _exact_kl_from_init(self, ids: torch.Tensor, attention: torch.Tensor, mask: torch.Tensor) -> None:
+        """KL_t over the whole vocabulary at each completion position (grpo/kl_from_init.py `token_kl`), from the
+        policy's and π_init's last hidden states, kept from TRL's own log-probability pass over one micro-batch at
+        a time (`completion_hidden_states`), so that one micro-batch's hidden states live at once. The same passes
+        give both models' log-probabilities of the sampled tokens: k3 is logged beside, `kl/from_init_k3`.
+        The run's random numbers are left as a run without the metric would have them (a policy with dropout)."""
+        from coreward.grpo.kl_from_init import completion_hidden_states, sequence_k3, token_kl
+
+        width, rows = mask.size(1), self.args.per_device_train_batch_size
+        unwrap = self.accelerator.unwrap_model
+        devices = [torch.cuda.current_device()] if mask.device.type == "cuda" else []
+        exact, k3 = [], []
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            for start in range(0, ids.size(0), rows):
+                part = slice(start, start + rows)
+                with completion_hidden_states(unwrap(self.model), width) as kept:
+                    policy_logps = self._get_per_token_logps_and_entropies(self.model, ids[part], attention[part],
+                                                                            width, rows)[0]
+                    policy_hidden = kept[-1]
+                with self._initial_policy() as init, completion_hidden_states(unwrap(init), width) as kept:
+                    init_logps = self._get_per_token_logps_and_entropies(init, ids[part], attention[part], width,
+                                                                          rows)[0]
+                    kl_t = token_kl(policy_hidden, unwrap(self.model), kept[-1], unwrap(init), mask[part],
+                                    temperature=self.temperature)
+                exact.append(kl_t.sum(dim=1))
+                k3.append(sequence_k3(policy_logps, init_logps, mask[part].float()))
+        self._record_kl(torch.cat(exact), mask)
+        self._metrics["train"]["kl/from_init_k3"].append(self.accelerator.gather(torch.cat(k3)).mean().item())
+
+    def _record_kl(self, sequence_kl: torch.Tensor, completion_mask: torch.Tensor) -> None:
+        """`kl/from_init` (mean over all processes' completions of Σ_t KL_t) and `kl/from_init_per_token`."""
+        kl = self.accelerator.gather(sequence_kl.float())
+        tokens = self.accelerator.gather(completion_mask.float().sum(dim=1))
+        metrics = self._metrics["train"]
+        metrics["kl/from_init"].append(kl.mean().item())
+        metrics["kl/from_init_per_token"].append((kl.sum() / tokens.sum().clamp(min=1)).item())
 
     def _record_kl_from_init(self, policy_logps, init_logps, completion_mask) -> None:
         from coreward.grpo.kl_from_init import sequence_k3
 
-        mask = completion_mask.float()
-        kl = self.accelerator.gather(sequence_k3(policy_logps.detach(), init_logps, mask))
-        tokens = self.accelerator.gather(mask.sum(dim=1))
-        metrics = self._metrics["train"]
-        metrics["kl/from_init"].append(kl.mean().item())
-        metrics["kl/from_init_per_token"].append((kl.sum() / tokens.sum().clamp(min=1)).item())
+        self._record_kl(sequence_k3(policy_logps.detach(), init_logps, completion_mask.float()), completion_mask)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
         result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
