@@ -10,7 +10,7 @@ import torch
 
 from coreward.data.synthetic import load_demo
 from coreward.grpo.config import TrainConfig
-from coreward.grpo.publish import model_card, push, push_plan, write_model_card
+from coreward.grpo.publish import model_card, push, push_plan
 from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
 
@@ -53,15 +53,20 @@ def test_co_rewarding_2_run_card_teacher_and_plan(memorized_policy, tmp_path, mo
     policy = dict(AutoModelForCausalLM.from_pretrained(final).named_parameters())
     assert any(not torch.equal(policy[name], params[name]) for name in params)  # it trails the policy
 
-    # an evaluation saved in the run directory shows in the card
-    evaluate(str(final), benchmarks=["demo"], n=2, limit=4, output_dir=run / "eval", seed=0)
+    # an evaluation saved in the run directory is added to the card by the evaluation itself
+    assert "## Evaluation" not in card
+    elsewhere = evaluate(str(final), benchmarks=["demo"], n=2, limit=2, output_dir=tmp_path / "elsewhere", seed=0)
+    assert elsewhere.model_card is None and (final / "README.md").read_text() == card  # outside the run: not listed
+    inside = evaluate(str(final), benchmarks=["demo"], n=2, limit=4, output_dir=run / "eval", seed=0)
+    assert inside.model_card == (final / "README.md").resolve()
+    assert "| eval | avg@2 |" in (final / "README.md").read_text()
     from coreward.data.records import Record
 
     unlabeled = [Record(r.id, r.question, "", "mine", "test") for r in load_demo("test", 3)]
     evaluate(str(final), benchmarks={"mine": unlabeled}, n=2, output_dir=run / "eval-unlabeled", seed=0)
-    write_model_card(run)
     card = (final / "README.md").read_text()
     assert "| eval | avg@2 |" in card and "| eval-unlabeled | agree@2 |" in card
+    assert card == model_card(run)  # what write_model_card would write: the card is up to date
     assert "| eval-unlabeled | avg@2 |" not in card  # no accuracy without reference answers
 
     plan = push_plan(run, "me/cr2")

@@ -74,6 +74,8 @@ def eval_command(
         f"scoring {timing['scoring_time_s']:.1f} s; total {timing['wall_time_s']:.1f} s"
     )
     typer.echo(f"wrote {output / 'results.json'} and {output / 'samples.parquet'}")
+    if results.model_card is not None:
+        typer.echo(f"updated {results.model_card}: the run's model card, with this evaluation in its table")
 
 
 def report_command(

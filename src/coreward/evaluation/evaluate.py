@@ -157,6 +157,7 @@ class EvalResults:
     benchmarks: dict[str, BenchmarkResult]
     samples: list[Sample] = field(repr=False)
     timing: dict[str, Any] = field(default_factory=dict)
+    model_card: Path | None = None  # a run's final/README.md this evaluation was added to (grpo.publish)
 
     def __getitem__(self, name: str) -> BenchmarkResult:
         return self.benchmarks[name]
@@ -449,6 +450,10 @@ def evaluate(
     results = EvalResults(label, recorded, per_benchmark, samples, timing)
     if settings.output_dir is not None:
         results.save(settings.output_dir)
+        if isinstance(model, (str, Path)):  # a run's final/ evaluated into the run: its card's table shows it
+            from coreward.grpo.publish import add_evaluation_to_card
+
+            results.model_card = add_evaluation_to_card(model, settings.output_dir)
     return results
 
 

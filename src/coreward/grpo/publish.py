@@ -135,6 +135,28 @@ def write_model_card(run_dir: Path) -> Path:
     return path
 
 
+def run_of_final(model: str | Path) -> Path | None:
+    """The run directory whose finished `final/` `model` names (its completeness marker and the run's config.yaml
+    are there); None for anything else (a hub id, `demo`, a checkpoint, a folder of one's own)."""
+    from coreward.grpo.checkpoints import COMPLETE_MARKER
+
+    path = Path(model).expanduser().resolve()
+    if path.name == "final" and (path / COMPLETE_MARKER).is_file() and (path.parent / "config.yaml").is_file():
+        return path.parent
+    return None
+
+
+def add_evaluation_to_card(model: str | Path, output_dir: str | Path) -> Path | None:
+    """After an evaluation of a run's `final/` saved inside that run (`coreward eval --model RUN/final --output
+    RUN/eval`): the card `final/README.md` written again, its evaluation table now holding the new results. Returns
+    the card, or None when `model` is no run's final/ or the results lie outside the run (the card lists only the
+    evaluations inside it)."""
+    run = run_of_final(model)
+    if run is None or not Path(output_dir).expanduser().resolve().is_relative_to(run):
+        return None
+    return write_model_card(run)
+
+
 @dataclass(frozen=True)
 class Upload:
     repo_id: str
