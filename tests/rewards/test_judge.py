@@ -200,3 +200,34 @@ def test_a_short_training_run_with_the_judge_reward(judge_server, memorized_poli
     assert sum(judge_server.seen.values()) - before == sum(s["judge/calls"] for s in steps)
     # a policy that knows its 4 problems repeats its answers: fewer calls than rollouts over the run
     assert sum(s["judge/calls"] for s in steps) < 32
+
+
+def test_a_local_model_as_the_judge(memorized_policy, verifier):
+    # a policy that writes arithmetic, not verdicts: asked (in hybrid mode only about the rule's rejection), its
+    # replies are read as no verdict and counted, and the rollout scores incorrect
+    source = build_source("judge", {"judge": str(memorized_policy), "mode": "hybrid", "max_tokens": 4})
+    batch = demo_batch([[RIGHT_READ, RIGHT_UNREAD]], verifier, ["14"])
+    assert source.compute(batch) == [1.0, 0.0]
+    assert batch.metrics["judge/calls"] == 1 and batch.metrics["judge/failures"] == 1
+    source.close()
+
+
+def test_rm_eval_compares_rule_rm_and_judge_on_the_same_rows(judge_server, tiny_rm_path, tmp_path):
+    rows = [(RIGHT_READ, 1), (RIGHT_UNREAD, 1), ("5+9=14;ans 14", 1), (WRONG_READ, 0), (WRONG_UNREAD, 0)]
+    data = tmp_path / "labelled.jsonl"
+    data.write_text("".join(json.dumps({"question": "Ann has 12 pens, buys 5, sells 3. How many?",
+                                        "reference_answer": "14", "completion": c, "label": y}) + "\n"
+                            for c, y in rows))
+    before = sum(judge_server.seen.values())
+    result = coreward_here("rm", "eval", "--data", data, "--rm", "rule", "--rm", tiny_rm_path,
+                           "--judge", f"{judge_server.url}#test-model", "--output", tmp_path / "metrics.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert list(metrics) == ["rule", str(tiny_rm_path), "judge", "hybrid"]
+    assert all(m["n"] == 5 for m in metrics.values())
+    rule, judge_, hybrid = metrics["rule"], metrics["judge"], metrics["hybrid"]
+    # the rule verifier is precise but misses the two right answers it cannot read; the judge reads them
+    assert (rule["tp"], rule["fn"], rule["fp"], rule["precision"]) == (1, 2, 0, 1.0)
+    assert judge_["accuracy"] == 1.0 and hybrid["recall"] == 1.0 > rule["recall"]
+    assert sum(judge_server.seen.values()) - before == 5  # one pass of the judge gives both of its columns
+    assert "judge" in result.stdout and "hybrid" in result.stdout

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from coreward.runtime.assets import resolve_model
+from coreward.runtime.errors import CorewardError
 
 
 AUTO = "auto"
@@ -84,26 +85,44 @@ def annotate_command(
 
 
 def eval_command(
-    rm: Annotated[list[str], typer.Option("--rm", help="scorer: an RM directory, 'demo' (the demo RM) or 'rule' "
-                                          "(the rule verifier); repeat for a side-by-side table")],
     data: Annotated[str, typer.Option("--data", help="labelled .jsonl/.parquet (question, reference_answer, "
                                       "completion, label)")],
+    rm: Annotated[list[str] | None, typer.Option("--rm", help="scorer: an RM directory, 'demo' (the demo RM) or "
+                                                 "'rule' (the rule verifier); repeat for a side-by-side table")] = None,
     threshold: Annotated[float, typer.Option(
         "--threshold", help="an RM predicts correct when σ(logit) > this")] = 0.5,
     device: Annotated[str, typer.Option("--device")] = AUTO,
     batch_size: Annotated[int, typer.Option("--batch-size")] = 64,
     limit: Annotated[int | None, typer.Option("--limit")] = None,
     output: Annotated[str | None, typer.Option("--output", help="also write the metrics as JSON")] = None,
+    judge: Annotated[str | None, typer.Option(
+        "--judge", help="also an LLM judge (the `judge` reward's verifier): an endpoint URL#model, a model "
+        "directory or hub id; adds the columns 'judge' and 'hybrid' (the rule where it accepts, else the judge)")] = None,
+    judge_format: Annotated[str, typer.Option(
+        "--judge-format", help="the judge's prompt and verdict format: plain, xverify, compassverifier, "
+        "compassverifier_cot, general_verifier")] = "plain",
 ) -> None:
-    """Accuracy, precision, recall and F1 of RMs and/or the rule verifier on a labelled set.
+    """Accuracy, precision, recall and F1 of RMs, the rule verifier and an LLM judge on the same labelled set.
 
-    Example: coreward rm eval --data runs/rm/rows.jsonl --rm rule --rm demo
+    Example: coreward rm eval --data runs/rm/rows.jsonl --rm rule --rm demo --judge http://localhost:8000/v1#model
     """
     from coreward.rm.evaluate import evaluate_verifiers
+    from coreward.rm.judge import Judge
 
-    report = evaluate_verifiers(data, rm, threshold, device, batch_size, limit)
+    if not rm and not judge:
+        raise CorewardError("give a scorer: --rm (an RM, 'demo' or 'rule', repeatable) and/or --judge")
+    verifier = Judge(judge, judge_format) if judge else None
+    if verifier is not None:
+        verifier.health_check()  # a judge endpoint that is down: exit 2 before any RM loads
+    try:
+        report = evaluate_verifiers(data, rm or [], threshold, device, batch_size, limit, judge=verifier)
+    finally:
+        if verifier is not None:
+            verifier.close()
     typer.echo(f"{data}: {next(iter(report.results.values()))['n']} labelled rows")
     typer.echo(report.table())
+    if report.judge_failures:
+        typer.echo(f"the judge gave no verdict on {report.judge_failures} rows (predicted incorrect)")
     if output:
         Path(output).write_text(json.dumps(report.results, indent=2) + "\n")
 

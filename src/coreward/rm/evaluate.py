@@ -1,5 +1,9 @@
-"""How well a verifier agrees with labels: `coreward rm eval` (a VerifyRM, the rule verifier, or several,
-on a labelled file; metrics in `labelled.binary_metrics`), and an RM's ranking of (correct, wrong) pairs.
+"""How well a verifier agrees with labels: `coreward rm eval` (VerifyRMs, the rule verifier and an LLM judge,
+side by side on the same labelled file; metrics in `labelled.binary_metrics`), and an RM's ranking of (correct,
+wrong) pairs.
+
+With a judge two columns come from one pass over the rows: the judge alone, and "hybrid" (the `judge` reward's
+hybrid mode: the rule's verdict where it accepts, the judge's where it does not), which needs no extra request.
 
 Precision is what a reward cares about most (a false positive is a reward for a wrong answer, the door
 to hacking); recall is where the rule verifier is weak (a correct answer in a format it does not read).
@@ -22,11 +26,24 @@ RULE = "rule"
 
 def rule_predictions(rows: list[dict], verifier=None) -> list[int]:
     """1 where the rule verifier finds the completion's final answer equal to the reference."""
+    return [int(result.correct) for result in _rule_results(rows, verifier)]
+
+
+def _rule_results(rows: list[dict], verifier=None) -> list:
     from coreward.verify import get_verifier
 
     verifier = verifier or get_verifier()
-    results = verifier.verify_completions([r["completion"] for r in rows], [r["reference_answer"] for r in rows])
-    return [int(result.correct) for result in results]
+    return verifier.verify_completions([r["completion"] for r in rows], [r["reference_answer"] for r in rows])
+
+
+def judge_predictions(rows: list[dict], judge, rule_results: list) -> tuple[list[int], list[int], int]:
+    """The judge's predictions (a failed or unreadable verdict predicts 0), the hybrid's (the rule where it accepts,
+    else the judge, asked about those rows only), and how many rows had no verdict."""
+    verdicts = judge.judge([r["question"] for r in rows], [r["reference_answer"] for r in rows],
+                           [r["completion"] for r in rows], [v.extracted for v in rule_results]).verdicts
+    alone = [int(v == 1) for v in verdicts]
+    hybrid = [1 if rule.correct else j for rule, j in zip(rule_results, alone)]
+    return alone, hybrid, sum(v is None for v in verdicts)
 
 
 def rm_predictions(rows: list[dict], rm, threshold: float = 0.5) -> list[int]:
@@ -39,7 +56,8 @@ def rm_predictions(rows: list[dict], rm, threshold: float = 0.5) -> list[int]:
 @dataclass
 class EvalReport:
     data: str
-    results: dict[str, dict[str, float]]  # scorer name ("rule" or an RM path) -> metrics
+    results: dict[str, dict[str, float]]  # scorer name ("rule", an RM path, "judge", "hybrid") -> metrics
+    judge_failures: int | None = None  # rows the judge gave no verdict on (None: no judge)
 
     def table(self) -> str:
         """Scorers as columns, metrics as rows: the side-by-side view."""
@@ -56,16 +74,22 @@ class EvalReport:
 
 
 def evaluate_verifiers(data: str | Path, scorers: Sequence[str], threshold: float = 0.5, device: str = "auto",
-                       batch_size: int = 64, limit: int | None = None) -> EvalReport:
-    """Metrics of each scorer on a labelled file. A scorer is "rule", "demo" (the demo RM) or an RM directory."""
+                       batch_size: int = 64, limit: int | None = None, judge=None) -> EvalReport:
+    """Metrics of each scorer on a labelled file. A scorer is "rule", "demo" (the demo RM) or an RM directory;
+    `judge` (an `rm.judge.Judge`) adds the columns "judge" and "hybrid"."""
     rows = read_labelled(data, limit)
     labels = [r["label"] for r in rows]
+    rule_results = _rule_results(rows) if RULE in scorers or judge is not None else None
     results = {}
     for name in scorers:
-        predictions = rule_predictions(rows) if name == RULE else rm_predictions(
+        predictions = [int(v.correct) for v in rule_results] if name == RULE else rm_predictions(
             rows, VerifyRM.from_pretrained(name, device=device, batch_size=batch_size), threshold)
         results[name] = binary_metrics(labels, predictions)
-    return EvalReport(str(data), results)
+    failures = None
+    if judge is not None:
+        alone, hybrid, failures = judge_predictions(rows, judge, rule_results)
+        results["judge"], results["hybrid"] = binary_metrics(labels, alone), binary_metrics(labels, hybrid)
+    return EvalReport(str(data), results, failures)
 
 
 # --------------------------------------------------------------------------- ranking pairs (Cooper's held-out check)
