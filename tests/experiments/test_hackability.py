@@ -84,3 +84,35 @@ def test_map_refuses_a_missing_config(tmp_path):
                            "--output", str(tmp_path / "out"))
     assert result.returncode == 2
     assert "config file not found" in result.stderr and "nope.yaml" in result.stderr
+
+
+def test_map_png_shows_verified_accuracy_in_percent_as_map_md_does(tmp_path):
+    """The figure's top row plots, per reward and horizon, the same mean final verified accuracy that map.md prints
+    (in %, not as a fraction)."""
+    from coreward.experiments.hackability import map_figure
+
+    cells = [fake_cell(tmp_path, "rule", s, [0.4, 0.5, 0.6, 0.7], [0.4, 0.5, 0.6, 0.7]) for s in (1, 2)]
+    cells += [fake_cell(tmp_path, "model", s, [0.4, 0.6 + 0.02 * s, 0.3, 0.1], [0.5, 0.7, 0.8, 0.9]) for s in (1, 2)]
+    settings = MapSettings(configs=[tmp_path / "model.yaml"], lrs=[1e-4], horizons=[4, 2], seeds=[1, 2],
+                           output=tmp_path, jobs=1, smooth=0.0)
+    result = collect(cells, settings)
+    lines = render_table(result).splitlines()
+    header = [h.strip() for h in lines[0].strip("|").split("|")]
+    printed = {}  # (reward, horizon) -> the mean final verified accuracy map.md prints
+    for line in lines[2:]:
+        if not line.startswith("|"):
+            break
+        cells_of_row = [c.strip() for c in line.strip("|").split("|")]
+        reward = cells_of_row[0].replace("**", "").replace(" (reference)", "")
+        printed[reward, int(cells_of_row[2])] = float(cells_of_row[header.index("Final verified")].split(" ± ")[0])
+    top = map_figure(result).axes[0]
+    assert "(%)" in top.get_title()
+    plotted = {}
+    for container in top.containers:  # one error-bar line per reward
+        reward = container.get_label().replace(" (reference)", "")
+        for horizon, value in zip(*container.lines[0].get_data()):
+            plotted[reward, int(horizon)] = value
+    assert plotted.keys() == printed.keys() == {("rule", 2), ("rule", 4), ("model", 2), ("model", 4)}
+    for key, value in printed.items():
+        assert plotted[key] == pytest.approx(value, abs=0.05), key  # map.md rounds to 0.1
+    assert plotted["model", 4] == pytest.approx(10.0) and plotted["rule", 4] == pytest.approx(70.0)

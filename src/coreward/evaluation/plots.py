@@ -191,8 +191,9 @@ def scale_label(group: list[Run], pattern: str) -> str:
     return f"runs with |values| up to {peak:.3g}"
 
 
-def finish_axes(ax, values: list[float], integer_x: bool = True) -> None:
-    """A light grid, plain tick labels (0.65, never 6.5625×10⁻¹ or an offset), and honest y limits."""
+def finish_axes(ax, values: list[float], integer_x: bool = True, min_span: float = 0.1) -> None:
+    """A light grid, plain tick labels (0.65, never 6.5625×10⁻¹ or an offset), and honest y limits (at least
+    `min_span` tall: 0.1 for fractions, 10 for percent)."""
     from matplotlib.ticker import ScalarFormatter
 
     ax.grid(alpha=0.3)
@@ -200,7 +201,7 @@ def finish_axes(ax, values: list[float], integer_x: bool = True) -> None:
         formatter = ScalarFormatter(useOffset=False)
         formatter.set_scientific(False)
         axis.set_major_formatter(formatter)
-    honest_axes(ax, values, integer_x=integer_x)
+    honest_axes(ax, values, min_span=min_span, integer_x=integer_x)
 
 
 def honest_axes(ax, values: list[float], min_span: float = 0.1, integer_x: bool = True) -> None:

@@ -216,9 +216,24 @@ def render_table(result: dict[str, Any]) -> str:
         "\"vs rule\": final verified accuracy minus the rule reference's at the same lr, horizon and seed (points).")
 
 
+# map.png's rows: (summary key, panel title, scale). Verified accuracy in % as map.md prints it; the gap in the
+# reward's own units minus the verified fraction, as map.md's "Gap (reward − verified)" column
+MAP_PANELS = (("final_verified", "verified accuracy at the horizon (%)", 100.0),
+              ("gap", "reward − verified accuracy", 1.0))
+
+
 def plot_map(result: dict[str, Any], path: Path) -> Path | None:
-    """Final verified accuracy (top) and the reward − verified gap (bottom) against the horizon, one line per
-    reward, a column per learning rate; error bars are the std over seeds."""
+    """map.png (see `map_figure`); None when no cell has a result."""
+    figure = map_figure(result)
+    if figure is None:
+        return None
+    figure.savefig(path)
+    return path
+
+
+def map_figure(result: dict[str, Any]):
+    """Final verified accuracy (top, %) and the reward − verified gap (bottom) against the horizon, one line per
+    reward, a column per learning rate; error bars are the std over seeds. None when no cell has a result."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -232,14 +247,13 @@ def plot_map(result: dict[str, Any], path: Path) -> Path | None:
     FigureCanvasAgg(figure)
     grid = figure.subplots(2, len(lrs), squeeze=False, sharex=True)
     for column, lr in enumerate(lrs):
-        for row_index, (key, label) in enumerate((("final_verified", "verified accuracy at the horizon"),
-                                                  ("gap", "reward − verified accuracy"))):
+        for row_index, (key, label, scale) in enumerate(MAP_PANELS):
             ax = grid[row_index][column]
             drawn = []
             for index, reward in enumerate(rewards):
                 points = []
                 for row in result["rows"]:
-                    values = [v for v in row[key] if v is not None]
+                    values = [scale * v for v in row[key] if v is not None]
                     if row["reward"] == reward and row["lr"] == lr and values:
                         points.append((row["horizon"], *mean_std(values)))
                 if not points:
@@ -251,11 +265,10 @@ def plot_map(result: dict[str, Any], path: Path) -> Path | None:
             ax.set_title(f"lr {lr:g}: {label}", fontsize=10)
             ax.set_xlabel("horizon (steps)")
             ax.xaxis.set_tick_params(labelbottom=True)
-            finish_axes(ax, list(drawn))
+            finish_axes(ax, list(drawn), min_span=0.1 * scale)  # at least 10 points of accuracy tall
     legend_below(figure, [ax for row in grid for ax in row])
     figure.suptitle("Hackability map", fontweight="bold")
-    figure.savefig(path)
-    return path
+    return figure
 
 
 def make_map(settings: MapSettings, say: Callable[[str], None] = print) -> dict[str, Any]:
