@@ -231,3 +231,25 @@ def test_rm_eval_compares_rule_rm_and_judge_on_the_same_rows(judge_server, tiny_
     assert judge_["accuracy"] == 1.0 and hybrid["recall"] == 1.0 > rule["recall"]
     assert sum(judge_server.seen.values()) - before == 5  # one pass of the judge gives both of its columns
     assert "judge" in result.stdout and "hybrid" in result.stdout
+
+
+def test_cooper_positives_chosen_by_the_judge(judge_server, tiny_rm_path, verifier):
+    from coreward.rewards.cooper import CooperReward
+
+    groups = [[WRONG_READ, RIGHT_UNREAD, WRONG_UNREAD, RIGHT_READ], [WRONG_READ, RIGHT_UNREAD, WRONG_UNREAD, WRONG_READ]]
+    judge_spec = {"backend": "openai", "base_url": judge_server.url, "model": "test-model"}
+    by_rule = CooperReward(rm=str(tiny_rm_path), negative="rollout", device="cpu")
+    by_judge = CooperReward(rm=str(tiny_rm_path), negative="rollout", device="cpu", positive_match="hybrid",
+                            positive_judge=judge_spec, positive_judge_format="general_verifier")
+    rule_pairs = by_rule.make_pairs(demo_batch(groups, verifier, ["14", "14"]), [0.5] * 8)
+    batch = demo_batch(groups, verifier, ["14", "14"])
+    judge_pairs = by_judge.make_pairs(batch, [0.5] * 8)
+    assert [p.positive for p in rule_pairs] == [RIGHT_READ]  # the second group has no answer the rule reads right
+    assert [(p.positive, p.negative) for p in judge_pairs] == [(RIGHT_UNREAD, WRONG_READ)] * 2  # the first accepted
+    assert batch.metrics["judge/judged"] == 7 and batch.metrics["rm/positive_rate"] == 1.0  # the rule's 1 not asked
+    by_judge.close()
+    down = CooperReward(rm=str(tiny_rm_path), positive_match="judge", positive_judge=f"http://127.0.0.1:{closed_port()}/v1")
+    with pytest.raises(CorewardError, match="judge: its judge cannot give verdicts: LLM endpoint .* is not reachable"):
+        down.preflight()
+    with pytest.raises(CorewardError, match="positive_judge must name the judge LLM with positive_match 'judge'"):
+        CooperReward(rm=str(tiny_rm_path), positive_match="judge")

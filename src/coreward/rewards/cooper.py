@@ -5,7 +5,8 @@ Each training step, on the global batch of G rollouts o_1..o_G per prompt q (ref
     1. reward      r_i = σ(f_θ(q, a, o_i))                     θ = the RM *before* this step's update
     2. positive    o⁺ = first o_i the rule accepts              ("hardest": the accepted o_i of lowest r_i)
                    (math-verify; `positive_match: gsm8k_strict`: verl's `#### <number>` string match, the
-                   authors' GSM8K rule); no accepted o_i → no pair for q
+                   authors' GSM8K rule; `judge`: an LLM judge's, `hybrid`: the rule's, else the judge's, as the
+                   `judge` reward decides, rewards/judge.py); no accepted o_i → no pair for q
     3. negative    o⁻ = assistant(q, o⁺): a plausible solution whose answer does not verify equal to o⁺'s;
                    asked again (at most `max_retries` times) while it does, or has no answer (the authors
                    keep an answerless one unless its last number is o⁺'s answer: `answerless_negative: accept`);
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.judge import JudgeReward
 from coreward.rewards.rule import gsm8k_strict_answer, rule_correct
 from coreward.rm.assistant import NegativeRequest, Negatives, request_seed, write_negatives
 from coreward.rm.evaluate import evaluate_rm, rollout_pair_accuracy, score_unique
@@ -98,16 +100,41 @@ class CooperReward(RMOwner, RewardSource):
         assistant_prompt: Literal["coreward", "authors"] = "coreward"  # an LLM assistant's wording: ours (adds "same answer format"), or the authors' verbatim
         answerless_negative: Literal["reject", "accept"] = "reject"  # a negative with no extractable answer: asked again (ours), or kept (the authors')
         binary: bool = False  # reward 1[σ > 0.5] instead of σ (the authors' reward_model.reward_scale)
-        positive_match: Literal["verified", "gsm8k_strict"] = "verified"  # what makes a rollout a positive: math-verify, or verl's strict `#### <number>` (the authors' GSM8K rule)
+        positive_match: Literal["verified", "gsm8k_strict", "judge", "hybrid"] = "verified"  # what makes a rollout a positive: math-verify, verl's strict `#### <number>` (the authors' GSM8K rule), an LLM judge (`positive_judge`), or the rule where it accepts, else the judge
+        positive_judge: Any = None  # with positive_match judge or hybrid: the judge LLM, as the `judge` reward's `judge` (an endpoint `http://host:port/v1#model`, a model path, a generator dict)
+        positive_judge_format: Literal["plain", "xverify", "compassverifier", "compassverifier_cot", "general_verifier"] = "plain"  # its prompt and verdict format (the `judge` reward's `format`)
         negative_form: Literal["text", "chat"] = "text"  # a negative as written (ours), or through the policy's chat template, cut to the response length (the authors': rm/inputs.py)
         retry_failed: bool = False  # a failed assistant request uses up an attempt and is asked again (the authors'), instead of being dropped (ours: the endpoint has retried it)
 
         def validate(self) -> None:
             RMOwner.check_params(self)
+            if self.positive_match in ("judge", "hybrid") and not self.positive_judge:
+                raise ValueError(f"positive_judge must name the judge LLM with positive_match {self.positive_match!r}")
 
     def __init__(self, **params):
         super().__init__(**params)
         self._eval_rows: list[dict] | None = None
+        p = self.params
+        # positives by an LLM judge: the `judge` reward itself, its 1s the accepted rollouts (its metrics logged too)
+        self._judge = None if p.positive_match not in ("judge", "hybrid") else JudgeReward(
+            judge=p.positive_judge, format=p.positive_judge_format,
+            mode="judge" if p.positive_match == "judge" else "hybrid", question_field=p.question_field)
+
+    def preflight(self) -> None:
+        super().preflight()  # the assistant's endpoint (rm/owner.py)
+        if self._judge is not None:
+            self._judge.preflight()
+
+    def close(self) -> None:
+        super().close()
+        if self._judge is not None:
+            self._judge.close()
+
+    def positive_correct(self, batch: RolloutBatch) -> list[bool]:
+        """Which rollouts may be a positive: the rule's verdicts (`positive_match`), or the judge's."""
+        if self._judge is None:
+            return rule_correct(batch, self.params.positive_match)
+        return [r == self._judge.params.correct for r in self._judge.compute(batch)]
 
     def questions(self, batch: RolloutBatch) -> list[str]:
         """The question field of every row: the dataset's question, or the whole user message of its prompt."""
@@ -130,7 +157,7 @@ class CooperReward(RMOwner, RewardSource):
                 self._eval_rows = read_labelled(resolve_file(self.params.eval_data, "rm_pairs", key="eval_data"))
             for name, value in evaluate_rm(learner.rm, self._eval_rows).items():
                 batch.log(name, value)
-        correct = rule_correct(batch, self.params.positive_match)
+        correct = self.positive_correct(batch)
         accuracy = rollout_pair_accuracy(correct, scores, batch.num_generations)
         if accuracy is not None:  # the RM that scored this step, on this step's rollouts
             batch.log("rm/rollout_pair_accuracy", accuracy)
@@ -153,7 +180,7 @@ class CooperReward(RMOwner, RewardSource):
                    correct: list[bool] | None = None) -> list[Pair]:
         """Steps 2 and 3: a verified positive per prompt and its negative (the assistant's, or a rejected rollout)."""
         questions = questions if questions is not None else self.questions(batch)
-        correct = correct if correct is not None else rule_correct(batch, self.params.positive_match)
+        correct = correct if correct is not None else self.positive_correct(batch)
         rows = select_positives(correct, scores, batch.num_generations, self.params.positive)
         chosen = [(group, row) for group, row in enumerate(rows) if row is not None]
         if self.params.negative == "rollout":
@@ -169,6 +196,8 @@ class CooperReward(RMOwner, RewardSource):
         p = self.params
         answers = ([gsm8k_strict_answer(c) for c in batch.completions] if p.positive_match == "gsm8k_strict"
                    else [v.extracted for v in batch.verdicts()])
+        if self._judge is not None:  # a positive the judge accepted and the rule did not: its answer is the reference
+            answers = [v.extracted if v.correct else ref for v, ref in zip(batch.verdicts(), batch.references)]
         requests = [NegativeRequest(questions[row], batch.completions[row], answers[row], request_seed(p.seed, batch.step, group))
                     for group, row in chosen]
         start = time.perf_counter()
