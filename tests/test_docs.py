@@ -12,7 +12,15 @@ import typing
 
 import pytest
 
-from tests.helpers.markdown_checks import NARRATION, REPO, commands, named_files, parse_command
+from tests.helpers.markdown_checks import (
+    NARRATION,
+    REPO,
+    check_command_list,
+    command_list,
+    commands,
+    named_files,
+    parse_command,
+)
 
 
 DOCS = REPO / "docs"
@@ -86,6 +94,13 @@ def test_docs_commands_parse_and_files_exist(page):
         assert code == 0, f"{page.name}: coreward {command}\n{output}"
     missing = sorted(p for p in named_files(text) if not (REPO / p).exists())
     assert not missing, (page.name, missing)
+
+
+def test_docs_command_lists_name_every_command_and_only_real_options():
+    lists = {page.name: command_list(page.read_text()) for page in PAGES}
+    assert lists["getting-started.md"]  # the command list of the docs
+    for name, lines in lists.items():
+        assert not lines or check_command_list(lines) == [], name
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

@@ -9,7 +9,17 @@ import re
 import pytest
 import yaml
 
-from tests.helpers.markdown_checks import NARRATION, REPO, anchors, commands, local_links, named_files, parse_command
+from tests.helpers.markdown_checks import (
+    NARRATION,
+    REPO,
+    anchors,
+    check_command_list,
+    command_list,
+    commands,
+    local_links,
+    named_files,
+    parse_command,
+)
 
 
 README = (REPO / "README.md").read_text()
@@ -28,6 +38,11 @@ def test_readme_is_a_front_page():
 def test_readme_command_parses(command):
     code, output = parse_command(command)
     assert code == 0, f"coreward {command}\n{output}"
+
+
+def test_readme_command_list_names_every_command_and_only_real_options():
+    lines = command_list(README)
+    assert lines and check_command_list(lines) == []
 
 
 def test_readme_names_files_and_links_that_exist():
