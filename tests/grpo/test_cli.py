@@ -51,7 +51,8 @@ def test_existing_run_needs_resume(tiny_policy, tmp_path):
     (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
     done = coreward_here(*tiny_train_args(tiny_policy, run_dir, "--max-steps", "1"))
     assert done.returncode == 2
-    assert "--resume" in done.stderr
+    # no complete checkpoint there: --resume would be refused, so the way on named is --resume-if-any
+    assert "already holds a run with no complete checkpoint: pass --resume-if-any" in done.stderr
 
 
 @pytest.mark.parametrize(

@@ -317,6 +317,12 @@ def _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_re
         raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume (coreward.train(..., "
                             "resume=True)) to continue it" + (" with a larger --max-steps" if final_complete(run_dir)
                                                                else "") + ", or pick another --output-dir")
+        from coreward.grpo.checkpoints import last_complete_checkpoint
+
+        if last_complete_checkpoint(run_dir) is None:  # nothing --resume could continue from
+            raise CorewardError(f"run directory {run_dir} already holds a run with no complete checkpoint: pass "
+                                "--resume-if-any (coreward.train(..., resume='if_any')) to start it again there, or "
+                                "pick another --output-dir")
     if resume and checkpoint is not None and done >= args.max_steps > 0 and final_complete(run_dir):
         print_once(f"--resume: the run in {run_dir} already finished step {done} of {args.max_steps}; "
                    f"nothing to do (final model: {run_dir / 'final'})")
