@@ -77,6 +77,8 @@ class Summary:
     final_coverage: float | None  # share of prompts with a verified rollout at the end
     heldout_peak: float | None = None  # periodic held-out evaluation (eval/avg@n), when the run logged it
     heldout_final: float | None = None
+    alarm_step: int | None = None  # where the overoptimization guard fired (grpo/guard.py), None: it did not
+    alarm_logged: bool = False  # the run's own guard/alarm; else the guard's default rule replayed on its metrics
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,7 +103,20 @@ def summarize(run: Run, smooth: float, upto_step: int | None = None) -> Summary 
         final_coverage=c.coverage[-1],
         heldout_peak=max(heldout) if heldout else None,
         heldout_final=heldout[-1] if heldout else None,
+        **guard_alarm(run, upto_step),
     )
+
+
+def guard_alarm(run: Run, upto_step: int | None = None) -> dict[str, Any]:
+    """Where the overoptimization guard fired: the step the run itself logged `guard/alarm` = 1, or, for a run
+    trained without the guard (or before it existed), where its default rule fires on the run's metrics."""
+    from coreward.grpo.guard import alarm_step
+
+    rows = [r for r in run.rows if upto_step is None or r["step"] <= upto_step]
+    if any("guard/alarm" in r for r in rows):
+        fired = [r["step"] for r in rows if r.get("guard/alarm") == 1]
+        return {"alarm_step": fired[0] if fired else None, "alarm_logged": True}
+    return {"alarm_step": alarm_step(rows), "alarm_logged": False}
 
 
 def plot_curves(runs: list[Run], path, smooth: float, title: str = "Overoptimization: reward and verified accuracy "
@@ -130,9 +145,16 @@ def plot_curves(runs: list[Run], path, smooth: float, title: str = "Overoptimiza
             index, c = curves[id(run)]
             draw_with_peak(reward_ax, run.name, c, c.reward, index)
         finish_axes(reward_ax, [v for run in group for v in curves[id(run)][1].reward], integer_x=False)
+    alarms = False
     for run in drawn:
         index, c = curves[id(run)]
         peak = draw_with_peak(verified_ax, run.name, c, c.verified, index)
+        alarm = guard_alarm(run)["alarm_step"]
+        if alarm in c.steps:  # ✕ where the overoptimization guard fired
+            at = c.steps.index(alarm)
+            verified_ax.plot([c.sqrt_kl[at]], [c.verified[at]], marker="X", markersize=11, color=f"C{index % 10}",
+                             markeredgecolor="black", linestyle="none")
+            alarms = True
         verified_ax.annotate(f"step {c.steps[peak]}", (c.sqrt_kl[peak], c.verified[peak]), textcoords="offset points",
                              xytext=(8, 4 - 11 * (index % 4)), fontsize=8, color=f"C{index % 10}")  # staggered: peaks can meet
     verified_ax.set_title("verified accuracy of the same rollouts")
@@ -140,7 +162,8 @@ def plot_curves(runs: list[Run], path, smooth: float, title: str = "Overoptimiza
     for ax in (*reward_axes, verified_ax):
         ax.set_xlabel("√KL(π ‖ π_init)  (nats^½ per completion)")
     legend_below(figure, [*reward_axes, verified_ax],
-                 extra="★ = peak of verified accuracy" + (f"; curves EMA-smoothed ({smooth})" if smooth else ""))
+                 extra="★ = peak of verified accuracy" + ("; ✕ = overoptimization guard fired" if alarms else "")
+                 + (f"; curves EMA-smoothed ({smooth})" if smooth else ""))
     figure.suptitle(title, fontweight="bold")
     figure.savefig(path)
     return path

@@ -83,7 +83,7 @@ def render_report(runs: list[Run], drawn: dict[str, Path | None], smooth: float)
 def overoptimization_table(runs: list[Run], smooth: float) -> str:
     """Peak and final verified accuracy of the rollouts (smoothed), where the peak was, and the reward's gap."""
     header = ["Run", "Peak verified (step, √KL)", "Final verified", "Final reward", "Gap (reward − verified)",
-              "Final √KL", "Prompts with a verified rollout"]
+              "Final √KL", "Prompts with a verified rollout", "Guard fired (step)"]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for run in runs:
         s = summarize(run, smooth)
@@ -93,9 +93,18 @@ def overoptimization_table(runs: list[Run], smooth: float) -> str:
         lines.append("| " + " | ".join([
             run.name, f"{_percent(s.peak_verified)} ({s.peak_step}, {s.peak_sqrt_kl:.2f})", _percent(s.final_verified),
             f"{s.final_reward:.3f}", f"{s.gap:+.3f}", f"{s.final_sqrt_kl:.2f}", _percent(s.final_coverage),
+            alarm_cell(s.alarm_step, s.alarm_logged),
         ]) + " |")
     note = f" EMA-smoothed per-step values (weight {smooth})." if smooth else ""
-    return "\n".join(lines) + f"\n\nVerified accuracy and reward of the training rollouts.{note}"
+    return "\n".join(lines) + (f"\n\nVerified accuracy and reward of the training rollouts.{note} Guard: the step where "
+                               "the overoptimization guard fired (grpo/guard.py); \"would have\" where the run did "
+                               "not run it and its default rule fires on the run's metrics.")
+
+
+def alarm_cell(step: int | None, logged: bool) -> str:
+    if step is None:
+        return "–"
+    return str(step) if logged else f"{step} (would have)"
 
 
 def final_numbers_table(runs: list[Run]) -> str:

@@ -185,7 +185,7 @@ def collect(cells: list[Cell], settings: MapSettings) -> dict[str, Any]:
 
 
 SUMMARY_KEYS = ("steps", "peak_verified", "peak_step", "peak_sqrt_kl", "final_verified", "final_reward", "gap",
-                "drop_from_peak", "final_coverage", "heldout_final")
+                "drop_from_peak", "final_coverage", "heldout_final", "alarm_step", "alarm_logged")
 
 
 def render_table(result: dict[str, Any]) -> str:
@@ -193,7 +193,7 @@ def render_table(result: dict[str, Any]) -> str:
 
     header = ["Reward", "lr", "Steps", "Peak verified", "Peak step", "√KL at peak", "Final verified",
               "vs rule", "Final reward", "Gap (reward − verified)", "Prompts with a verified rollout",
-              "Held-out (final)"]
+              "Held-out (final)", "Guard fired"]
     lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
     for row in result["rows"]:
         def cell(key, scale=1.0, digits=2, sign=False, row=row):
@@ -206,14 +206,25 @@ def render_table(result: dict[str, Any]) -> str:
             cell("peak_sqrt_kl"), cell("final_verified", 100, 1),
             "–" if row["reward"] == result["settings"]["reference"] else cell("vs_reference", 100, 1, sign=True),
             cell("final_reward", 1, 3), cell("gap", 1, 3, sign=True), cell("final_coverage", 100, 1),
-            cell("heldout_final", 100, 1),
+            cell("heldout_final", 100, 1), guard_cell(row),
         ]) + " |")
     seeds = result["settings"]["seeds"]
     return "\n".join(lines) + (
         f"\n\nVerified accuracy, reward and coverage are the training rollouts' own, EMA-smoothed per step (weight "
         f"{result['settings']['smooth']}); accuracies in %. {'Mean ± std over seeds ' + str(seeds) if len(seeds) > 1 else 'Seed ' + str(seeds[0])}. "
         f"Each row's horizon is read from the run to {max(result['settings']['horizons'])} steps. "
-        "\"vs rule\": final verified accuracy minus the rule reference's at the same lr, horizon and seed (points).")
+        "\"vs rule\": final verified accuracy minus the rule reference's at the same lr, horizon and seed (points). "
+        "Guard fired: on how many seeds the overoptimization guard (grpo/guard.py) fired by the horizon, and at "
+        "which steps (* where the run did not run the guard: its default rule replayed on the run's metrics).")
+
+
+def guard_cell(row: dict[str, Any]) -> str:
+    """"1 of 3 (38)": seeds whose run fired the overoptimization guard by the row's horizon, and where."""
+    known = [(step, logged) for step, logged in zip(row["alarm_step"], row["alarm_logged"]) if logged is not None]
+    if not known:
+        return "–"
+    fired = [f"{step}" + ("" if logged else "*") for step, logged in known if step is not None]
+    return f"{len(fired)} of {len(known)}" + (f" ({', '.join(fired)})" if fired else "")
 
 
 # map.png's rows: (summary key, panel title, scale). Verified accuracy in % as map.md prints it; the gap in the

@@ -49,6 +49,10 @@ def train_command(
         print_once(f"stopped by {result.stopped_by or 'a preemption signal'} after step {result.global_step} "
                    "(complete checkpoint written); continue with --resume")
         code = PREEMPTED_EXIT
+    elif result.guard_stopped:
+        best = result.run_dir / "best"
+        print_once(f"stopped by the overoptimization guard at step {result.global_step}; final model in "
+                   f"{result.final_model}" + (f", the best one in {best}" if best.is_dir() else ""))
     else:
         print_once(f"finished at step {result.global_step}; final model in {result.final_model}")
     if distributed:

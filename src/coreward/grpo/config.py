@@ -115,6 +115,38 @@ class VerifierSettings:
 
 
 @dataclass
+class GuardSettings:
+    """The `guard:` section of a training config: the overoptimization guard (grpo/guard.py says what it does)."""
+
+    enabled: bool = True  # watch the run (metric, warning, best/); false: none of it
+    stop: bool = False  # stop the run at the alarm (its final/ is that step's model; best/ is kept beside it)
+    smooth: float = 0.6  # EMA weight of the per-step curves, as `coreward report` smooths them
+    warmup: int = 10  # no alarm, and no peak counted, before this step
+    min_drop: float = 0.03  # verified accuracy must fall at least this far below its peak ...
+    rel_drop: float = 0.1  # ... and at least this share of the peak
+    gap_share: float = 0.5  # while the reward fell by at most this share of verified accuracy's fall
+    patience: int = 3  # logged steps in a row with both, before the alarm
+    keep_best: bool = True  # keep best/ (the policy at the best verified accuracy)
+    best_min_gain: float = 0.01  # best/ is rewritten when the best verified accuracy rises by at least this
+
+    def validate(self) -> list[str]:
+        """Problems, each naming its key (empty when the settings are good)."""
+        problems = []
+        if not 0 <= self.smooth < 1:
+            problems.append(f"guard.smooth must be in [0, 1), got {self.smooth}")
+        for key in ("warmup", "patience"):
+            if getattr(self, key) < 1:
+                problems.append(f"guard.{key} must be >= 1, got {getattr(self, key)}")
+        for key in ("min_drop", "rel_drop", "best_min_gain"):
+            if not getattr(self, key) >= 0:
+                problems.append(f"guard.{key} must be >= 0, got {getattr(self, key)}")
+        if not 0 <= self.gap_share < 1:
+            problems.append(f"guard.gap_share must be in [0, 1) (1 would let a reward that falls as far as the "
+                            f"verified accuracy fire the alarm), got {self.gap_share}")
+        return problems
+
+
+@dataclass
 class TrainConfig:
     model: ModelSettings = field(default_factory=ModelSettings)
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -138,6 +170,9 @@ class TrainConfig:
     # no-grad forward of the policy per step (two with beta > 0); k3 beside it as kl/from_init_k3. k3: the sampled
     # estimator exp(r) − r − 1 of the sampled tokens only (no extra pass, much noisier)
     kl_from_init_estimator: Literal["exact", "k3"] = "exact"
+    # the overoptimization guard: an alarm where verified accuracy turns down while the reward holds (optionally
+    # stopping the run), and best/ beside final/ (grpo/guard.py)
+    guard: GuardSettings = field(default_factory=GuardSettings)
 
     @classmethod
     def migrate_keys(cls, data: dict[str, Any]) -> dict[str, Any]:
@@ -156,6 +191,8 @@ class TrainConfig:
         validate_grpo_values(self.grpo)
         validate_verifier(self.verifier)
         validate_data(self.data)
+        for problem in self.guard.validate():
+            raise CorewardError(f"key {problem}")
         if self.lora.enabled:
             validate_lora(self.lora)
         if self.torch_threads is not None and self.torch_threads < 1:

@@ -27,6 +27,7 @@ class TrainResult:
     trainer: Any
     preempted: bool = False  # stopped by a preemption signal: a checkpoint of `global_step`, no final model
     stopped_by: str | None = None  # with `preempted`: "Ctrl-C" or "a preemption signal (SIGTERM)"
+    guard_stopped: bool = False  # stopped by the overoptimization guard (guard.stop: true); final/ is written
 
 
 def resolve_prompt_format(config: TrainConfig) -> TrainConfig:
@@ -390,6 +391,9 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     from coreward.grpo.health import HealthCallback
 
     trainer.add_callback(HealthCallback(run_dir))  # invariants watched per step; health.json at the end
+    from coreward.grpo.guard import add_guard
+
+    guard = add_guard(trainer, config.guard, run_dir, tokenizer)  # overoptimization alarm and best/
     use_compact_progress(trainer)
     use_run_tensorboard(trainer, run_dir / "tensorboard", checkpoint_step(checkpoint) if checkpoint else None)
     if eval_records is not None:
@@ -428,7 +432,8 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         for source in sources:
             source.close()
         verifier.close()
-    return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step, trainer=trainer)
+    return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step, trainer=trainer,
+                       guard_stopped=guard is not None and guard.stopped_at is not None)
 
 
 SHORT_COMPLETION_TOKENS = 2

@@ -1,0 +1,328 @@
+"""The overoptimization guard: the step where verified accuracy turns down while the reward holds, and `best/`.
+
+Both papers are about a policy that learns to please its reward instead of solving the problem. It shows in
+the run's own metrics: the training reward keeps rising (or holds) while the verified accuracy of the same
+rollouts falls, so the gap reward − verified opens (Gao, Schulman and Hilton 2022). The guard reads every
+logged step and fires once, at the first step where, on the EMA-smoothed curves (weight `smooth`, TensorBoard's
+debiased EMA, as `coreward report` draws them):
+
+    after `warmup` steps, with P = the running peak of verified accuracy v (reached at step p) and R = the reward there,
+    drop  = P − v_t                          ≥ max(min_drop, rel_drop · P)   (verified accuracy has turned down)
+    fall  = R − r_t                          ≤ gap_share · drop             (the reward fell far less: the gap opened)
+    both for `patience` logged steps in a row.
+
+A reward that is the verifier (the rule reward: r = v) falls exactly as far as v, so `fall = drop` and the
+guard never fires on it; a noisy reward that is unbiased falls as v does up to its noise. A reward off the [0, 1]
+scale of an accuracy (self-certainty, entropy) is compared by its running min-max range: `fall / (max − min)`.
+The defaults were chosen on the hackability map's cells (docs/overoptimization.md, "The overoptimization guard").
+
+The verified signal is the training rollouts' `verified_accuracy` (data with references). Label-free data
+(no references) uses the periodic held-out evaluation instead (`eval/avg@n`, `data.eval_every`), unsmoothed (one
+point per evaluation, already a fixed problem set), with a patience of at most 2 evaluations.
+
+At the alarm: a warning line and `guard/alarm` = 1 in that step's metrics (0 on the others), always; with
+`guard.stop: true` the run stops there (its final/ is that step's model) and says why. Independently, `best/`
+beside `final/` holds the policy at the best verified accuracy seen so far (smoothed), rewritten when it improves
+by at least `best_min_gain`; it is no `checkpoint-N`, so `save_total_limit` never rotates it away. best/ holds
+the weights after the step whose rollouts (sampled before that step's update) reached the best: one update later
+than those rollouts' policy, as in any trainer that selects on training-time metrics.
+
+`replay` runs the same detector over a finished run's metrics.jsonl, so `coreward report` and `coreward map`
+mark where the alarm fired, or would have fired for a run trained before the guard existed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from coreward.grpo.config import GuardSettings
+from coreward.runtime.distributed import on_main_then_broadcast, print_once
+
+
+BEST_DIR, GUARD_FILE, BEST_INFO = "best", "guard.json", "coreward_best.json"
+EVAL_PATTERN = re.compile(r"eval/avg@\d+")
+EVAL_PATIENCE = 2
+
+
+@dataclass
+class Reading:
+    """What the detector made of one point."""
+
+    step: int
+    reward: float  # smoothed
+    verified: float  # smoothed
+    peak: float | None  # best verified accuracy since warm-up
+    peak_step: int | None
+    drop: float  # peak − verified (0 before the peak exists)
+    fall: float  # reward at the peak − reward now, on the accuracy's scale
+    opened: bool  # both conditions hold at this point
+    alarm: bool  # the alarm fires at this point (once per run)
+    new_best: bool  # a new peak of verified accuracy
+
+
+class _EMA:
+    """TensorBoard's debiased EMA, one value at a time (`evaluation.plots.ema` over a list)."""
+
+    def __init__(self, weight: float):
+        self.weight, self.last, self.count = weight, 0.0, 0
+
+    def __call__(self, value: float) -> float:
+        self.count += 1
+        if self.weight == 0:
+            return value
+        self.last = self.weight * self.last + (1 - self.weight) * value
+        return self.last / (1 - self.weight ** self.count)
+
+
+class Detector:
+    """The alarm rule of the module docstring, fed one (step, reward, verified) point at a time."""
+
+    def __init__(self, settings: GuardSettings, sparse: bool = False):
+        self.settings = settings
+        smooth = 0.0 if sparse else settings.smooth  # evaluation points are not smoothed
+        self.patience = min(settings.patience, EVAL_PATIENCE) if sparse else settings.patience
+        self._reward, self._verified = _EMA(smooth), _EMA(smooth)
+        self.peak: float | None = None
+        self.peak_step: int | None = None
+        self.reward_at_peak = 0.0
+        self.low = self.high = None  # range of the smoothed reward (for a reward off the [0, 1] scale)
+        self.streak = 0
+        self.fired_at: int | None = None
+
+    def observe(self, step: int, reward: float, verified: float) -> Reading:
+        s = self.settings
+        r, v = self._reward(reward), self._verified(verified)
+        self.low = r if self.low is None else min(self.low, r)
+        self.high = r if self.high is None else max(self.high, r)
+        new_best = False
+        if step >= s.warmup and (self.peak is None or v > self.peak):
+            self.peak, self.peak_step, self.reward_at_peak, new_best = v, step, r, True
+        drop = self.peak - v if self.peak is not None else 0.0
+        fall = (self.reward_at_peak - r) / self.reward_scale() if self.peak is not None else 0.0
+        opened = (self.peak is not None and drop >= max(s.min_drop, s.rel_drop * self.peak)
+                  and fall <= s.gap_share * drop)
+        self.streak = self.streak + 1 if opened else 0
+        alarm = self.fired_at is None and self.streak >= self.patience
+        if alarm:
+            self.fired_at = step
+        return Reading(step, r, v, self.peak, self.peak_step, drop, fall, opened, alarm, new_best)
+
+    def reward_scale(self) -> float:
+        """1 for a reward on an accuracy's [0, 1] scale; else the smoothed reward's range so far."""
+        if -0.01 <= self.low and self.high <= 1.01:
+            return 1.0
+        return max(self.high - self.low, 1e-12)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def eval_key(row: dict[str, Any]) -> str | None:
+    return next((k for k in row if EVAL_PATTERN.fullmatch(k) and _finite(row[k])), None)
+
+
+class Watch:
+    """Feeds a run's logged rows to the right detector: the training rollouts' verified accuracy when the run logs
+    it, else its held-out evaluation (label-free data)."""
+
+    def __init__(self, settings: GuardSettings):
+        self.settings = settings
+        self.dense, self.sparse = Detector(settings), Detector(settings, sparse=True)
+        self.last_reward: float | None = None  # latest smoothed training reward (for evaluation points)
+        self._reward = _EMA(settings.smooth)
+        self.source: str | None = None  # "training rollouts" | "held-out evaluation"
+
+    def train_row(self, step: int, row: dict[str, Any]) -> Reading | None:
+        """A training step's metrics (reward, verified_accuracy); None when it carries no verified signal."""
+        if _finite(row.get("reward")):
+            self.last_reward = self._reward(float(row["reward"]))
+        if self.source == "held-out evaluation" or not (_finite(row.get("reward"))
+                                                        and _finite(row.get("verified_accuracy"))):
+            return None
+        self.source = "training rollouts"
+        return self.dense.observe(step, float(row["reward"]), float(row["verified_accuracy"]))
+
+    def eval_row(self, step: int, row: dict[str, Any]) -> Reading | None:
+        """An evaluation's metrics (eval/avg@n): read only while the training rollouts have no verified signal."""
+        key = eval_key(row)
+        if key is None or self.source == "training rollouts" or self.last_reward is None:
+            return None
+        self.source = "held-out evaluation"
+        return self.sparse.observe(step, self.last_reward, float(row[key]))
+
+    @property
+    def detector(self) -> Detector:
+        return self.sparse if self.source == "held-out evaluation" else self.dense
+
+
+def replay(rows: list[dict[str, Any]], settings: GuardSettings | None = None) -> tuple[Watch, list[Reading]]:
+    """The guard run over a finished run's metrics rows (one row per step: training metrics, and evaluation
+    metrics on evaluation steps, which the live guard reads before that step's training metrics)."""
+    watch, readings = Watch(settings or GuardSettings()), []
+    for row in rows:
+        step = row.get("step")
+        if not isinstance(step, int):
+            continue
+        for reading in (watch.eval_row(step, row), watch.train_row(step, row)):
+            if reading is not None:
+                readings.append(reading)
+    return watch, readings
+
+
+def alarm_step(rows: list[dict[str, Any]], settings: GuardSettings | None = None) -> int | None:
+    """The step at which the guard fires on these metrics rows (None: never)."""
+    return replay(rows, settings)[0].detector.fired_at
+
+
+# ------------------------------------------------------------------------------------------- during training
+class GuardCallback(TrainerCallback):
+    """The guard during training. Inserted first among the callbacks, so `guard/*` reaches every logger's row."""
+
+    def __init__(self, settings: GuardSettings, run_dir: str | Path, trainer: Any, tokenizer: Any = None):
+        self.settings, self.run_dir = settings, Path(run_dir)
+        self.trainer, self.tokenizer = trainer, tokenizer
+        self.watch = Watch(settings)
+        self.best_written: float | None = None
+        self.stopped_at: int | None = None
+        self.warning: str | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        """A resumed run's guard is the one it had at its checkpoint: its metrics replayed up to there."""
+        from coreward.runtime.metrics import read_metrics
+
+        rows = [r for r in read_metrics(self.run_dir / "metrics.jsonl") if r.get("step", 0) <= state.global_step]
+        self.watch = replay(rows, self.settings)[0]
+        run_dir, step = self.run_dir, state.global_step
+
+        def best_of_main() -> float | None:
+            best = read_best(run_dir)
+            if best is not None and best.get("step", 0) > step:
+                from coreward.grpo.checkpoints import discard
+
+                discard(run_dir / BEST_DIR)  # from steps the resumed run trains again: not this run's any more
+                return None
+            return best.get("verified") if best else None
+
+        # whether to write best/ is a collective decision: every process holds the main one's record
+        self.best_written = on_main_then_broadcast(best_of_main)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs:
+            return control
+        step = state.global_step
+        is_train = "frac_reward_zero_std" in logs  # a training step's log (not an evaluation's, not the summary)
+        reading = self.watch.train_row(step, logs) if is_train else self.watch.eval_row(step, logs)
+        if is_train:
+            logs["guard/alarm"] = 0.0
+        if reading is None:
+            return control
+        logs["guard/verified_drop"] = reading.drop
+        if reading.alarm:
+            logs["guard/alarm"] = 1.0
+            self._alarm(reading, control)
+        if self.settings.keep_best and reading.new_best and (
+                self.best_written is None or reading.verified >= self.best_written + self.settings.best_min_gain):
+            self._write_best(reading)
+        return control
+
+    def _alarm(self, reading: Reading, control) -> None:
+        source = self.watch.source
+        change = f"rose by {-reading.fall:.3f}" if reading.fall <= 0 else f"fell by only {reading.fall:.3f}"
+        self.warning = (f"guard: step {reading.step}: verified accuracy ({source}) fell from {reading.peak:.3f} "
+                        f"(step {reading.peak_step}) to {reading.verified:.3f} while the reward {change}"
+                        + (" (on its range so far)" if self.watch.detector.reward_scale() != 1.0 else "")
+                        + ": the reward is being overoptimized")
+        best = f"; the best model (step {read_best(self.run_dir)['step']}) is in best/" if self._has_best() else ""
+        if self.settings.stop:
+            self.stopped_at = reading.step
+            control.should_training_stop = True
+            print_once(f"{self.warning}. Stopping (guard.stop: true){best}")
+        else:
+            print_once(f"warning: {self.warning}{best}. Training goes on (guard.stop: true stops a run here)")
+
+    def _has_best(self) -> bool:
+        return read_best(self.run_dir) is not None
+
+    def _write_best(self, reading: Reading) -> None:
+        """best/ written whole beside the old one, then swapped in (a kill leaves one complete best/, see
+        `recover_best`). Every process takes part: a sharded policy is gathered collectively."""
+        from coreward.grpo.checkpoints import discard, mark_complete
+
+        trainer, fresh = self.trainer, self.run_dir / (BEST_DIR + ".new")
+        main = trainer.accelerator.is_main_process
+        if main and fresh.exists():
+            discard(fresh)
+        trainer.accelerator.wait_for_everyone()
+        trainer.save_model(str(fresh))
+        if main:
+            if self.tokenizer is not None:
+                self.tokenizer.save_pretrained(str(fresh))
+            info = {"step": reading.step, "verified": reading.verified, "reward": reading.reward,
+                    "source": self.watch.source, "smooth": self.settings.smooth}
+            (fresh / BEST_INFO).write_text(json.dumps(info, indent=1) + "\n")
+            mark_complete(fresh)
+            if (self.run_dir / BEST_DIR).exists():
+                discard(self.run_dir / BEST_DIR)
+            os.replace(fresh, self.run_dir / BEST_DIR)
+        trainer.accelerator.wait_for_everyone()
+        self.best_written = reading.verified
+
+    def summary(self) -> dict[str, Any]:
+        detector = self.watch.detector
+        best = read_best(self.run_dir)
+        line = (f"guard: fired at step {detector.fired_at}" if detector.fired_at is not None
+                else "guard: no overoptimization detected")
+        if detector.peak is not None:
+            line += f"; verified accuracy ({self.watch.source}) peaked at {detector.peak:.3f} (step {detector.peak_step})"
+        if best:
+            line += f"; best/ holds step {best['step']}"
+        return {"settings": asdict(self.settings), "source": self.watch.source, "fired_at": detector.fired_at,
+                "stopped_at": self.stopped_at, "peak": detector.peak, "peak_step": detector.peak_step,
+                "best": best, "warning": self.warning, "line": line}
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero or self.watch.source is None:
+            return
+        report = self.summary()
+        (self.run_dir / GUARD_FILE).write_text(json.dumps(report, indent=1) + "\n")
+        print_once(report["line"])
+
+
+def read_best(run_dir: str | Path) -> dict[str, Any] | None:
+    """best/'s record (step, verified accuracy, ...), None when the run has no complete best/."""
+    from coreward.grpo.checkpoints import COMPLETE_MARKER
+
+    best = Path(run_dir) / BEST_DIR
+    if not (best / COMPLETE_MARKER).is_file() or not (best / BEST_INFO).is_file():
+        return None
+    return json.loads((best / BEST_INFO).read_text())
+
+
+def recover_best(run_dir: str | Path) -> None:
+    """A kill between retiring the old best/ and renaming the new one leaves only a complete best.new/: it is best/."""
+    from coreward.grpo.checkpoints import COMPLETE_MARKER
+
+    run_dir = Path(run_dir)
+    fresh = run_dir / (BEST_DIR + ".new")
+    if not (run_dir / BEST_DIR).exists() and (fresh / COMPLETE_MARKER).is_file():
+        os.replace(fresh, run_dir / BEST_DIR)
+
+
+def add_guard(trainer: Any, settings: GuardSettings, run_dir: str | Path, tokenizer: Any = None) -> GuardCallback | None:
+    """The guard as the trainer's first callback (its `guard/*` values reach every logger); None when disabled."""
+    if not settings.enabled:
+        return None
+    if trainer.accelerator.is_main_process:
+        recover_best(run_dir)
+    guard = GuardCallback(settings, run_dir, trainer, tokenizer)
+    trainer.callback_handler.callbacks.insert(0, guard)
+    return guard
