@@ -253,3 +253,22 @@ def test_cooper_positives_chosen_by_the_judge(judge_server, tiny_rm_path, verifi
         down.preflight()
     with pytest.raises(CorewardError, match="positive_judge must name the judge LLM with positive_match 'judge'"):
         CooperReward(rm=str(tiny_rm_path), positive_match="judge")
+
+
+def test_coreward_eval_with_a_judge(judge_server, memorized_policy, tmp_path):
+    import pandas as pd
+
+    result = coreward_here("eval", "--model", memorized_policy, "--benchmarks", "demo", "--n", "2", "--limit", "6",
+                           "--output", tmp_path / "eval", "--judge", f"{judge_server.url}#test-model",
+                           "--judge-format", "xverify")
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = json.loads((tmp_path / "eval" / "results.json").read_text())
+    samples = pd.read_parquet(tmp_path / "eval" / "samples.parquet")
+    judge_ = results["judge"]
+    assert results["settings"]["judge_mode"] == "hybrid" and results["settings"]["judge_format"] == "xverify"
+    # hybrid: the judge is asked about the rule's rejections only and can only add to what the rule accepts
+    assert judge_["judged"] == int((~samples["rule_correct"]).sum()) and judge_["failures"] == 0
+    assert (samples["correct"] >= samples["rule_correct"]).all()
+    assert judge_["overturned"] == int((samples["correct"] & ~samples["rule_correct"]).sum())
+    assert results["benchmarks"]["demo"]["avg@2"] == pytest.approx(samples["correct"].mean())
+    assert "judge (hybrid)" in result.stdout

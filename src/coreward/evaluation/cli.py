@@ -48,6 +48,9 @@ def eval_command(
     device: Annotated[str, _setting("device")] = EvalSettings.device,
     dtype: Annotated[str, _setting("dtype")] = EvalSettings.dtype,
     vllm_memory: Annotated[float | None, _setting("vllm_memory", min=0.01, max=1.0)] = EvalSettings.vllm_memory,
+    judge: Annotated[str | None, _setting("judge")] = EvalSettings.judge,
+    judge_format: Annotated[str, _setting("judge_format")] = EvalSettings.judge_format,
+    judge_mode: Annotated[str, _setting("judge_mode")] = EvalSettings.judge_mode,
 ) -> None:
     """Sample n completions per problem and report avg@n, pass@k and maj@n (the papers' protocol); on data
     without reference answers, agree@n (majority-answer share) and answered instead.
@@ -61,7 +64,8 @@ def eval_command(
         benchmarks=benchmarks, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
         prompt_format=prompt_format, instruction=instruction, batch_size=batch_size, limit=limit, split=split,
         data_dir=data_dir, columns=parse_columns(columns), backend=backend, device=device, dtype=dtype,
-        vllm_memory=vllm_memory, output_dir=output, show_progress=True,
+        vllm_memory=vllm_memory, output_dir=output, show_progress=True, judge=judge, judge_format=judge_format,
+        judge_mode=judge_mode,
     )
     results = evaluate(model, settings)
     typer.echo("")
@@ -73,6 +77,10 @@ def eval_command(
         f"({timing['completions_per_s']:.1f}/s, {timing['tokens_per_s']:.0f} tokens/s); "
         f"scoring {timing['scoring_time_s']:.1f} s; total {timing['wall_time_s']:.1f} s"
     )
+    if results.judge is not None:
+        j = results.judge
+        typer.echo(f"judge ({j['mode']}): {j['calls']} requests for {j['judged']} samples, {j['failures']} without a "
+                   f"verdict; it overturned {j['overturned']} of the rule verifier's rejections")
     typer.echo(f"wrote {output / 'results.json'} and {output / 'samples.parquet'}")
     if results.model_card is not None:
         typer.echo(f"updated {results.model_card}: the run's model card, with this evaluation in its table")

@@ -15,6 +15,10 @@ three are absent and the label-free figures are reported instead, the majority v
 and every sample carries its problem's majority answer (`majority_answer` in samples.parquet), the
 pseudo-label the label-free methods train on. Both figures are also reported for labelled data.
 
+With a judge (`judge`: an LLM, the `judge` reward's verifier, rm/judge.py) a sample's verdict is the judge's
+(`judge_mode: judge`), or the rule verifier's where it accepts and the judge's where it does not (`hybrid`); the
+rule's own verdict is kept beside it (`rule_correct`) and results.json says how often they disagree.
+
 pass@1 equals avg@n; it is reported anyway because it is the name most readers look for. For maj@n the
 answers are grouped by verified equivalence ("0.5" and "\\frac{1}{2}" vote together), samples without an
 extracted answer do not vote, and a tie goes to the answer seen first.
@@ -106,6 +110,7 @@ class Sample:
     correct: bool | None = False  # None: nothing to verify against (no reference answer)
     timed_out: bool = False
     majority_answer: str | None = None  # the problem's most common answer class (first-seen member)
+    rule_correct: bool | None = None  # with a judge: the rule verifier's verdict (`correct` is then the judge's)
 
 
 @dataclass
@@ -158,6 +163,7 @@ class EvalResults:
     samples: list[Sample] = field(repr=False)
     timing: dict[str, Any] = field(default_factory=dict)
     model_card: Path | None = None  # a run's final/README.md this evaluation was added to (grpo.publish)
+    judge: dict[str, Any] | None = None  # with a judge: its calls, failures, agreement with the rule, overturned
 
     def __getitem__(self, name: str) -> BenchmarkResult:
         return self.benchmarks[name]
@@ -182,6 +188,7 @@ class EvalResults:
             "model": self.model,
             "settings": self.settings,
             **self.timing,
+            **({"judge": self.judge} if self.judge is not None else {}),
             "benchmarks": {name: result.to_dict() for name, result in self.benchmarks.items()},
             "average": self.average(),
         }
@@ -232,6 +239,25 @@ def score(samples: list[Sample], verifier) -> None:
     for s, v in zip(samples, verdicts):
         s.extracted, s.timed_out = v.extracted, bool(v.timed_out)
         s.correct = bool(v.correct) if s.gold else None
+
+
+def judge_samples(samples: list[Sample], questions: dict[tuple[str, int], str], judge, mode: str = "hybrid"
+                  ) -> dict[str, Any]:
+    """Scored samples re-decided by an LLM judge (`rm.judge.Judge`; `questions` by (benchmark, problem index)):
+    asked about every labelled sample (`judge`) or only those the rule rejected (`hybrid`), each distinct prompt
+    once; a failed or unreadable verdict is incorrect. Returns the judge's statistics for results.json."""
+    labelled = [s for s in samples if s.gold]
+    asked = [s for s in labelled if mode == "judge" or not s.correct]
+    replies = judge.judge([questions[s.benchmark, s.problem_index] for s in asked], [s.gold for s in asked],
+                          [s.completion for s in asked], [s.extracted for s in asked])
+    for s in labelled:
+        s.rule_correct = s.correct
+    for s, verdict in zip(asked, replies.verdicts):
+        s.correct = verdict == 1
+    given = [(s.rule_correct, v) for s, v in zip(asked, replies.verdicts) if v is not None]
+    return {"mode": mode, "calls": replies.calls, "judged": len(asked), "failures": replies.failed + replies.unreadable,
+            "agreement": sum(r == bool(v) for r, v in given) / len(given) if given else None,
+            "overturned": sum(not r and v == 1 for r, v in given)}
 
 
 def summarize(samples: list[Sample], verifier) -> dict[str, BenchmarkResult]:
@@ -379,6 +405,14 @@ class EvalSettings:
     output_dir: str | Path | None = field(default=None, metadata={
         "help": "directory for results.json and samples.parquet (default: none, nothing is written)"})
     show_progress: bool = field(default=False, metadata={"help": "show a progress bar while generating"})
+    judge: str | None = field(default=None, metadata={
+        "help": "an LLM judge decides correctness with the rule verifier (the `judge` reward's verifier): an "
+                "endpoint URL#model, a model directory or hub id (default: none, the rule verifier alone)"})
+    judge_format: str = field(default="plain", metadata={
+        "help": "the judge's prompt and verdict format: plain, xverify, compassverifier, compassverifier_cot, "
+                "general_verifier"})
+    judge_mode: str = field(default="hybrid", metadata={
+        "help": "hybrid (the judge decides only where the rule verifier rejects) or judge (it decides every sample)"})
 
     def __post_init__(self) -> None:
         if isinstance(self.benchmarks, str):
@@ -389,6 +423,8 @@ class EvalSettings:
             raise CorewardError(f"unknown prompt format {self.prompt_format!r}; use chat or plain")
         if self.backend not in ("hf", "vllm"):
             raise CorewardError(f"unknown backend {self.backend!r}; use hf or vllm")
+        if self.judge_mode not in ("hybrid", "judge"):
+            raise CorewardError(f"unknown judge mode {self.judge_mode!r}; use hybrid or judge")
 
     def recorded(self, defaults: ModelDefaults) -> dict[str, Any]:
         """The settings as results.json records them: each None replaced by the model kind's default."""
@@ -405,6 +441,8 @@ class EvalSettings:
             "backend": self.backend,
             "split": self.split,
             "limit": self.limit,
+            **({"judge": self.judge, "judge_format": self.judge_format, "judge_mode": self.judge_mode}
+               if self.judge else {}),
         }
 
 
@@ -431,6 +469,26 @@ def evaluate(
     settings = EvalSettings(**keywords) if settings is None else replace(settings, **keywords)
     started, start = datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter()
     records, tokenizer = _records(model, tokenizer, settings)
+    judge = _open_judge(settings)  # a judge endpoint that is down fails here, before any model loads
+    try:
+        return _evaluate(model, settings, tokenizer, verifier, records, judge, started, start)
+    finally:
+        if judge is not None:
+            judge.close()
+
+
+def _open_judge(settings: EvalSettings):
+    if not settings.judge:
+        return None
+    from coreward.rm.judge import Judge
+
+    judge = Judge(settings.judge, settings.judge_format)
+    judge.health_check()
+    return judge
+
+
+def _evaluate(model, settings: EvalSettings, tokenizer, verifier, records, judge, started: str, start: float
+              ) -> EvalResults:
     label, loaded, tokenizer = _load(model, tokenizer, settings)
     defaults = model_defaults(tokenizer)
     recorded = {**settings.recorded(defaults), **_placement(loaded)}
@@ -445,9 +503,16 @@ def evaluate(
     samples = sample(engine, problems, settings.n, settings.temperature, settings.top_p, recorded["max_new_tokens"],
                      settings.seed)
     scoring_start = time.perf_counter()
-    per_benchmark = _score_and_summarize(samples, verifier)
+    questions = {(p.benchmark, p.index): p.record.question for p in problems}
+    judged: dict[str, Any] = {}
+
+    def judge_step() -> None:  # between the rule's verdicts and the summary (maj@n, avg@n from the final verdicts)
+        if judge is not None:
+            judged.update(judge_samples(samples, questions, judge, settings.judge_mode))
+
+    per_benchmark = _score_and_summarize(samples, verifier, judge_step)
     timing = _timing(started, samples, start, generation_start, scoring_start, time.perf_counter())
-    results = EvalResults(label, recorded, per_benchmark, samples, timing)
+    results = EvalResults(label, recorded, per_benchmark, samples, timing, judge=judged or None)
     if settings.output_dir is not None:
         results.save(settings.output_dir)
         if isinstance(model, (str, Path)):  # a run's final/ evaluated into the run: its card's table shows it
@@ -518,13 +583,16 @@ def _timing(started: str, samples: list[Sample], start: float, generation: float
     }
 
 
-def _score_and_summarize(samples: list[Sample], verifier) -> dict[str, BenchmarkResult]:
-    """Verify with the given verifier, or with a process pool opened for this evaluation only."""
+def _score_and_summarize(samples: list[Sample], verifier, after_scoring=lambda: None) -> dict[str, BenchmarkResult]:
+    """Verify with the given verifier, or with a process pool opened for this evaluation only; `after_scoring` runs
+    between the verdicts and the summary."""
     if verifier is not None:
         score(samples, verifier)
+        after_scoring()
         return summarize(samples, verifier)
     from coreward.verify import Verifier
 
     with Verifier() as own:
         score(samples, own)
+        after_scoring()
         return summarize(samples, own)
