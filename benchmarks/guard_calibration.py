@@ -21,8 +21,7 @@ import itertools
 from dataclasses import replace
 from pathlib import Path
 
-from coreward.grpo.config import GuardSettings
-from coreward.grpo.guard import replay
+from coreward.evaluation.guard import GuardSettings, replay
 from coreward.runtime.metrics import read_metrics
 
 
@@ -45,7 +44,7 @@ def judge(found, settings: GuardSettings, show: bool) -> dict[str, list[str]]:
     verdicts = {"false alarms": [], "detections": [], "late detections": [], "missed collapses": [],
                 "other alarms": [], "reference cells": [], "collapsed cells": []}
     if show:
-        print(f"| cell | steps | peak verified (step) | guard fired at | verified there (lost of peak) | final verified |")
+        print("| cell | steps | peak verified (step) | guard fired at | verified there (lost of peak) | final verified |")
         print("|---|---:|---:|---:|---:|---:|")
     for reward, name, rows in found:
         watch, readings = replay(rows, settings)

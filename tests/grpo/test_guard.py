@@ -11,8 +11,9 @@ import random
 
 import pytest
 
-from coreward.grpo.config import GuardSettings, as_train_config
-from coreward.grpo.guard import BEST_DIR, BEST_INFO, GUARD_FILE, Detector, alarm_step, replay
+from coreward.evaluation.guard import Detector, GuardSettings, alarm_step, replay
+from coreward.grpo.config import as_train_config
+from coreward.grpo.guard import BEST_DIR, BEST_INFO, GUARD_FILE
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.metrics import read_metrics
 from tests.helpers.runs import coreward, tiny_train_args
@@ -76,7 +77,7 @@ def test_label_free_runs_are_watched_on_their_held_out_evaluation():
             row["eval/avg@4"] = verified[row["step"] - 1]
     watch, readings = replay(rows)
     assert watch.source == "held-out evaluation"
-    assert {r.step for r in readings} <= {t for t in range(5, 81, 5)}
+    assert {r.step for r in readings} <= set(range(5, 81, 5))
     assert watch.detector.fired_at is not None and verified[watch.detector.fired_at - 1] > 0.31
 
 

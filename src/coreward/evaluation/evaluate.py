@@ -516,7 +516,7 @@ def _evaluate(model, settings: EvalSettings, tokenizer, verifier, records, judge
     if settings.output_dir is not None:
         results.save(settings.output_dir)
         if isinstance(model, (str, Path)):  # a run's final/ evaluated into the run: its card's table shows it
-            from coreward.grpo.publish import add_evaluation_to_card
+            from coreward.evaluation.card import add_evaluation_to_card
 
             results.model_card = add_evaluation_to_card(model, settings.output_dir)
     return results

@@ -110,7 +110,7 @@ def summarize(run: Run, smooth: float, upto_step: int | None = None) -> Summary 
 def guard_alarm(run: Run, upto_step: int | None = None) -> dict[str, Any]:
     """Where the overoptimization guard fired: the step the run itself logged `guard/alarm` = 1, or, for a run
     trained without the guard (or before it existed), where its default rule fires on the run's metrics."""
-    from coreward.grpo.guard import alarm_step
+    from coreward.evaluation.guard import alarm_step
 
     rows = [r for r in run.rows if upto_step is None or r["step"] <= upto_step]
     if any("guard/alarm" in r for r in rows):

@@ -13,8 +13,9 @@ import shutil
 import time
 from pathlib import Path
 
+from coreward.runtime.files import COMPLETE_MARKER  # noqa: F401  (re-exported: the name checkpoints use)
 
-COMPLETE_MARKER = "COREWARD_COMPLETE"
+
 TRASH_PREFIX = ".trash-"
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from coreward.data.prompts import INSTRUCTION
+from coreward.evaluation.guard import GuardSettings
 from coreward.runtime.config import check_args_keys
 from coreward.runtime.distributed import print_once
 from coreward.runtime.errors import CorewardError
@@ -112,38 +113,6 @@ class VerifierSettings:
     # completions are untrusted: longer ones are cut to their last N characters before any reward sees
     # them (counted in faults/truncated_completions); 100,000 leaves every real completion whole
     max_completion_chars: int = 100_000
-
-
-@dataclass
-class GuardSettings:
-    """The `guard:` section of a training config: the overoptimization guard (grpo/guard.py says what it does)."""
-
-    enabled: bool = True  # watch the run (metric, warning, best/); false: none of it
-    stop: bool = False  # stop the run at the alarm (its final/ is that step's model; best/ is kept beside it)
-    smooth: float = 0.6  # EMA weight of the per-step curves, as `coreward report` smooths them
-    warmup: int = 10  # no alarm, and no peak counted, before this step
-    min_drop: float = 0.03  # verified accuracy must fall at least this far below its peak ...
-    rel_drop: float = 0.1  # ... and at least this share of the peak
-    gap_share: float = 0.5  # while the reward fell by at most this share of verified accuracy's fall
-    patience: int = 3  # logged steps in a row with both, before the alarm
-    keep_best: bool = True  # keep best/ (the policy at the best verified accuracy)
-    best_min_gain: float = 0.01  # best/ is rewritten when the best verified accuracy rises by at least this
-
-    def validate(self) -> list[str]:
-        """Problems, each naming its key (empty when the settings are good)."""
-        problems = []
-        if not 0 <= self.smooth < 1:
-            problems.append(f"guard.smooth must be in [0, 1), got {self.smooth}")
-        for key in ("warmup", "patience"):
-            if getattr(self, key) < 1:
-                problems.append(f"guard.{key} must be >= 1, got {getattr(self, key)}")
-        for key in ("min_drop", "rel_drop", "best_min_gain"):
-            if not getattr(self, key) >= 0:
-                problems.append(f"guard.{key} must be >= 0, got {getattr(self, key)}")
-        if not 0 <= self.gap_share < 1:
-            problems.append(f"guard.gap_share must be in [0, 1) (1 would let a reward that falls as far as the "
-                            f"verified accuracy fire the alarm), got {self.gap_share}")
-        return problems
 
 
 @dataclass

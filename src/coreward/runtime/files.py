@@ -9,6 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+# written last into a directory (a checkpoint, final/, best/): without it the directory is the leftover of a killed write
+COMPLETE_MARKER = "COREWARD_COMPLETE"
+
+
 @contextmanager
 def atomic_directory(target: str | os.PathLike) -> Iterator[Path]:
     """Yield a staging directory beside `target` that replaces it only once the block has written everything.
