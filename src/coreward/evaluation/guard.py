@@ -2,7 +2,7 @@
 
 grpo/guard.py runs it during training (the alarm, guard.stop, best/) and says what it is for; `replay` runs it over
 a finished run's metrics, so `coreward report` and `coreward map` mark where it fired, or would have.
-On the EMA-smoothed curves (weight `smooth`, TensorBoard's debiased EMA, as `coreward report` draws them):
+On the EMA-smoothed curves (weight `smooth`, TensorBoard's debiased EMA):
 
     after `warmup` steps, with P = the running peak of verified accuracy v (reached at step p) and R = the reward there,
     drop  = P − v_t                          ≥ max(min_drop, rel_drop · P)   (verified accuracy has turned down)
@@ -13,6 +13,10 @@ A reward that is the verifier (the rule reward: r = v) falls exactly as far as v
 never fires on it. A reward off the [0, 1] scale of an accuracy (self-certainty, entropy) is compared by its running
 min-max range: `fall / (max − min)`. The verified signal is the training rollouts' `verified_accuracy` (data with
 references), else the periodic held-out evaluation (`eval/avg@n`), unsmoothed, with a patience of at most 2.
+
+The defaults (smooth 0.8, warm-up 10, a drop of 15% of the peak and at least 0.03, the reward falling by at most
+half of that, 3 steps in a row) were chosen on the hackability map's cells at 4x the demo's learning rate
+(benchmarks/guard_calibration.py; the counts in docs/overoptimization.md, "The overoptimization guard").
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ class GuardSettings:
 
     enabled: bool = True  # watch the run (metric, warning, best/); false: none of it
     stop: bool = False  # stop the run at the alarm (its final/ is that step's model; best/ is kept beside it)
-    smooth: float = 0.6  # EMA weight of the per-step curves, as `coreward report` smooths them
+    # EMA weight of the per-step curves (`coreward report` draws them at 0.6: the guard smooths more, so that a
+    # dip of a few steps that recovers is no alarm)
+    smooth: float = 0.8
     warmup: int = 10  # no alarm, and no peak counted, before this step
     min_drop: float = 0.03  # verified accuracy must fall at least this far below its peak ...
-    rel_drop: float = 0.1  # ... and at least this share of the peak
+    rel_drop: float = 0.15  # ... and at least this share of the peak
     gap_share: float = 0.5  # while the reward fell by at most this share of verified accuracy's fall
     patience: int = 3  # logged steps in a row with both, before the alarm
     keep_best: bool = True  # keep best/ (the policy at the best verified accuracy)
