@@ -243,3 +243,28 @@ def test_exact_kl_moves_less_from_step_to_step_than_k3(held_still_run):
     assert mean_step(exact) < mean_step(k3)
     assert statistics.pstdev(exact) < statistics.pstdev(k3)
     assert statistics.mean(exact) == pytest.approx(statistics.mean(k3), rel=0.25)
+
+
+def test_every_source_of_pi_init_gives_the_same_exact_kl(tiny_policy, tmp_path):
+    """One run (beta 0.04, the policy moving) with π_init read from TRL's reference ("reference") and from a frozen
+    copy ("copy": `sync_ref_model` with an interval past the run's end, so TRL's reference is still the initial
+    policy): the same exact KL at every step. A LoRA policy's π_init is its base, adapter off ("adapter_off"):
+    0 before its first update (PEFT starts B at 0), > 0 after."""
+    runs = {}
+    for name, extra in (("reference", ()), ("copy", ("--set", "grpo.sync_ref_model=true",
+                                                     "--set", "grpo.ref_model_sync_steps=1000"))):
+        run = tmp_path / name
+        result = coreward_here(*moving_args(tiny_policy, run, tmp_path, "--max-steps", "3", "--set", "grpo.beta=0.04",
+                                            *extra))
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs[name] = [r for r in _rows(run) if "kl/from_init" in r]
+    assert [r["kl/from_init"] for r in runs["copy"]] == pytest.approx([r["kl/from_init"] for r in runs["reference"]],
+                                                                        rel=1e-4, abs=1e-7)
+    assert runs["reference"][-1]["kl/from_init"] > 1e-4
+
+    lora = tmp_path / "lora"
+    result = coreward_here(*moving_args(tiny_policy, lora, tmp_path, "--max-steps", "2", "--set", "lora.enabled=true",
+                                        "--set", "lora.r=4"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [r for r in _rows(lora) if "kl/from_init" in r]
+    assert rows[0]["kl/from_init"] == pytest.approx(0.0, abs=1e-6) and rows[1]["kl/from_init"] > 1e-6
