@@ -78,11 +78,15 @@ class GuardCallback(TrainerCallback):
         if reading is None:
             return control
         logs["guard/verified_drop"] = reading.drop
-        if reading.alarm:
+        write_best = self.settings.keep_best and reading.new_best and (
+            self.best_written is None or reading.verified >= self.best_written + self.settings.best_min_gain)
+        # the same decisions on every process (stopping, and best/'s collective save, must never diverge): the
+        # logged metrics are the gathered batch's everywhere, and the main process's word settles any doubt
+        alarm, write_best = on_main_then_broadcast(lambda: (reading.alarm, write_best))
+        if alarm:
             logs["guard/alarm"] = 1.0
             self._alarm(reading, control)
-        if self.settings.keep_best and reading.new_best and (
-                self.best_written is None or reading.verified >= self.best_written + self.settings.best_min_gain):
+        if write_best:
             self._write_best(reading)
         return control
 
