@@ -17,6 +17,7 @@ from coreward.runtime.assets import resolve_model
 from coreward.runtime.devices import load_tokenizer
 from coreward.runtime.distributed import print_once
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.model_files import check_model
 
 
 @dataclass
@@ -282,6 +283,7 @@ def run_training(
     check_batch_fits(len(dataset), args, f"in {config.data.train}")
     resume_checkpoint(config, run_dir, resume)  # a bad grpo.resume_from_checkpoint fails before any model path check
     model_path = resolve_model(config.model.name_or_path, "policy", key="key model.name_or_path")
+    check_model(model_path, "policy", key="key model.name_or_path", trust_remote_code=config.model.trust_remote_code)
     lock = RunLock(run_dir, enabled=int(os.environ.get("RANK", "0")) == 0)  # one writer: the main process holds it
     created = not run_dir.exists()
     try:

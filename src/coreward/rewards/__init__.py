@@ -78,8 +78,10 @@ def build_source(name: str, params: Any, key: str = "rewards.0") -> RewardSource
     cls = source_class(name, key=f"{key}.name")
     parsed = params if isinstance(params, cls.Params) else parse_params(cls, params, key=f"{key}.params")
     try:
-        return cls.from_params(parsed)
+        source = cls.from_params(parsed)
     except ParamsError:
         raise
     except (CorewardError, ValueError, TypeError) as err:  # the source's constructor refused them
         raise ParamsError(f"reward {name!r}: key {key}.params: {err}") from None
+    source.config_key = key
+    return source

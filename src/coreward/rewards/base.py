@@ -214,6 +214,7 @@ class RewardSource:
     name: ClassVar[str] = "reward"
     Params: ClassVar[type] = NoParams
     params: Any = None  # the parsed `Params` (set by `__init__`)
+    config_key: str = "rewards"  # its entry in a config ("rewards.0", set by `build_source`), for errors that name a key
     #: token statistics of the policy's logits this source needs (see `grpo/token_stats.py`)
     needs_token_stats: ClassVar[tuple[str, ...]] = ()
     #: whether its rewards come from the reference answers (then each must be usable: checked before training)

@@ -160,9 +160,16 @@ class RMLearner:
         Metrics are those of the first pass: how well the RM ranked this step's pairs as it met them.
         No pairs: nothing moves, unless `step_without_pairs` (the authors' update masks invalid pairs out of
         the loss and still steps: AdamW on a zero gradient, so weight decay and the moments move the RM).
+        A step that updates logs how far the RM moved (`rm/update_norm`, `rm/weight_norm`: `_update_norms`).
         """
-        if not pairs:
-            return self._step_without_pairs() if self.step_without_pairs else {}
+        if not pairs and not self.step_without_pairs:
+            return {}
+        before = self._snapshot()
+        metrics = self._learn(pairs) if pairs else self._step_without_pairs()
+        return metrics | self._update_norms(before)
+
+    def _learn(self, pairs: list[Pair]) -> dict[str, float]:
+        """`epochs` passes over `pairs` in mini-batches (see `update`); the first pass's metrics."""
         first_pass, grad_norms = None, []
         size = self.minibatch_size or len(pairs)
         for epoch in range(self.epochs):
@@ -181,6 +188,42 @@ class RMLearner:
         return {"rm/loss": loss, "rm/score_pos": pos, "rm/score_neg": neg, "rm/train_pair_accuracy": ordered,
                 "rm/grad_norm": sum(grad_norms) / len(grad_norms), "rm/skipped_updates": float(self.skipped),
                 "rm/lr": self.optimizer.param_groups[0]["lr"]}
+
+    # -- how far one RL step's update moved the RM (`rm/update_norm`: a frozen RM is a broken Cooper, grpo/health.py)
+    def _local_weights(self) -> tuple[list[torch.Tensor], bool]:
+        """This process's part of the weights AdamW updates (the float32 masters where there are some, else the RM's
+        parameters), and whether those parts are split across processes (then their sums are added up over them)."""
+        tensors = self.optimized
+        kind = self.sharding.kind if self.sharding is not None else None
+        if kind == "fsdp2":  # DTensor parameters, or masters made from this process's shards: one shard each
+            return [t.to_local() if hasattr(t, "to_local") else t for t in tensors], True
+        if kind == "zero3":  # partitioned parameters: this process's partition (zero padding on both sides of Δ)
+            return [t.ds_tensor for t in tensors], True
+        return tensors, False  # one process, DDP and ZeRO-2: the whole weights on every process
+
+    def _snapshot(self) -> list[torch.Tensor]:
+        """The weights before an update, on the CPU: one copy of the RM's (local) weights per RL step, in host
+        memory, so the device holds nothing more than training does."""
+        local, _ = self._local_weights()
+        return [t.detach().to("cpu", copy=True) for t in local]
+
+    @torch.no_grad()
+    def _update_norms(self, before: list[torch.Tensor]) -> dict[str, float]:
+        """rm/update_norm = ‖θ_after − θ_before‖₂ over every weight of the RM, and rm/weight_norm = ‖θ_after‖₂ (float64
+        sums, as runtime/precision.py's `update_norm`: a change far below float32's resolution still shows)."""
+        local, split = self._local_weights()
+        sums = torch.zeros(2, dtype=torch.float64)  # Σ (θ_after − θ_before)², Σ θ_after²
+        for now, old in zip(local, before, strict=True):
+            now = now.detach().double()
+            sums[0] += (now - old.to(now.device, torch.float64)).pow(2).sum().cpu()
+            sums[1] += now.pow(2).sum().cpu()
+        if split:
+            import torch.distributed as dist
+
+            sums = sums.to(self.rm.device)
+            dist.all_reduce(sums)
+            sums = sums.cpu()
+        return {"rm/update_norm": float(sums[0].sqrt()), "rm/weight_norm": float(sums[1].sqrt())}
 
     def _step(self, pairs: list[Pair]) -> tuple[torch.Tensor, float]:
         """One optimizer step on the mean pairwise loss of `pairs`; returns the summed metrics and the norm."""

@@ -61,12 +61,20 @@ class RMOwner:
         return self.learner
 
     def preflight(self) -> None:
-        """An LLM assistant on an endpoint answers before training starts: down, refusing the key or without the
-        model, Cooper would drop every pair and train as a static RM (the error names the URL and the cause)."""
+        """What Cooper needs, checked before training starts (an error names the key, the path or URL, and the cause):
+        the RM to start from loads (config, weights present and whole, tokenizer: `runtime/model_files.py`); an LLM
+        assistant on an endpoint answers (down, refusing the key or without the model, Cooper would drop every pair
+        and train as a static RM); an assistant given as a local model loads."""
         from coreward.llm.factory import build_generator, is_endpoint
+        from coreward.runtime.model_files import check_model
 
+        where = f"reward {self.name!r}: key {self.config_key}.params"
+        check_model(self.params.rm, "rm", key=f"{where}.rm")
         spec = self.params.assistant
-        if not is_endpoint(spec):  # "perturb", or a local model: loaded (and checked) on first use
+        if not is_endpoint(spec):  # "perturb", a local model (its files checked here), or a built Assistant
+            local = spec.get("model_name_or_path") if isinstance(spec, dict) else spec
+            if isinstance(local, (str, Path)) and local != "perturb":
+                check_model(local, "policy", key=f"{where}.assistant", assets=False)
             return
         generator = build_generator(spec)
         try:
