@@ -1,7 +1,8 @@
 """The demo: a two-step arithmetic task small enough to train on a laptop CPU, its tiny policy and reward
 model, and `coreward demo`, which trains every reward method from the same warm start and compares them.
 
-Importing the package registers how the `demo` asset is found or rebuilt (see `coreward.runtime.assets`).
+Importing the package registers how the `demo` asset is found or rebuilt, and the names of the demo RM's ensemble
+members (`demo:1` ...), built on first use (see `coreward.runtime.assets`).
 """
 
 from coreward.runtime.assets import register_builder
@@ -19,5 +20,19 @@ def _rm():
     return ensure_demo_rm()
 
 
+ENSEMBLE_MEMBERS = 4  # the demo RM's ensemble members that can be named: demo:1 ... demo:4 (coreward.demo.rm)
+
+
+def _member(k: int):
+    def build():
+        from coreward.demo.rm import ensure_demo_rm_member
+
+        return ensure_demo_rm_member(k)
+
+    return build
+
+
 register_builder("demo", "policy", _policy)
 register_builder("demo", "rm", _rm)
+for _k in range(1, ENSEMBLE_MEMBERS + 1):  # built on first use, cached like the demo RM
+    register_builder(f"demo:{_k}", "rm", _member(_k))

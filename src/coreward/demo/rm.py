@@ -64,10 +64,10 @@ DEMO_CONFIG = {
 }
 
 
-def demo_config(train_file: str | Path, output_dir: str | Path) -> RMTrainConfig:
-    """The demo RM's training config (configs/rm/demo.yaml's settings) for a given data file and run dir."""
+def demo_config(train_file: str | Path, output_dir: str | Path, seed: int = DEMO_CONFIG["seed"]) -> RMTrainConfig:
+    """The demo RM's training config (configs/rm/demo.yaml's settings) for a given data file, run dir and seed."""
     data = json.loads(json.dumps(DEMO_CONFIG))
-    data["data"]["train"], data["output_dir"] = str(train_file), str(output_dir)
+    data["data"]["train"], data["output_dir"], data["seed"] = str(train_file), str(output_dir), seed
     return build(RMTrainConfig, data, where="demo RM config")
 
 
@@ -244,8 +244,177 @@ def ship(build_dir: Path) -> Path:
     return SHIPPED
 
 
+# --------------------------------------------------------------------------- ensemble members (demo:1, demo:2, ...)
+#
+# Member k (`path: demo:k`, k >= 1; coreward.demo registers demo:1 ... demo:4) is the demo RM's recipe with two changes: the training
+# seed is k (the new head's initialisation and the order of the batches), and it trains on half of the demo RM's
+# 4,000 questions, half (k - 1) mod 2 (demo:1 and demo:3 the first 2,000, demo:2 and demo:4 the last 2,000), its
+# held-out fifth of questions taken from that half. The samples are the demo RM's own recipe (same policy, settings
+# and sampling seed), drawn once for all members. With the demo RM itself (all 4,000 questions, seed 0) the first
+# two make the ensemble [demo, demo:1, demo:2] of configs/demo/ensemble_*.yaml. Each is built on first use (about
+# 5 minutes on the 2-core CPU) and cached under $COREWARD_CACHE, keyed by its recipe and the policy's weights.
+
+MEMBER_RECIPE_VERSION = 1  # bump when the code below changes what a member is
+STEP_COMPLETIONS = 128  # completions a demo GRPO step scores (16 prompts x 8): the unit of the cost figures
+
+
+def member_recipe(k: int) -> dict:
+    """What member k is: its training seed and the slice [start, end) of the demo RM's questions it trains on.
+    (`coreward.demo` registers the names demo:1 ... demo:ENSEMBLE_MEMBERS; any k >= 1 can be built.)"""
+    from coreward.runtime.errors import CorewardError
+
+    if k < 1:
+        raise CorewardError(f"the demo RM's ensemble members are demo:1, demo:2, ..., not demo:{k}")
+    half, size = (k - 1) % 2, ANNOTATION["questions"] // 2
+    return {"version": MEMBER_RECIPE_VERSION, "seed": k, "questions": [half * size, (half + 1) * size]}
+
+
+def _cached(directory: Path, done: Path, build, what: str) -> None:
+    """Run `build()` once into `directory` unless `done` exists; a file lock makes concurrent callers wait for it."""
+    if done.exists():
+        return
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            print(f"building {what} in {directory}", file=sys.stderr)
+            build()
+
+
+def ensure_member_samples() -> Path:
+    """The directory of the samples every member draws from: verification.jsonl (the demo RM's 16,000 rule-labelled
+    train-split samples) and truth_eval.jsonl (800 test-split samples with true labels), drawn once (~1 minute)."""
+    from coreward.demo.policy import ensure_demo_policy
+    from coreward.rm.annotate import write_rows
+    from coreward.runtime.assets import cache_root
+
+    policy = ensure_demo_policy()
+    directory = cache_root() / f"demo_rm_samples-{recipe_hash(policy)}"
+
+    def build() -> None:
+        with torch_threads(DEMO_CONFIG["torch_threads"]):
+            train_rows, _ = sample_demo_rows(policy, "train", ANNOTATION["questions"], ANNOTATION["seed"])
+            eval_rows, _ = sample_demo_rows(policy, "test", EVAL_QUESTIONS, ANNOTATION["seed"] + 1)
+        write_rows([{**r, "label": r["true_label"]} for r in eval_rows], directory / "truth_eval.jsonl")
+        # last, and renamed into place: its presence says the directory is whole
+        os.replace(write_rows(train_rows, directory / ".verification.jsonl"), directory / "verification.jsonl")
+
+    _cached(directory, directory / "verification.jsonl", build, "the demo RM's samples for its ensemble members")
+    return directory
+
+
+def member_hash(k: int, policy_path: Path) -> str:
+    """Identifies what `build_demo_rm_member(k)` would build: the demo RM's recipe hash and the member's recipe."""
+    return hashlib.sha256(json.dumps([recipe_hash(policy_path), member_recipe(k)]).encode()).hexdigest()[:12]
+
+
+def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
+    """Train member k into `output_dir` (run/final) and evaluate it; returns the summary written to member.json."""
+    import time
+
+    from coreward.data.synthetic import load_demo
+    from coreward.rm.annotate import write_rows
+    from coreward.rm.evaluate import evaluate_verifiers
+    from coreward.rm.labelled import read_labelled
+    from coreward.rm.model import VerifyRM
+    from coreward.rm.train import train_rm
+
+    recipe, output_dir, started = member_recipe(k), Path(output_dir), time.monotonic()
+    samples = ensure_member_samples()
+    start, end = recipe["questions"]
+    half = {record.question for record in load_demo("train", ANNOTATION["questions"])[start:end]}
+    rows = [row for row in read_labelled(samples / "verification.jsonl") if row["question"] in half]
+    write_rows(rows, output_dir / "verification.jsonl")
+    shutil.rmtree(output_dir / "run", ignore_errors=True)  # what a build stopped part-way left
+    with torch_threads(DEMO_CONFIG["torch_threads"]):
+        result = train_rm(demo_config(output_dir / "verification.jsonl", output_dir / "run", seed=recipe["seed"]))
+        truth = evaluate_verifiers(samples / "truth_eval.jsonl", [str(result.final_model)], device="cpu")
+        rm = VerifyRM.from_pretrained(result.final_model, device="cpu")
+        summary = {
+            "member": f"demo:{k}",
+            "recipe": recipe,
+            "rows": len(rows),
+            "held_out": result.metrics,  # rule-labelled held-out questions of its half
+            "truth_eval": truth.results[str(result.final_model)],
+            "train_examples_per_s": result.train_examples_per_s,
+            "probe": probe(rm),
+            "build_s": round(time.monotonic() - started, 1),
+        }
+    (output_dir / "member.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def ensure_demo_rm_member(k: int) -> Path:
+    """Member k's model directory, built once (about 5 minutes on the 2-core CPU) and cached under $COREWARD_CACHE."""
+    from coreward.demo.policy import ensure_demo_policy
+    from coreward.runtime.assets import cache_root
+
+    directory = cache_root() / f"demo_rm_member{k}-{member_hash(k, ensure_demo_policy())}"
+    model = directory / "run" / "final"
+    _cached(directory, directory / "member.json", lambda: build_demo_rm_member(k, directory),
+            f"the demo RM's ensemble member demo:{k} (about 5 minutes)")
+    return model
+
+
+def member_summary(name: str) -> dict:
+    """The build summary of "demo" (demo_rm.json) or of a member "demo:k" (member.json), building it if needed."""
+    if name == "demo":
+        model = ensure_demo_rm()
+        return json.loads((model / "demo_rm.json" if model == SHIPPED else model.parents[1] / "demo_rm.json").read_text())
+    return json.loads((ensure_demo_rm_member(int(name.split(":", 1)[1])).parents[1] / "member.json").read_text())
+
+
+def ensemble_report(names: list[str], uncertainty_weight: float = 1.0) -> dict:
+    """Each RM of an ensemble of demo RMs (its held-out accuracy from its build, its accuracy on the true-labelled
+    test samples, its weights' size, and the time it takes to score one demo step's completions on one thread), and
+    the ensemble's accuracy on the same samples under each `combine` (combined score > 0.5)."""
+    import time
+
+    import torch
+
+    from coreward.rewards.model import COMBINES, combine_scores
+    from coreward.rm.labelled import binary_metrics, read_labelled
+    from coreward.rm.model import VerifyRM
+    from coreward.runtime.assets import resolve_model
+
+    rows = read_labelled(ensure_member_samples() / "truth_eval.jsonl")
+    labels = [r["label"] for r in rows]
+    triples = [[r[c] for r in rows] for c in ("question", "reference_answer", "completion")]
+    step = [column[:STEP_COMPLETIONS] for column in triples]
+    report: dict = {"truth_rows": len(rows), "members": {}, "ensemble": {}}
+    member_scores = []
+    with torch_threads(1):
+        for name in names:
+            built = member_summary(name)
+            rm = VerifyRM.from_pretrained(resolve_model(name, "rm"), device="cpu", batch_size=64)
+            rm.model.requires_grad_(False)
+            rm.score(*step)  # warm-up: the first call pays one-off costs
+            started = time.perf_counter()
+            for _ in range(5):
+                rm.score(*step)
+            scores = rm.score(*triples)
+            member_scores.append(scores)
+            report["members"][name] = {
+                "held_out_accuracy": built["held_out"]["accuracy"],
+                "truth_eval": binary_metrics(labels, [int(s > 0.5) for s in scores]),
+                "parameters": sum(p.numel() for p in rm.model.parameters()),
+                "weights_mb": sum(p.numel() * p.element_size() for p in rm.model.parameters()) / 1e6,
+                "step_scoring_s": (time.perf_counter() - started) / 5,
+            }
+    for combine in COMBINES:
+        combined, spread = combine_scores(member_scores, combine, uncertainty_weight)
+        report["ensemble"][combine] = binary_metrics(labels, [int(s > 0.5) for s in combined])
+    report["members_std_mean"] = float(torch.tensor(spread).mean())
+    return report
+
+
 def main(argv: list[str]) -> None:
-    """`python -m coreward.demo.rm [BUILD_DIR [--ship]]`: build (and package), or print the summary in use."""
+    """`python -m coreward.demo.rm [BUILD_DIR [--ship]]`: build (and package), or print the summary in use;
+    `python -m coreward.demo.rm ensemble demo demo:1 demo:2`: build the members that are missing, and print each
+    one's figures and the ensemble's (`ensemble_report`)."""
+    if argv and argv[0] == "ensemble":
+        print(json.dumps(ensemble_report(argv[1:] or ["demo", "demo:1", "demo:2"]), indent=2))
+        return
     if not argv:
         model = ensure_demo_rm()
         summary = model / "demo_rm.json" if model == SHIPPED else model.parents[1] / "demo_rm.json"

@@ -1,22 +1,78 @@
-"""Static model-based reward: a frozen VerifyRM's probability that a completion is correct.
+"""Static model-based reward: a frozen VerifyRM's probability that a completion is correct, or an ensemble's.
 
-    r_i = σ(f_θ(<question>q</question>\\n<reference_answer>ref</reference_answer>\\n<completion>o_i</completion>))
-    r_i = 1[σ(·) > threshold]          with the `threshold` option
+    s_k(i) = σ(f_θk(<question>q</question>\\n<reference_answer>ref</reference_answer>\\n<completion>o_i</completion>))
+
+    one RM   (path: a string)       r_i = s_1(i)
+    K RMs    (path: a list)         r_i = combine(s_1(i), ..., s_K(i)):
+        mean:         s̄(i) = (1/K) Σ_k s_k(i)
+        min:          min_k s_k(i)                                   worst-case optimization (WCO)
+        uncertainty:  s̄(i) − λ·std_k s_k(i)    std_k = sqrt((1/K) Σ_k (s_k(i) − s̄(i))²)
+                      s̄(i) − λ·var_k s_k(i)    with uncertainty_spread: variance (uncertainty-weighted optimization, UWO)
+    r_i = 1[r_i > threshold]            with the `threshold` option
 
 θ never changes during the run. That is the point of this row of the Cooper paper: the policy keeps
 moving while the RM stays where its training data left it, so completions unlike any it was trained on
 (wrong answers of a kind it never saw as negatives) can score high, and the policy learns to produce them.
+
+Ensembles are the usual mitigation (Coste, Anwar, Kirk, Krueger, "Reward Model Ensembles Help Mitigate
+Overoptimization", ICLR 2024, arXiv:2310.02743): where members disagree the policy has left what they were
+trained on, and a conservative combination (min, or the mean less a multiple of the spread) pays less there.
+Their UWO penalises the members' *variance* (tlc4418/llm_optimization, src/reward_modeling/scoring/
+ppo_reward_functions.py: `mean − coeff·torch.var`, and `np.var` in src/bon/ensemble_rm.py), on raw RM outputs
+of unbounded scale. Here the members' scores are probabilities in [0, 1], where a variance is at most 0.25 and
+mostly far smaller; the standard deviation is on the score's own scale (λ = 1: one standard deviation below
+the mean), so it is the default, and `uncertainty_spread: variance` is theirs. The spread divides by K (as
+np.var in their best-of-n code; torch.var in their PPO code divides by K − 1).
+
+Every member is scored on every distinct (question, reference, completion) triple of the step, member after
+member, each in batches of `batch_size`; all members stay loaded on the RM's device for the whole run (frozen:
+weights only, no gradients or optimizer state), so K members cost K times one RM's weights in memory and K
+scoring passes a step. docs/methods.md gives the demo RM's figures.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rm.evaluate import rollout_pair_accuracy, score_unique
 from coreward.rm.inputs import RMInputSettings
-from coreward.rm.model import VerifyRM
+from coreward.rm.model import INPUT_FORMAT_KEY, VerifyRM
+from coreward.runtime.errors import CorewardError
+
+
+COMBINES = ("mean", "min", "uncertainty")
+SPREADS = ("std", "variance")
+
+
+def combine_scores(member_scores: list[list[float]], combine: str = "mean", uncertainty_weight: float = 1.0,
+                   uncertainty_spread: str = "std") -> tuple[list[float], list[float]]:
+    """Per completion, the members' combined score and their standard deviation (the disagreement, divided by K).
+
+    `member_scores[k][i]` is member k's score of completion i. A NaN from any member (its logit was not finite)
+    makes that completion's combined score NaN: the trainer skips it rather than trust the other members alone.
+    """
+    if combine not in COMBINES:
+        raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
+    if uncertainty_spread not in SPREADS:
+        raise ValueError(f"uncertainty_spread must be one of {SPREADS}, got {uncertainty_spread!r}")
+    scores = torch.tensor(member_scores, dtype=torch.float64)  # [K, n]
+    mean = scores.mean(dim=0)
+    variance = scores.var(dim=0, correction=0)  # (1/K) Σ_k (s_k − s̄)²
+    std = variance.sqrt()
+    if combine == "mean":
+        combined = mean
+    elif combine == "min":
+        combined = scores.min(dim=0).values  # NaN propagates, as in the mean
+    else:
+        combined = mean - uncertainty_weight * (std if uncertainty_spread == "std" else variance)
+    return combined.tolist(), std.tolist()
 
 
 @register("model")
@@ -29,35 +85,138 @@ class ModelReward(RewardSource):
     @dataclass
     class Params(RMInputSettings):
         # -- device, rm_cut, question_field: declared once, in rm/inputs.py's RMInputSettings (shared with Cooper)
-        path: str = "demo"  # the RM: a directory, a hub id, or "demo" (the demo VerifyRM)
+        path: str | list[str] = "demo"  # the RM: a directory, a hub id, or "demo" (the demo VerifyRM); a list of them: an ensemble (demo members: demo:1 ... demo:4)
+        combine: Literal["mean", "min", "uncertainty"] = "mean"  # an ensemble's reward: the members' mean, their min (worst case), or mean − λ·spread (uncertainty-weighted)
+        uncertainty_weight: float = 1.0  # λ of combine: uncertainty
+        uncertainty_spread: Literal["std", "variance"] = "std"  # the spread combine: uncertainty subtracts: the members' std, or their variance (Coste et al.'s UWO)
         threshold: float | None = None  # None: σ(logit) as the reward; a value in (0, 1): 1[σ(logit) > threshold]
-        batch_size: int = 64  # completions scored per forward pass
+        batch_size: int = 64  # completions scored per forward pass (per member)
+
+        @property
+        def members(self) -> list[str]:
+            """The RMs scored: the one path, or the ensemble's members in order."""
+            return [self.path] if isinstance(self.path, str) else list(self.path)
+
+        @property
+        def is_ensemble(self) -> bool:
+            return not isinstance(self.path, str)
 
         def validate(self) -> None:
+            from coreward.runtime.assets import is_asset, is_path_like, registered_names
+
             if self.threshold is not None and not 0 < self.threshold < 1:
                 raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
             if self.batch_size < 1:
                 raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+            if self.uncertainty_weight < 0:
+                raise ValueError(f"uncertainty_weight must be >= 0 (λ of mean − λ·spread), got {self.uncertainty_weight}")
+            if not self.is_ensemble:
+                if self.combine != "mean":
+                    raise ValueError(f"combine: {self.combine!r} combines the scores of several RMs, but path is one "
+                                     f"RM ({self.path!r}): give path as a list of RMs")
+                return
+            if not self.path:
+                raise ValueError("path is an empty list: an ensemble needs at least one RM (a list of RM directories, "
+                                 "hub ids or demo RMs such as [demo, demo:1, demo:2])")
+            seen: dict[str, int] = {}
+            for i, member in enumerate(self.path):
+                if not member.strip():
+                    raise ValueError(f"path.{i} is empty: each member of the ensemble names an RM")
+                if member in seen:  # twice the weight in the mean, and a spread that understates the disagreement
+                    raise ValueError(f"path.{i}: {member!r} is already member path.{seen[member]} of the ensemble")
+                seen[member] = i
+                if Path(member).expanduser().is_dir() or member in registered_names("rm"):
+                    continue
+                if is_path_like(member):
+                    raise ValueError(f"path.{i}: no such directory: {member} (a member is a saved RM directory, a hub "
+                                     "id, or a demo RM)")
+                asset, _, index = member.partition(":")
+                if index and not (is_asset(asset) and index.isdigit()):  # no hub id has a ":"
+                    raise ValueError(f"path.{i}: {member!r} is neither a directory nor an RM name (known: "
+                                     f"{', '.join(registered_names('rm'))}, and the demo RM's ensemble members "
+                                     "demo:1, demo:2, ...)")
 
     def __init__(self, **params):
         super().__init__(**params)
-        self._rm: VerifyRM | None = None
+        self._rm: VerifyRM | None = None  # the RM of a single path
+        self._ensemble: list[VerifyRM] | None = None  # the members of a list
+
+    def member_key(self, index: int) -> str:
+        """The config key of member `index` (the path itself when it is one RM), for errors."""
+        key = f"reward {self.name!r}: key {self.config_key}.params.path"
+        return f"{key}.{index}" if self.params.is_ensemble else key
+
+    def preflight(self) -> None:
+        """Each RM loads (config, weights present and whole, tokenizer), and an ensemble's members read one input
+        format: checked before training starts, from the files alone."""
+        from coreward.runtime.model_files import check_model
+
+        formats = []
+        for i, member in enumerate(self.params.members):
+            where = check_model(member, "rm", key=self.member_key(i))
+            config = Path(where) / "config.json"
+            formats.append(json.loads(config.read_text()).get(INPUT_FORMAT_KEY) if config.is_file() else None)
+        self._check_formats(formats)
+
+    def _check_formats(self, formats: list[dict | None]) -> None:
+        """Members must read one input format, as the RMs recorded it when saved (rm/model.py `input_format`): one
+        `rm_cut` and one template feed them all. An RM saved without the record (by other tools) is not checked."""
+        if not self.params.is_ensemble:
+            return
+        recorded = [(i, f) for i, f in enumerate(formats) if isinstance(f, dict)]
+        for i, fmt in recorded[1:]:
+            j, first = recorded[0]
+            if (fmt.get("template"), fmt.get("drops")) != (first.get("template"), first.get("drops")):
+                raise CorewardError(
+                    f"{self.member_key(i)}: the ensemble's members read different input formats: path.{i} "
+                    f"({self.params.members[i]}) was saved reading {_describe_format(fmt)}, path.{j} "
+                    f"({self.params.members[j]}) {_describe_format(first)}; one template and one rm_cut feed every "
+                    "member, so ensemble RMs of one format")
 
     def rm(self, policy: Policy | None = None) -> VerifyRM:
-        """The RM, loaded on first use on `device` ("auto": the policy's device, else GPU if any, else CPU)."""
+        """The RM of a single `path`, loaded on first use on `device` ("auto": the policy's device, else GPU if any,
+        else CPU). An ensemble has `members`."""
+        if self.params.is_ensemble:
+            raise CorewardError(f"reward {self.name!r}: key {self.config_key}.params.path is an ensemble of "
+                                f"{len(self.params.members)} RMs: use members()")
         if self._rm is None:
-            device = policy.device if self.params.device == "auto" and policy is not None else self.params.device
-            self._rm = VerifyRM.from_pretrained(self.params.path, device=device, batch_size=self.params.batch_size,
-                                               cut=self.params.rm_cut)
-            self._rm.model.requires_grad_(False)
+            self._rm = self._load(self.params.path, policy)
         return self._rm
+
+    def members(self, policy: Policy | None = None) -> list[VerifyRM]:
+        """Every RM scored: the single path's, or all the ensemble's members, loaded together on first use and kept,
+        frozen, on the device for the rest of the run."""
+        if not self.params.is_ensemble:
+            return [self.rm(policy)]
+        if self._ensemble is None:
+            members = []
+            for i, member in enumerate(self.params.members):
+                try:
+                    members.append(self._load(member, policy))
+                except CorewardError as err:
+                    raise CorewardError(f"{self.member_key(i)}: {err}") from None
+            self._check_formats([getattr(rm.model.config, INPUT_FORMAT_KEY, None) for rm in members])
+            self._ensemble = members
+        return self._ensemble
+
+    def _load(self, path: str, policy: Policy | None) -> VerifyRM:
+        device = policy.device if self.params.device == "auto" and policy is not None else self.params.device
+        rm = VerifyRM.from_pretrained(path, device=device, batch_size=self.params.batch_size, cut=self.params.rm_cut)
+        rm.model.requires_grad_(False)
+        return rm
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         (references,) = batch.require_columns(self.name, "reference")
         questions = self.params.questions(batch, self.name)
-        rm = self.rm(batch.policy)
+        triples = list(zip(questions, (r or "" for r in references), batch.completions))
         # every process holds the whole batch: each scores its share of the distinct triples, all get all
-        scores = score_unique(rm, list(zip(questions, (r or "" for r in references), batch.completions)))
+        member_scores = [score_unique(rm, triples) for rm in self.members(batch.policy)]
+        if self.params.is_ensemble:
+            scores, spread = combine_scores(member_scores, self.params.combine, self.params.uncertainty_weight,
+                                            self.params.uncertainty_spread)
+            self._log_members(batch, member_scores, spread)
+        else:
+            (scores,) = member_scores
         # a NaN/inf logit scores NaN (see VerifyRM.score): the engine skips that completion and counts it
         finite = [s for s in scores if math.isfinite(s)]
         batch.log("model/nonfinite_logits", float(len(scores) - len(finite)))
@@ -70,3 +229,20 @@ class ModelReward(RewardSource):
         if self.params.threshold is None:
             return scores
         return [s if not math.isfinite(s) else 1.0 if s > self.params.threshold else 0.0 for s in scores]
+
+    @staticmethod
+    def _log_members(batch: RolloutBatch, member_scores: list[list[float]], spread: list[float]) -> None:
+        """Each member's mean score (model/member<k>/score_mean) and the members' mean std over the step's
+        completions (model/members_std): how far apart they are on what the policy writes now."""
+        for k, scores in enumerate(member_scores):
+            finite = [s for s in scores if math.isfinite(s)]
+            if finite:
+                batch.log(f"model/member{k}/score_mean", sum(finite) / len(finite))
+        finite = [s for s in spread if math.isfinite(s)]
+        if finite:
+            batch.log("model/members_std", sum(finite) / len(finite))
+
+
+def _describe_format(fmt: dict) -> str:
+    drops = {"start": "dropping a long input's start", "end": "dropping a long input's end"}.get(fmt.get("drops"), "?")
+    return f"template {fmt.get('template')!r}, cut {fmt.get('cut')!r} ({drops})"

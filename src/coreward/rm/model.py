@@ -48,6 +48,17 @@ def truncate(text: str) -> str:
 
 CUTS = ("coreward", "cooper", "none")
 
+#: config.json entry that `save_pretrained` writes: the input format the RM was saved with (`input_format`), so that
+#: RMs scored together (an ensemble, rewards/model.py) can be checked to read one format
+INPUT_FORMAT_KEY = "coreward_rm_input"
+TEMPLATE_NAME = "verifyrm-tags"  # TEMPLATE above, by name: a changed template gets a new name
+
+
+def input_format(cut: str) -> dict[str, str]:
+    """The input an RM with this `cut` reads: the template, the cut, and which end of a too-long input is dropped
+    ("start" for coreward's cut, which keeps the final answer; "end" for the authors' "cooper" and "none")."""
+    return {"template": TEMPLATE_NAME, "cut": cut, "drops": "start" if cut == "coreward" else "end"}
+
 
 def format_input(question: str, reference: str, completion: str, cut: str = "coreward") -> str:
     """The RM's input text for one (question, reference answer, completion) triple (untrusted text is cut
@@ -121,7 +132,9 @@ class VerifyRM:
         return cls(model, tokenizer, device, max_length, **kwargs)
 
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """Write model and tokenizer in HF format, atomically (see `atomic_directory`)."""
+        """Write model and tokenizer in HF format, atomically (see `atomic_directory`); config.json records the
+        input format (`input_format`)."""
+        setattr(self.model.config, INPUT_FORMAT_KEY, input_format(self.cut))
         with atomic_directory(directory) as staging:
             self.model.save_pretrained(staging)
             self.tokenizer.save_pretrained(staging)

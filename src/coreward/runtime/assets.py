@@ -6,7 +6,9 @@
 * an asset name (`demo`): that asset of the given kind, `policy` (the warm-started demo policy), `rm` (the
   demo VerifyRM) or `rm_pairs` (the demo RM's held-out labelled pairs, a file). The package ships both in `coreward/assets/`; the `coreward.demo`
   package registers builders that check the shipped copy against its recipe and rebuild it into the cache
-  when needed, and they take precedence once registered (the command line and `import coreward` do);
+  when needed, and they take precedence once registered (the command line and `import coreward` do). A builder
+  may also register a name of one kind that nothing ships (`demo:1`, a member of the demo RM's ensemble): it is
+  built into the cache the first time it is asked for;
 * an existing directory: itself;
 * something that can only be a path (absolute, `.`, `~`, more than one `/`) but names no directory: an error;
 * anything else: a Hugging Face hub id (`name` or `owner/name`), passed through (it can't be checked offline).
@@ -53,10 +55,10 @@ def resolve_model(name_or_path: str | os.PathLike, kind: str = "policy", key: st
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     name = str(name_or_path)
+    builder = _BUILDERS.get((name, kind))
+    if builder is not None:
+        return str(builder())
     if is_asset(name):
-        builder = _BUILDERS.get((name, kind))
-        if builder is not None:
-            return str(builder())
         path = shipped_path(name, kind)
         if not (path.is_file() or (path / "config.json").is_file()):
             raise CorewardError(f"{key}: the shipped {name!r} {kind} is missing from {path}; reinstall coreward, or run "
@@ -65,11 +67,25 @@ def resolve_model(name_or_path: str | os.PathLike, kind: str = "policy", key: st
     path = Path(name).expanduser()
     if path.is_dir():
         return str(path)
-    # a hub id is "name" or "owner/name": anything else that names no directory is a path that is missing
-    if os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1:
+    if is_path_like(name):
         raise CorewardError(f"{key}: no such directory: {name} (give a saved model directory, a hub id, or 'demo')")
+    if ":" in name:  # no hub id has one: an asset name that nothing registered (the demo's are, by `coreward.demo`)
+        raise CorewardError(f"{key}: {name!r} is neither a directory nor a known {kind} name (known: "
+                            f"{', '.join(registered_names(kind))}; the demo's names are registered by importing "
+                            "coreward.demo, as the command line does)")
     check_hub_reachable(name, key)
     return name
+
+
+def is_path_like(name: str) -> bool:
+    """Whether `name` can only be a path, not a hub id: a hub id is "name" or "owner/name"; an absolute path, one
+    starting with `.` or `~`, or one with more than one `/` is a path (missing, when no directory has that name)."""
+    return os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1
+
+
+def registered_names(kind: str) -> list[str]:
+    """The asset names that stand for a model of `kind`: the shipped ones and those a builder registered."""
+    return sorted({n for n, kinds in SHIPPED.items() if kind in kinds} | {n for n, k in _BUILDERS if k == kind})
 
 
 HUB_PROBE_S = 3.0  # how long the hub may take to accept a connection before it counts as unreachable
