@@ -11,14 +11,18 @@ samples y ~ π (before the step's update), token by token. Two estimators (`kl_f
 
     summed over the completion. By the chain rule E_y[Σ_t KL_t] = KL(π ‖ π_init) over whole completions, the
     same quantity k3 estimates; it only leaves out the sampling of y_t itself at each position (a
-    Rao-Blackwellization of k3), so a step's value jumps much less from one step to the next.
+    Rao-Blackwellization of k3), so a step's value jumps less from one step to the next.
   * "k3": the low-variance sampled estimator, from the log-probabilities of the sampled tokens only,
 
         r_t  = log π_init(y_t | y_<t) − log π(y_t | y_<t)
         k3_t = exp(r_t) − r_t − 1   ≥ 0,  E_{y_t ~ π}[k3_t] = KL_t
 
-    Each step's value is noisy (one run at 4× the demo's learning rate: 2.68, 1.85, 1.41, 3.52, 0.89 nats on
-    consecutive steps), so a curve drawn against √KL zig-zags backwards; docs/overoptimization.md measures both.
+    A step's value is noisy: a rare token that π samples although it made it much less likely than π_init did
+    adds exp(r) − r − 1 with r large, so a curve drawn against √KL zig-zags backwards.
+What "exact" removes is the noise of sampling y_t at each position; what remains is the noise of which prompts
+and prefixes a step draws (16 prompts a step in the demo). Measured on one demo run (docs/overoptimization.md,
+"A steadier √KL axis"): the mean step-to-step change of kl/from_init 0.68 nats instead of k3's 1.15, yet √KL still
+goes back on 24 of 59 steps (k3: 30).
 
 Logged: `kl/from_init` (mean over completions of Σ_t KL_t: the sequence KL in nats, Gao et al.'s quantity),
 `kl/from_init_per_token` (Σ KL_t / number of tokens, comparable to TRL's `kl`) and, with "exact", also
@@ -47,7 +51,11 @@ Where π_init comes from, cheapest first:
 The policy's side: k3 takes TRL's `old_per_token_logps` when it computed them, else (on-policy rollouts) the
 loss's own pass over each micro-batch, before any update: free. exact runs one no-grad forward of the policy
 over the generation batch at scoring time (about a third of an update's compute), chunk by chunk beside
-π_init's, so only one micro-batch's hidden states live at once. All of it is in `time/kl_from_init`.
+π_init's, so only one micro-batch's hidden states live at once. All of it is in `time/kl_from_init` (demo: 1.18 s
+of a 4.05 s step with exact, 0.64 s of 3.77 s with k3, docs/overoptimization.md). The policy's pass could be
+saved by keeping π_init's hidden states until the loss's own pass ([rows, tokens, hidden] of the whole generation
+batch held through TRL's shuffle: gigabytes at 3,072-token completions of a 1.5B model) and reading the policy's
+there; a metric is not worth that memory, nor the coupling to the loss pass.
 
 exact is the default: the KL axis is what the overoptimization curves and the guard read, and its sampled
 estimate reverses direction along √KL on most steps (docs/overoptimization.md); its price is one forward pass
