@@ -55,10 +55,18 @@ def test_verified_matching_accepts_equivalent_forms(verifier):
     assert CrossViewReward(match="exact").compute(batch) == [0, 0, 0, 0]
 
 
-def test_missing_view_is_an_error(verifier):
-    batch = paired_batch([("p", 0, ["\\boxed{1}", "\\boxed{1}"], "1"), ("q", 1, ["\\boxed{1}", "\\boxed{1}"], "1")], verifier)
-    with pytest.raises(RuntimeError, match="not in this generation batch"):
-        CrossViewReward().compute(batch)
+def test_a_group_without_its_other_view_gets_no_reward_and_is_counted(verifier):
+    """Both views of every pair belong in one batch (the paired sampler's invariant); a group whose other view is
+    missing has no label: its rollouts get no reward (None, "not applicable"), the rest are scored as usual, and the
+    step counts it (grpo/health.py warns)."""
+    batch = paired_batch([("p", 0, ["\\boxed{1}", "\\boxed{2}"], "1"), ("q", 1, ["\\boxed{1}", "\\boxed{1}"], "1"),
+                          ("p", 1, ["\\boxed{1}", "\\boxed{1}"], "1")], verifier)
+    assert CrossViewReward().compute(batch) == [1, 0, None, None, 1, 1]
+    assert batch.metrics["co_rewarding_1/unpaired_groups"] == 1.0
+    paired = paired_batch([("p", 0, ["\\boxed{1}", "\\boxed{2}"], "1"), ("p", 1, ["\\boxed{1}", "\\boxed{1}"], "1")],
+                          verifier)
+    CrossViewReward().compute(paired)
+    assert paired.metrics["co_rewarding_1/unpaired_groups"] == 0.0
 
 
 def test_sampler_keeps_pairs_side_by_side():

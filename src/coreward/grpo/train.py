@@ -392,7 +392,8 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     trainer.add_callback(short_completions_warning())
     from coreward.grpo.health import HealthCallback
 
-    trainer.add_callback(HealthCallback(run_dir))  # invariants watched per step; health.json at the end
+    health = HealthCallback(run_dir)
+    trainer.add_callback(health)  # invariants watched per step; health.json at the end
     from coreward.grpo.guard import add_guard
 
     guard = add_guard(trainer, config.guard, run_dir, tokenizer)  # overoptimization alarm and best/
@@ -415,7 +416,11 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
             trainer.load_sources(checkpoint)
             trainer.state.global_step = checkpoint_step(checkpoint)
         else:
-            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            try:
+                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            except Exception as err:  # a run stopped by an error (a broken invariant) still says how it went, and why
+                health.stopped_by(err, trainer.state)
+                raise
         if preemption.preempted_at is not None:  # its checkpoint is complete; the final model comes on resume
             trainer.accelerator.wait_for_everyone()  # no process exits (and has torchrun stop the others) early
             return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step,

@@ -13,12 +13,16 @@ itself on one wording only: the label comes from a different wording of the prob
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Literal
 
 from coreward.rewards.base import DataNeeds, RewardSource, RolloutBatch, register
 from coreward.rewards.voting import Extract, Match, label_accuracy, majority_votes, matches_label
 from coreward.runtime.errors import CorewardError
+
+
+logger = logging.getLogger(__name__)
 
 
 @register("co_rewarding_1")
@@ -45,7 +49,7 @@ class CrossViewReward(RewardSource):
     def match(self) -> Match:
         return self.params.match
 
-    def compute(self, batch: RolloutBatch) -> list[float]:
+    def compute(self, batch: RolloutBatch) -> list[float | None]:
         verifier = batch.verifier
         answers = batch.extracted_answers(self.params.extract)
         groups = batch.groups()
@@ -53,8 +57,18 @@ class CrossViewReward(RewardSource):
         votes = majority_votes([[answers[i] for i in rows] for rows in groups], self.match, verifier, batch.map_shards)
         majorities = [vote[0] for vote in votes]
 
-        rewards = [0.0] * len(batch)
+        # a group whose other view is not in this batch has no label: its rollouts get no reward (None: TRL's "not
+        # applicable", advantage 0) rather than one made up, and the step counts them (grpo/health.py warns)
+        rewards: list[float | None] = [None] * len(batch)
+        unpaired = [g for g, other in enumerate(partner) if other is None]
+        batch.log("co_rewarding_1/unpaired_groups", float(len(unpaired)))
+        if unpaired:
+            logger.warning("co_rewarding_1: step %d: %d of %d prompt groups have no other view in the batch (pairs %s); "
+                           "their rollouts get no reward", batch.step, len(unpaired), len(groups),
+                           ", ".join(str(batch.columns["pair_id"][groups[g].start]) for g in unpaired[:5]))
         for g, rows in enumerate(groups):
+            if partner[g] is None:
+                continue
             label = majorities[partner[g]]  # the other view's majority answer
             for i, ok in zip(rows, matches_label(label, [answers[i] for i in rows], self.match, verifier)):
                 rewards[i] = 1.0 if ok else 0.0
@@ -65,11 +79,11 @@ class CrossViewReward(RewardSource):
         views = [batch.columns["view"][rows.start] for rows in batch.groups()]
         refs = batch.references
         for view in (0, 1):
-            groups = [g for g, v in enumerate(views) if v == view]
+            groups = [g for g, v in enumerate(views) if v == view and partner[g] is not None]
             labels = [majorities[partner[g]] for g in groups]  # the labels this view's rollouts were rewarded on
             group_refs = [refs[batch.groups()[g].start] for g in groups] if refs else None
             batch.log(f"co_rewarding_1/label_accuracy_view{view}", label_accuracy(labels, group_refs, verifier))
-        originals = [g for g, v in enumerate(views) if v == 0]
+        originals = [g for g, v in enumerate(views) if v == 0 and partner[g] is not None]
         agree = [
             majorities[g] is not None
             and matches_label(majorities[g], [majorities[partner[g]]], self.match, verifier)[0]
@@ -78,8 +92,9 @@ class CrossViewReward(RewardSource):
         batch.log("co_rewarding_1/view_agreement", sum(agree) / max(1, len(agree)))
 
 
-def pair_groups(batch: RolloutBatch) -> list[int]:
-    """For each group, the index of the group holding the other view of the same problem."""
+def pair_groups(batch: RolloutBatch) -> list[int | None]:
+    """For each group, the index of the group holding the other view of the same problem (None: that view is not in
+    this generation batch; the paired sampler puts both views of a pair in one batch, so None is a broken invariant)."""
     for column in ("pair_id", "view"):
         if column not in batch.columns:
             raise CorewardError(
@@ -90,10 +105,4 @@ def pair_groups(batch: RolloutBatch) -> list[int]:
         where[(str(batch.columns["pair_id"][rows.start]), int(batch.columns["view"][rows.start]))] = g
     if len(where) != len(batch.groups()):
         raise RuntimeError("a (pair_id, view) appears in two groups of one generation batch (sampler broken)")
-    partner = []
-    for (pair_id, view), _ in sorted(where.items(), key=lambda item: item[1]):
-        other = where.get((pair_id, 1 - view))
-        if other is None:
-            raise RuntimeError(f"pair {pair_id!r}: view {1 - view} is not in this generation batch (sampler broken)")
-        partner.append(other)
-    return partner
+    return [where.get((pair_id, 1 - view)) for (pair_id, view), _ in sorted(where.items(), key=lambda item: item[1])]

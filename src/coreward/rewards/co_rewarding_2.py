@@ -87,6 +87,7 @@ class CoRewarding2Reward(RewardSource):
         batch.log("time/teacher_generation", time.perf_counter() - start)
         batch.log("time/teacher_update", self._update_time)
         batch.log("co_rewarding_2/alpha", self.teacher.last_alpha)
+        batch.log("co_rewarding_2/teacher_distance", self.teacher.last_distance)  # ‖θ − θ_T‖₂ (grpo/health.py)
         return self.score(batch, teacher_completions)
 
     def score(self, batch: RolloutBatch, teacher_completions: list[list[str]]) -> list[float]:

@@ -54,6 +54,27 @@ def ema_update(teacher: list[torch.Tensor], policy: list[torch.Tensor], alpha: f
         t.mul_(1.0 - alpha).add_(p.to(t.dtype), alpha=alpha)
 
 
+@torch.no_grad()
+def distance_sums(teacher: list[torch.Tensor], policy: list[torch.Tensor], split: bool = False) -> tuple[float, float]:
+    """(‖θ − θ_T‖², ‖θ‖²) over paired tensors, in float64. `split`: the tensors are this process's shards of models
+    split across processes (FSDP2, ZeRO-3 partitions), whose sums are added up over the processes (collective)."""
+    sums = torch.zeros(2, dtype=torch.float64, device=policy[0].device if policy else "cpu")
+    for t, p in zip(teacher, policy, strict=True):
+        p = p.double()
+        sums[0] += (p - t.double()).pow(2).sum()
+        sums[1] += p.pow(2).sum()
+    if split:
+        import torch.distributed as dist
+
+        dist.all_reduce(sums)
+    return float(sums[0]), float(sums[1])
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """This process's shard of an FSDP2 DTensor, else the tensor itself."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
 class EmaTeacher:
     """Holds the teacher, updates it on schedule, samples from it, and saves / restores it."""
 
@@ -75,6 +96,8 @@ class EmaTeacher:
         self.sharded = self.zero3 = self.partitioned = False
         self.last_update_step: int | None = None
         self.last_alpha: float | None = None
+        self.last_distance: float | None = None  # ‖θ − θ_T‖₂ after the last update (co_rewarding_2/teacher_distance)
+        self._policy_sq: float | None = None  # ‖θ‖² at the last update: did the policy move since?
         self._pending: tuple[dict[str, torch.Tensor] | None, dict] | None = None  # restored before the first bind
 
     # ------------------------------------------------------------------ building
@@ -141,12 +164,35 @@ class EmaTeacher:
         if self.partitioned:  # element-wise, so each process's partitions are averaged on their own
             ema_update(self.masters, [_local_fp32(p) for _, _, p in self.pairs], alpha)
             self._copy_masters_to_teacher()
-            self.last_update_step, self.last_alpha = step, alpha
-            return
-        with self._gathered(modifier_rank=0):
-            ema_update(self.masters, [_policy_fp32(p) for _, _, p in self.pairs], alpha)
-            self._copy_masters_to_teacher()
+            sums = distance_sums([t.ds_tensor for _, t, _ in self.pairs], [p.ds_tensor for _, _, p in self.pairs],
+                                 split=True)
+        else:
+            with self._gathered(modifier_rank=0):
+                ema_update(self.masters, [_policy_fp32(p) for _, _, p in self.pairs], alpha)
+                self._copy_masters_to_teacher()
+                sums = distance_sums([_local(t) for _, t, _ in self.pairs], [_local(p) for _, _, p in self.pairs],
+                                     split=any(hasattr(p, "to_local") for _, _, p in self.pairs))
+        self._check_distance(step, alpha, *sums)
         self.last_update_step, self.last_alpha = step, alpha
+
+    def _check_distance(self, step: int, alpha: float, distance_sq: float, policy_sq: float) -> None:
+        """Record ‖θ − θ_T‖ after this update, and stop the run when the teacher is the policy.
+
+        The distance is taken between the tensors the two models compute with (the teacher's, as it samples; the
+        policy's module weights). After an update, θ − θ_T = (1 − α)(θ − θ_T,before): with α < 1 it is 0 only when
+        the policy sits exactly where the teacher was, which a policy that has moved since the last update (its
+        ‖θ‖² changed) does not do. Zero then means the teacher *is* the policy: its tensors are the policy's (or are
+        overwritten with them), its rollouts are the policy's own, and Co-rewarding-II has silently become majority
+        voting. The same numbers on every process (replicated weights, or sums over all shards), so all stop."""
+        moved = self._policy_sq is not None and policy_sq != self._policy_sq
+        self.last_distance, self._policy_sq = distance_sq ** 0.5, policy_sq
+        if distance_sq == 0.0 and alpha < 1.0 and moved:
+            raise CorewardError(
+                f"co_rewarding_2: before step {step} the EMA teacher's weights equal the policy's (‖θ − θ_T‖ = 0 after "
+                f"an update with α = {alpha:.3g} < 1), although the policy has moved since the last update: the "
+                "teacher is not a model of its own (its tensors are the policy's, or the policy's weights are copied "
+                "into it), so it samples with the policy's weights and the reward is the policy's agreement with "
+                "itself (majority voting). Stopping: this is a bug in how the teacher was built or restored")
 
     @torch.no_grad()
     def _copy_masters_to_teacher(self) -> None:
