@@ -97,7 +97,9 @@ def main() -> None:
     for key in exact:
         print(f"{key:28}{exact[key]:10.3f}{k3[key]:10.3f}")
     last = rows[-1]
-    print(f"last step: exact {last['kl/from_init']:.3f}, k3 {last['kl/from_init_k3']:.3f} nats per completion")
+    print(f"last step: exact {last['kl/from_init']:.3f}, k3 {last['kl/from_init_k3']:.3f} nats per completion; mean "
+          f"over the steps: exact {statistics.mean(r['kl/from_init'] for r in rows):.3f}, "
+          f"k3 {statistics.mean(r['kl/from_init_k3'] for r in rows):.3f}")
     print("k3 of steps 30-35: " + ", ".join(f"{r['kl/from_init_k3']:.2f}" for r in rows[29:35])
           + "; exact: " + ", ".join(f"{r['kl/from_init']:.2f}" for r in rows[29:35]))
     time_exact = statistics.mean(r["time/kl_from_init"] for r in rows)
