@@ -43,7 +43,14 @@ def test_a_sharded_frozen_and_tracking_teacher_sample_differently(engine, memori
         done = launch(train_command(config, run_dir, settings, 3, resume=False,
                                     accelerate_config=ACCELERATE / f"{engine}_cpu.yaml"), run_dir)
         assert done.returncode == 0, done.log[-3000:]
-        assert json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])["grad_norm"] > 0  # the policy moved
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert rows[0]["grad_norm"] > 0  # the policy moved
+        # ‖θ − θ_T‖ summed over the shards: 0 for the teacher that is the policy of the step before (α = 1); for the
+        # frozen one θ₀ at the first step, then as far as the policy has moved from θ₀ (a teacher equal to a moved
+        # policy with α < 1 would have stopped the run)
+        distances = [row["co_rewarding_2/teacher_distance"] for row in rows if "co_rewarding_2/teacher_distance" in row]
+        assert len(distances) == 3
+        assert distances == [0.0] * 3 if alpha == 1.0 else (distances[0] < 1e-6 and min(distances[1:]) > 1e-4)
         runs[name] = run_dir
     assert dumped(runs["frozen"], 0) == dumped(runs["tracking"], 0)  # both teachers are θ₀ at the first step
     assert dumped(runs["frozen"], 2) != dumped(runs["tracking"], 2)  # θ₀ vs the policy after two steps

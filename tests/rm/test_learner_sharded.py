@@ -104,6 +104,8 @@ def test_sharded_learner_equals_replicated_and_resumes(engine, offload, tiny_rm_
         *map(list, zip(*triples()))), abs=1e-6)
     for name in ("rm/loss", "rm/train_pair_accuracy", "rm/grad_norm"):
         assert [m[name] for m in result["metrics"][:2]] == pytest.approx([m[name] for m in metrics], abs=1e-5), name
+    for name in ("rm/update_norm", "rm/weight_norm"):  # summed over the shards: the whole RM's, as replicated
+        assert [m[name] for m in result["metrics"][:2]] == pytest.approx([m[name] for m in metrics], rel=1e-3), name
     initial = VerifyRM.from_pretrained(tiny_rm_path, device="cpu").model.state_dict()
     for checkpoint, expected in (("first", learner.rm.model.state_dict()), ("second", None)):
         if expected is None:  # one more update on both sides: equal only if the optimizer's moments came back
