@@ -1,6 +1,6 @@
 """How a reward model scores a policy's evaluation samples: is it paying for wrong answers?
 
-    python benchmarks/rm_scores_of_samples.py runs/demo/eval/stress-model/samples.parquet [--rm demo]
+    python benchmarks/studies/rm_scores_of_samples.py runs/demo/eval/stress-model/samples.parquet [--rm demo]
 
 Reads the samples an evaluation wrote (`coreward eval` / `coreward demo`: prompt, gold, completion, correct) and
 prints the share verified correct, the RM's mean score, and the share of the *wrong* samples it scores above 0.5

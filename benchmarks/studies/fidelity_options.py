@@ -1,6 +1,6 @@
 """What coreward's own choices change against the authors' (docs/fidelity.md), on the demo policy's samples.
 
-    python benchmarks/fidelity_options.py [--problems 200] [--n 8]
+    python benchmarks/studies/fidelity_options.py [--problems 200] [--n 8]
 
 Samples n completions per held-out demo problem from the shipped demo policy (temperature 1.0, as in
 training), then, per group of n:

@@ -1,6 +1,6 @@
 """Can the demo RM learn to reject a hacked policy's answers when it is shown them? (Cooper's capacity vs its pairs)
 
-    python benchmarks/rm_capacity_probe.py HACKED_SAMPLES POSITIVE_SAMPLES [--updates 60] [--pairs-per-update 16]
+    python benchmarks/studies/rm_capacity_probe.py HACKED_SAMPLES POSITIVE_SAMPLES [--updates 60] [--pairs-per-update 16]
 
 Under the demo's stress setting Cooper's RM is hacked like the frozen one. Two explanations compete: the RM
 (0.8M parameters) cannot represent "these degenerate derivations are wrong", or it never gets the pairs that

@@ -1,6 +1,6 @@
 """What the RM's precision does to Cooper's RM update, on the demo: the same pairs, the same schedule, three RMs.
 
-    python benchmarks/rm_precision.py [--steps 10] [--lr 1e-5]
+    python benchmarks/studies/rm_precision.py [--steps 10] [--lr 1e-5]
 
 The demo VerifyRM learns `--steps` RL steps of 16 (verified positive, wrong negative) pairs of demo train problems
 (the positive the demo's worked solution, the negative the same solution with its final answer off by one), in
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # benchmarks/studies/ -> the repository
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                          "seconds": time.perf_counter() - start,
                          "rounded_away": rounded_away_fraction(learner.parameters, args.lr, torch.bfloat16)}
     reference = results["float32"]["norm"]
-    print(f"{machine()}\ncommand: `{shlex.join(['python', 'benchmarks/rm_precision.py', *(sys.argv[1:] if argv is None else argv)])}`\n")
+    print(f"{machine()}\ncommand: `{shlex.join(['python', 'benchmarks/studies/rm_precision.py', *(sys.argv[1:] if argv is None else argv)])}`\n")
     print(f"demo VerifyRM, {args.steps} RL steps x 16 pairs, mini-batches of 4, lr {args.lr:g}; a bf16 step rounds "
           f"away for {results['float32']['rounded_away']:.0%} of the weights at this lr\n")
     print("| RM weights | update norm | vs float32 | weights changed | held-out pair accuracy before → after |")

@@ -1,7 +1,7 @@
 """How the quality of a frozen reward model decides whether GRPO against it helps or gets gamed.
 
     python -m coreward.demo.rm runs/demo_rm              # a demo RM build: run/checkpoint-* after every epoch
-    python benchmarks/rm_quality_vs_hacking.py runs/demo_rm [--steps 30] [--epochs 1,2,4,8] [--output DIR]
+    python benchmarks/studies/rm_quality_vs_hacking.py runs/demo_rm [--steps 30] [--epochs 1,2,4,8] [--output DIR]
 
 Each checkpoint of one demo-RM build (the same recipe stopped after 1, 2, ... epochs) is the frozen reward of
 the demo's static-RM run (`configs/demo/model.yaml`, same seed and budget as `coreward demo`). For each, the
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # benchmarks/studies/ -> the repository
 
 
 def checkpoints_by_epoch(build: Path) -> dict[int, tuple[Path, float]]:

@@ -1,6 +1,6 @@
 """Why Cooper's RM does or does not keep up under the demo's stress setting: variants of its RM update × seeds.
 
-    python benchmarks/cooper_stress.py [--variants default,authors,...] [--seeds 10,11,12] [--steps 60]
+    python benchmarks/studies/cooper_stress.py [--variants default,authors,...] [--seeds 10,11,12] [--steps 60]
                                        [--output runs/cooper_stress]
 
 Each run is the demo's stress Cooper run (`configs/demo/cooper.yaml`, policy lr 5e-4, 60 steps, as
