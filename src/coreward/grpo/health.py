@@ -51,22 +51,24 @@ def no_pair_reason(logs: dict[str, Any]) -> str:
 
 
 class Span:
-    """The first, last and smallest value of a per-step metric, with their steps."""
+    """The first, last, smallest and largest value of a per-step metric, with their steps."""
 
     def __init__(self):
-        self.first = self.last = self.least = None  # (step, value)
+        self.first = self.last = self.least = self.most = None  # (step, value)
 
     def add(self, step: int, value: float) -> None:
         self.first = self.first or (step, value)
         self.last = (step, value)
         if self.least is None or value < self.least[1]:
             self.least = (step, value)
+        if self.most is None or value > self.most[1]:
+            self.most = (step, value)
 
     def as_dict(self) -> dict[str, Any] | None:
         if self.first is None:
             return None
-        return {name: {"step": step, "value": value}
-                for name, (step, value) in (("first", self.first), ("last", self.last), ("min", self.least))}
+        return {name: {"step": step, "value": value} for name, (step, value) in
+                (("first", self.first), ("last", self.last), ("min", self.least), ("max", self.most))}
 
 
 class HealthCallback(TrainerCallback):
@@ -148,8 +150,9 @@ class HealthCallback(TrainerCallback):
                          + "".join(f"; {n} × {why}" for why, n in sorted(self.reasons.items()))
                          + (f"; steps with pairs whose update left the RM unchanged (frozen): {self.totals['rm_frozen']}"
                             if self.totals["rm_frozen"] else "")
-                         + (f"; RM update norm per step with pairs: {norms['min']['value']:.3g} (min) to "
-                            f"{norms['last']['value']:.3g} (last, step {norms['last']['step']})" if norms else ""))
+                         + (f"; RM update norm ‖Δθ‖ of the steps with pairs: min {norms['min']['value']:.3g} (step "
+                            f"{norms['min']['step']}), max {norms['max']['value']:.3g} (step {norms['max']['step']})"
+                            if norms else ""))
         if self.totals["co_rewarding_1_steps"]:
             lines.append(f"Co-rewarding-I: steps with a pair's other view missing from the batch: "
                          f"{self.totals['unpaired_views']} of {self.totals['co_rewarding_1_steps']}")
