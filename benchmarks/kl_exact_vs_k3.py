@@ -9,8 +9,8 @@ steps (mean |Δ KL|, mean |Δ √KL|) and how many steps go backwards along √K
 before while the policy only moves away from π_init in the long run. Then trains the same run again with
 `kl_from_init_estimator: k3`: the metric's passes draw no random numbers, so it is the same trajectory (checked:
 its kl/from_init equals the first run's kl/from_init_k3), and `time/kl_from_init` of the two runs is the price of
-each estimator. Writes a PNG of √KL per step and of verified accuracy against √KL for both. About 5 minutes of
-CPU on 2 cores.
+each estimator. Writes a PNG of √KL per step and of verified accuracy against √KL for both. 7 min wall (2 min 51 s
+of CPU) on a loaded 2-core CPU, 2026-11-25 (docs/figures.md).
 """
 
 from __future__ import annotations

@@ -131,13 +131,13 @@ class TrainConfig:
     # signals that end the run cleanly after the current step (checkpoint written, exit status 75); [] to disable
     preempt_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])
     # log kl/from_init, the policy's KL from its initial weights, every step (the report's overoptimization
-    # curves). Free when grpo.beta > 0 (TRL's reference is the initial policy); otherwise a frozen copy of the
-    # initial policy: one more copy of its weights in memory and a no-grad forward of it per step
+    # curves). π_init is TRL's reference when grpo.beta > 0 (it is the initial policy), else a frozen copy of the
+    # initial policy (one more copy of its weights in memory); what each step pays: kl_from_init_estimator
     kl_from_init: bool = True
     # how kl/from_init is measured (grpo/kl_from_init.py). exact: Σ_v π(v|y_<t) log(π/π_init) at each completion
-    # token, over the whole vocabulary (chunked, bounded memory): steady from step to step, at the price of one
-    # no-grad forward of the policy per step (two with beta > 0); k3 beside it as kl/from_init_k3. k3: the sampled
-    # estimator exp(r) − r − 1 of the sampled tokens only (no extra pass, much noisier)
+    # token, over the whole vocabulary (chunked, bounded memory): steadier from step to step than k3, for one no-grad
+    # forward of the policy and one of π_init per step; k3 beside it as kl/from_init_k3. k3: exp(r) − r − 1 of the
+    # sampled tokens only (one forward of π_init, none with TRL's reference; much noisier)
     kl_from_init_estimator: Literal["exact", "k3"] = "exact"
     # the overoptimization guard: an alarm where verified accuracy turns down while the reward holds (optionally
     # stopping the run), and best/ beside final/ (grpo/guard.py)

@@ -51,8 +51,8 @@ Where π_init comes from, cheapest first:
 The policy's side: k3 takes TRL's `old_per_token_logps` when it computed them, else (on-policy rollouts) the
 loss's own pass over each micro-batch, before any update: free. exact runs one no-grad forward of the policy
 over the generation batch at scoring time (about a third of an update's compute), chunk by chunk beside
-π_init's, so only one micro-batch's hidden states live at once. All of it is in `time/kl_from_init` (demo: 1.18 s
-of a 4.05 s step with exact, 0.64 s of 3.77 s with k3, docs/overoptimization.md). The policy's pass could be
+π_init's, so only one micro-batch's hidden states live at once. All of it is in `time/kl_from_init` (demo: 1.06 s
+of a 3.63 s step with exact, 0.49 s of 2.98 s with k3, on a loaded 2-core CPU: docs/overoptimization.md). The policy's pass could be
 saved by keeping π_init's hidden states until the loss's own pass ([rows, tokens, hidden] of the whole generation
 batch held through TRL's shuffle: gigabytes at 3,072-token completions of a 1.5B model) and reading the policy's
 there; a metric is not worth that memory, nor the coupling to the loss pass.
