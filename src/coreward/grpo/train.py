@@ -268,10 +268,10 @@ def run_training(
     from coreward.grpo.run_dir import RESUME_IF_ANY, RunLock
     from coreward.runtime.faults import FAULT_ENV, parse_faults
 
-    run_dir = Path(output_dir or config.output_dir)
-    config = resolve_prompt_format(replace(config, output_dir=str(run_dir)))  # config.yaml: what this run used
     if resume not in (False, True, RESUME_IF_ANY):
         raise CorewardError(f"resume must be True, False or {RESUME_IF_ANY!r}, got {resume!r}")
+    run_dir = Path(output_dir or config.output_dir)
+    config = resolve_prompt_format(replace(config, output_dir=str(run_dir)))  # config.yaml: what this run used
 
     parse_faults(os.environ.get(FAULT_ENV))  # a malformed kill point fails now, not mid-run
     dataset = build_train_dataset(config)  # bad data fails here, before any model loads
@@ -317,15 +317,15 @@ def _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_re
     resume = bool(resume) or checkpoint is not None
     done = checkpoint_step(checkpoint) if checkpoint is not None else 0
     if not resume and (run_dir / "metrics.jsonl").exists():
-        raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume (coreward.train(..., "
-                            "resume=True)) to continue it" + (" with a larger --max-steps" if final_complete(run_dir)
-                                                               else "") + ", or pick another --output-dir")
         from coreward.grpo.checkpoints import last_complete_checkpoint
 
         if last_complete_checkpoint(run_dir) is None:  # nothing --resume could continue from
             raise CorewardError(f"run directory {run_dir} already holds a run with no complete checkpoint: pass "
                                 "--resume-if-any (coreward.train(..., resume='if_any')) to start it again there, or "
                                 "pick another --output-dir")
+        raise CorewardError(f"run directory {run_dir} already holds a run: pass --resume (coreward.train(..., "
+                            "resume=True)) to continue it" + (" with a larger --max-steps" if final_complete(run_dir)
+                                                               else "") + ", or pick another --output-dir")
     if resume and checkpoint is not None and done >= args.max_steps > 0 and final_complete(run_dir):
         print_once(f"--resume: the run in {run_dir} already finished step {done} of {args.max_steps}; "
                    f"nothing to do (final model: {run_dir / 'final'})")
