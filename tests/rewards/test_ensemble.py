@@ -146,3 +146,24 @@ def test_a_short_training_run_with_an_ensemble_reward(memorized_policy, members,
         assert row["model/members_std"] > 0
     source = result.trainer.reward_sources[0]
     assert len(source.members()) == 2 and not any(p.requires_grad for rm in source.members() for p in rm.model.parameters())
+
+
+def test_the_demo_members_are_named_and_each_trains_on_questions_no_other_rm_saw():
+    """What `path: [demo, demo:1, demo:2]` names, without building anything: each member's slice of the train split
+    is as large as the demo RM's, inside the split, and shared with neither the demo RM nor another member."""
+    import coreward.demo  # noqa: F401  (registers the names)
+    from coreward.data.synthetic import SPLIT_SIZES
+    from coreward.demo.rm import ANNOTATION, member_recipe
+    from coreward.runtime.assets import registered_names
+    from coreward.runtime.config import read_yaml_with_base
+
+    assert {"demo", "demo:1", "demo:2", "demo:3", "demo:4"} <= set(registered_names("rm"))
+    slices = [(0, ANNOTATION["questions"])] + [tuple(member_recipe(k)["questions"]) for k in (1, 2, 3, 4)]
+    assert all(end - start == ANNOTATION["questions"] and end <= SPLIT_SIZES["train"] for start, end in slices)
+    assert all(a[1] <= b[0] for a, b in zip(slices, slices[1:]))  # in order and disjoint
+    assert len({member_recipe(k)["seed"] for k in (1, 2, 3, 4)} | {0}) == 5
+    with pytest.raises(CorewardError, match="demo:1 ... demo:4, not demo:5"):
+        member_recipe(5)
+    for name in ("ensemble_min", "ensemble_uncertainty"):
+        params = read_yaml_with_base(REPO / "configs" / "demo" / f"{name}.yaml")["rewards"][0]["params"]
+        assert params["path"] == ["demo", "demo:1", "demo:2"]

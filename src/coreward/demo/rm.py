@@ -64,15 +64,19 @@ DEMO_CONFIG = {
 }
 
 
-def demo_config(train_file: str | Path, output_dir: str | Path, seed: int = DEMO_CONFIG["seed"]) -> RMTrainConfig:
-    """The demo RM's training config (configs/rm/demo.yaml's settings) for a given data file, run dir and seed."""
+def demo_config(train_file: str | Path, output_dir: str | Path, seed: int = DEMO_CONFIG["seed"],
+                epochs: int = DEMO_CONFIG["training"]["num_train_epochs"]) -> RMTrainConfig:
+    """The demo RM's training config (configs/rm/demo.yaml's settings) for a given data file and run dir (and seed
+    and number of epochs, which ensemble members change)."""
     data = json.loads(json.dumps(DEMO_CONFIG))
     data["data"]["train"], data["output_dir"], data["seed"] = str(train_file), str(output_dir), seed
+    data["training"]["num_train_epochs"] = epochs
     return build(RMTrainConfig, data, where="demo RM config")
 
 
-def sample_demo_rows(policy_path: Path, split: str, questions: int, seed: int) -> tuple[list[dict], object]:
-    """The demo policy's samples for the first `questions` problems of `split`, rule-labelled, with true labels."""
+def sample_demo_rows(policy_path: Path, split: str, questions: int, seed: int, start: int = 0
+                     ) -> tuple[list[dict], object]:
+    """The demo policy's samples for problems [start, questions) of `split`, rule-labelled, with true labels."""
     from coreward.data.synthetic import demo_answer_in_any_format, load_demo
     from coreward.llm import HFLocalGenerator
     from coreward.rm.annotate import annotate
@@ -80,7 +84,7 @@ def sample_demo_rows(policy_path: Path, split: str, questions: int, seed: int) -
 
     a = ANNOTATION
     with HFLocalGenerator(str(policy_path), device="cpu", batch_size=256) as policy:
-        rows, report = annotate(policy, load_demo(split, questions), a["samples"], get_verifier(),
+        rows, report = annotate(policy, load_demo(split, questions)[start:], a["samples"], get_verifier(),
                                 temperature=a["temperature"], max_tokens=a["max_tokens"], seed=seed, instruction=None)
     for row in rows:
         row["true_label"] = int(demo_answer_in_any_format(row["completion"]) == row["reference_answer"])
@@ -246,27 +250,30 @@ def ship(build_dir: Path) -> Path:
 
 # --------------------------------------------------------------------------- ensemble members (demo:1, demo:2, ...)
 #
-# Member k (`path: demo:k`, k >= 1; coreward.demo registers demo:1 ... demo:4) is the demo RM's recipe with two changes: the training
-# seed is k (the new head's initialisation and the order of the batches), and it trains on half of the demo RM's
-# 4,000 questions, half (k - 1) mod 2 (demo:1 and demo:3 the first 2,000, demo:2 and demo:4 the last 2,000), its
-# held-out fifth of questions taken from that half. The samples are the demo RM's own recipe (same policy, settings
-# and sampling seed), drawn once for all members. With the demo RM itself (all 4,000 questions, seed 0) the first
-# two make the ensemble [demo, demo:1, demo:2] of configs/demo/ensemble_*.yaml. Each is built on first use (about
-# 5 minutes on the 2-core CPU) and cached under $COREWARD_CACHE, keyed by its recipe and the policy's weights.
+# Member k (`path: demo:k`, 1 <= k <= 4; coreward.demo registers these names) is the demo RM's recipe, step for step,
+# with two changes: the training seed is k (the new head's initialisation and the order of the batches), and its
+# 4,000 questions are the next slice of the train split, [4,000·k, 4,000·(k + 1)), none of them the demo RM's or
+# another member's (sampled with seed k). With the demo RM itself (questions [0, 4,000), seed 0) the first two make
+# the ensemble [demo, demo:1, demo:2] of configs/demo/ensemble_*.yaml. Halves of the demo RM's own questions made
+# weak members (held-out accuracy 0.75 against the demo RM's 0.90, with the demo RM's epochs or twice as many:
+# docs/demo_rm.md), so each member has as many questions as the demo RM. Each is built on first use (about
+# 12 minutes on the 2-core CPU) and cached under $COREWARD_CACHE, keyed by its recipe and the policy's weights.
 
-MEMBER_RECIPE_VERSION = 1  # bump when the code below changes what a member is
+MEMBER_RECIPE_VERSION = 3  # bump when the code below changes what a member is
 STEP_COMPLETIONS = 128  # completions a demo GRPO step scores (16 prompts x 8): the unit of the cost figures
 
 
 def member_recipe(k: int) -> dict:
-    """What member k is: its training seed and the slice [start, end) of the demo RM's questions it trains on.
-    (`coreward.demo` registers the names demo:1 ... demo:ENSEMBLE_MEMBERS; any k >= 1 can be built.)"""
+    """What member k is: its training seed, the slice [start, end) of the train split it samples, its sampling seed."""
+    from coreward.data.synthetic import SPLIT_SIZES
     from coreward.runtime.errors import CorewardError
 
-    if k < 1:
-        raise CorewardError(f"the demo RM's ensemble members are demo:1, demo:2, ..., not demo:{k}")
-    half, size = (k - 1) % 2, ANNOTATION["questions"] // 2
-    return {"version": MEMBER_RECIPE_VERSION, "seed": k, "questions": [half * size, (half + 1) * size]}
+    size = ANNOTATION["questions"]
+    last = SPLIT_SIZES["train"] // size - 1  # the slices the train split holds after the demo RM's
+    if not 1 <= k <= last:
+        raise CorewardError(f"the demo RM's ensemble members are demo:1 ... demo:{last}, not demo:{k}")
+    return {"version": MEMBER_RECIPE_VERSION, "seed": k, "questions": [k * size, (k + 1) * size],
+            "sampling_seed": ANNOTATION["seed"] + k}
 
 
 def _cached(directory: Path, done: Path, build, what: str) -> None:
@@ -281,26 +288,24 @@ def _cached(directory: Path, done: Path, build, what: str) -> None:
             build()
 
 
-def ensure_member_samples() -> Path:
-    """The directory of the samples every member draws from: verification.jsonl (the demo RM's 16,000 rule-labelled
-    train-split samples) and truth_eval.jsonl (800 test-split samples with true labels), drawn once (~1 minute)."""
+def ensure_truth_eval() -> Path:
+    """truth_eval.jsonl of the demo RM's recipe (800 test-split samples of the policy with true labels), drawn once
+    into the cache: every member, the demo RM and the ensemble are compared on it."""
     from coreward.demo.policy import ensure_demo_policy
     from coreward.rm.annotate import write_rows
     from coreward.runtime.assets import cache_root
 
     policy = ensure_demo_policy()
-    directory = cache_root() / f"demo_rm_samples-{recipe_hash(policy)}"
+    path = cache_root() / f"demo_rm_truth-{recipe_hash(policy)}" / "truth_eval.jsonl"
 
     def build() -> None:
         with torch_threads(DEMO_CONFIG["torch_threads"]):
-            train_rows, _ = sample_demo_rows(policy, "train", ANNOTATION["questions"], ANNOTATION["seed"])
-            eval_rows, _ = sample_demo_rows(policy, "test", EVAL_QUESTIONS, ANNOTATION["seed"] + 1)
-        write_rows([{**r, "label": r["true_label"]} for r in eval_rows], directory / "truth_eval.jsonl")
-        # last, and renamed into place: its presence says the directory is whole
-        os.replace(write_rows(train_rows, directory / ".verification.jsonl"), directory / "verification.jsonl")
+            rows, _ = sample_demo_rows(policy, "test", EVAL_QUESTIONS, ANNOTATION["seed"] + 1)
+        staged = write_rows([{**r, "label": r["true_label"]} for r in rows], path.with_name(".truth_eval.jsonl"))
+        os.replace(staged, path)  # renamed into place: its presence says it is whole
 
-    _cached(directory, directory / "verification.jsonl", build, "the demo RM's samples for its ensemble members")
-    return directory
+    _cached(path.parent, path, build, "the demo RM's true-labelled test samples")
+    return path
 
 
 def member_hash(k: int, policy_path: Path) -> str:
@@ -309,32 +314,30 @@ def member_hash(k: int, policy_path: Path) -> str:
 
 
 def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
-    """Train member k into `output_dir` (run/final) and evaluate it; returns the summary written to member.json."""
+    """Sample, train and evaluate member k into `output_dir` (run/final); returns the summary written to member.json."""
     import time
 
-    from coreward.data.synthetic import load_demo
+    from coreward.demo.policy import ensure_demo_policy
     from coreward.rm.annotate import write_rows
     from coreward.rm.evaluate import evaluate_verifiers
-    from coreward.rm.labelled import read_labelled
     from coreward.rm.model import VerifyRM
     from coreward.rm.train import train_rm
 
     recipe, output_dir, started = member_recipe(k), Path(output_dir), time.monotonic()
-    samples = ensure_member_samples()
+    truth_file = ensure_truth_eval()
     start, end = recipe["questions"]
-    half = {record.question for record in load_demo("train", ANNOTATION["questions"])[start:end]}
-    rows = [row for row in read_labelled(samples / "verification.jsonl") if row["question"] in half]
-    write_rows(rows, output_dir / "verification.jsonl")
-    shutil.rmtree(output_dir / "run", ignore_errors=True)  # what a build stopped part-way left
     with torch_threads(DEMO_CONFIG["torch_threads"]):
+        rows, report = sample_demo_rows(ensure_demo_policy(), "train", end, recipe["sampling_seed"], start=start)
+        write_rows(rows, output_dir / "verification.jsonl")
+        shutil.rmtree(output_dir / "run", ignore_errors=True)  # what a build stopped part-way left
         result = train_rm(demo_config(output_dir / "verification.jsonl", output_dir / "run", seed=recipe["seed"]))
-        truth = evaluate_verifiers(samples / "truth_eval.jsonl", [str(result.final_model)], device="cpu")
+        truth = evaluate_verifiers(truth_file, [str(result.final_model)], device="cpu")
         rm = VerifyRM.from_pretrained(result.final_model, device="cpu")
         summary = {
             "member": f"demo:{k}",
             "recipe": recipe,
-            "rows": len(rows),
-            "held_out": result.metrics,  # rule-labelled held-out questions of its half
+            "annotation": report.to_dict(),
+            "held_out": result.metrics,  # rule-labelled held-out fifth of its questions
             "truth_eval": truth.results[str(result.final_model)],
             "train_examples_per_s": result.train_examples_per_s,
             "probe": probe(rm),
@@ -345,15 +348,14 @@ def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
 
 
 def ensure_demo_rm_member(k: int) -> Path:
-    """Member k's model directory, built once (about 5 minutes on the 2-core CPU) and cached under $COREWARD_CACHE."""
+    """Member k's model directory, built once (about 12 minutes on the 2-core CPU) and cached under $COREWARD_CACHE."""
     from coreward.demo.policy import ensure_demo_policy
     from coreward.runtime.assets import cache_root
 
     directory = cache_root() / f"demo_rm_member{k}-{member_hash(k, ensure_demo_policy())}"
-    model = directory / "run" / "final"
     _cached(directory, directory / "member.json", lambda: build_demo_rm_member(k, directory),
-            f"the demo RM's ensemble member demo:{k} (about 5 minutes)")
-    return model
+            f"the demo RM's ensemble member demo:{k} (about 12 minutes)")
+    return directory / "run" / "final"
 
 
 def member_summary(name: str) -> dict:
@@ -377,7 +379,7 @@ def ensemble_report(names: list[str], uncertainty_weight: float = 1.0) -> dict:
     from coreward.rm.model import VerifyRM
     from coreward.runtime.assets import resolve_model
 
-    rows = read_labelled(ensure_member_samples() / "truth_eval.jsonl")
+    rows = read_labelled(ensure_truth_eval())
     labels = [r["label"] for r in rows]
     triples = [[r[c] for r in rows] for c in ("question", "reference_answer", "completion")]
     step = [column[:STEP_COMPLETIONS] for column in triples]
