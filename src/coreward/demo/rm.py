@@ -383,8 +383,8 @@ def ensemble_report(names: list[str], uncertainty_weight: float = 1.0) -> dict:
     labels = [r["label"] for r in rows]
     triples = [[r[c] for r in rows] for c in ("question", "reference_answer", "completion")]
     step = [column[:STEP_COMPLETIONS] for column in triples]
-    report: dict = {"truth_rows": len(rows), "members": {}, "ensemble": {}}
-    member_scores = []
+    report: dict = {"truth_rows": len(rows), "members": {}, "ensemble": {}, "ensemble_probe": {}}
+    member_scores, members = [], []
     with torch_threads(1):
         for name in names:
             built = member_summary(name)
@@ -396,6 +396,7 @@ def ensemble_report(names: list[str], uncertainty_weight: float = 1.0) -> dict:
                 rm.score(*step)
             scores = rm.score(*triples)
             member_scores.append(scores)
+            members.append(rm)
             report["members"][name] = {
                 "held_out_accuracy": built["held_out"]["accuracy"],
                 "truth_eval": binary_metrics(labels, [int(s > 0.5) for s in scores]),
@@ -403,11 +404,25 @@ def ensemble_report(names: list[str], uncertainty_weight: float = 1.0) -> dict:
                 "weights_mb": sum(p.numel() * p.element_size() for p in rm.model.parameters()) / 1e6,
                 "step_scoring_s": (time.perf_counter() - started) / 5,
             }
-    for combine in COMBINES:
-        combined, spread = combine_scores(member_scores, combine, uncertainty_weight)
-        report["ensemble"][combine] = binary_metrics(labels, [int(s > 0.5) for s in combined])
+        for combine in COMBINES:
+            combined, spread = combine_scores(member_scores, combine, uncertainty_weight)
+            report["ensemble"][combine] = binary_metrics(labels, [int(s > 0.5) for s in combined])
+            report["ensemble_probe"][combine] = probe(_Combined(members, combine, uncertainty_weight))
     report["members_std_mean"] = float(torch.tensor(spread).mean())
     return report
+
+
+class _Combined:
+    """An ensemble as one scorer (what `probe` asks of an RM): the members' scores combined as the reward does."""
+
+    def __init__(self, members, combine: str, uncertainty_weight: float):
+        self.members, self.combine, self.uncertainty_weight = members, combine, uncertainty_weight
+
+    def score(self, questions, references, completions) -> list[float]:
+        from coreward.rewards.model import combine_scores
+
+        scores = [rm.score(questions, references, completions) for rm in self.members]
+        return combine_scores(scores, self.combine, self.uncertainty_weight)[0]
 
 
 def main(argv: list[str]) -> None:
