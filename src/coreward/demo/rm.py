@@ -257,7 +257,7 @@ def ship(build_dir: Path) -> Path:
 # the ensemble [demo, demo:1, demo:2] of configs/demo/ensemble_*.yaml. Halves of the demo RM's own questions made
 # weak members (held-out accuracy 0.75 against the demo RM's 0.90, with the demo RM's epochs or twice as many:
 # docs/demo_rm.md), so each member has as many questions as the demo RM. Each is built on first use (about
-# 12 minutes on the 2-core CPU) and cached under $COREWARD_CACHE, keyed by its recipe and the policy's weights.
+# 15 minutes on the 2-core CPU) and cached under $COREWARD_CACHE, keyed by its recipe and the policy's weights.
 
 MEMBER_RECIPE_VERSION = 3  # bump when the code below changes what a member is
 STEP_COMPLETIONS = 128  # completions a demo GRPO step scores (16 prompts x 8): the unit of the cost figures
@@ -348,13 +348,13 @@ def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
 
 
 def ensure_demo_rm_member(k: int) -> Path:
-    """Member k's model directory, built once (about 12 minutes on the 2-core CPU) and cached under $COREWARD_CACHE."""
+    """Member k's model directory, built once (about 15 minutes on the 2-core CPU) and cached under $COREWARD_CACHE."""
     from coreward.demo.policy import ensure_demo_policy
     from coreward.runtime.assets import cache_root
 
     directory = cache_root() / f"demo_rm_member{k}-{member_hash(k, ensure_demo_policy())}"
     _cached(directory, directory / "member.json", lambda: build_demo_rm_member(k, directory),
-            f"the demo RM's ensemble member demo:{k} (about 12 minutes)")
+            f"the demo RM's ensemble member demo:{k} (about 15 minutes)")
     return directory / "run" / "final"
 
 
@@ -408,7 +408,8 @@ def ensemble_report(names: list[str], uncertainty_weight: float = 1.0) -> dict:
             combined, spread = combine_scores(member_scores, combine, uncertainty_weight)
             report["ensemble"][combine] = binary_metrics(labels, [int(s > 0.5) for s in combined])
             report["ensemble_probe"][combine] = probe(_Combined(members, combine, uncertainty_weight))
-    report["members_std_mean"] = float(torch.tensor(spread).mean())
+    report["members_std_mean"] = float(torch.tensor(spread).mean())  # their disagreement, on the score's scale
+    report["members_variance_mean"] = float((torch.tensor(spread) ** 2).mean())  # what Coste et al.'s UWO subtracts
     return report
 
 
