@@ -204,11 +204,12 @@ def test_an_unreachable_hub_fails_fast_and_leaves_no_run_directory(tmp_path):
 
 
 def test_a_run_that_fails_to_start_removes_the_directory_it_made(tmp_path):
-    """A model folder with no model in it fails at the tokenizer, after the run directory and config.yaml exist."""
+    """A model folder with no model in it fails before training (the model-path check names it) and leaves no run
+    directory behind."""
     (tmp_path / "empty_model").mkdir()
     done = coreward(tmp_path, "train", "--config", str(REPO / "configs" / "demo" / "rule.yaml"), "--output-dir", "r",
                     "--set", "model.name_or_path=./empty_model")
-    assert done.returncode == 2 and "cannot load a tokenizer" in done.stderr
+    assert done.returncode == 2 and "empty_model is not a saved model (no config.json in it)" in done.stderr
     assert not (tmp_path / "r").exists()
 
 

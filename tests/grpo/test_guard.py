@@ -135,10 +135,10 @@ def test_a_hackable_reward_fires_the_alarm_and_stops_the_run_with_its_best_model
 
 def test_a_noisy_but_unbiased_reward_does_not_fire(tmp_path):
     run_dir = tmp_path / "run"
-    result = guard_run(demo_args(run_dir, 16), run_dir, "noisy_rule")
+    result = guard_run(demo_args(run_dir, 12), run_dir, "noisy_rule")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(run_dir / "metrics.jsonl")
-    assert [row["step"] for row in rows] == list(range(1, 17))
+    assert [row["step"] for row in rows] == list(range(1, 13))
     assert all(row["guard/alarm"] == 0 for row in rows)
     assert json.loads((run_dir / GUARD_FILE).read_text())["fired_at"] is None
     assert "no overoptimization detected" in result.stdout
