@@ -97,16 +97,14 @@ class GuardCallback(TrainerCallback):
                         f"(step {reading.peak_step}) to {reading.verified:.3f} while the reward {change}"
                         + (" (on its range so far)" if self.watch.detector.reward_scale() != 1.0 else "")
                         + ": the reward is being overoptimized")
-        best = f"; the best model (step {read_best(self.run_dir)['step']}) is in best/" if self._has_best() else ""
+        kept = read_best(self.run_dir)
+        best = f"; the best model (step {kept['step']}) is in best/" if kept else ""
         if self.settings.stop:
             self.stopped_at = reading.step
             control.should_training_stop = True
             print_once(f"{self.warning}. Stopping (guard.stop: true){best}")
         else:
             print_once(f"warning: {self.warning}{best}. Training goes on (guard.stop: true stops a run here)")
-
-    def _has_best(self) -> bool:
-        return read_best(self.run_dir) is not None
 
     def _write_best(self, reading: Reading) -> None:
         """best/ written whole beside the old one, then swapped in (a kill leaves one complete best/, see
