@@ -138,8 +138,7 @@ class ModelReward(RewardSource):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self._rm: VerifyRM | None = None  # the RM of a single path
-        self._ensemble: list[VerifyRM] | None = None  # the members of a list
+        self._members: list[VerifyRM] | None = None  # the loaded RMs: the single path's, or the ensemble's members
 
     def member_key(self, index: int) -> str:
         """The config key of member `index` (the path itself when it is one RM), for errors."""
@@ -179,25 +178,23 @@ class ModelReward(RewardSource):
         if self.params.is_ensemble:
             raise CorewardError(f"reward {self.name!r}: key {self.config_key}.params.path is an ensemble of "
                                 f"{len(self.params.members)} RMs: use members()")
-        if self._rm is None:
-            self._rm = self._load(self.params.path, policy)
-        return self._rm
+        return self.members(policy)[0]
 
     def members(self, policy: Policy | None = None) -> list[VerifyRM]:
         """Every RM scored: the single path's, or all the ensemble's members, loaded together on first use and kept,
         frozen, on the device for the rest of the run."""
-        if not self.params.is_ensemble:
-            return [self.rm(policy)]
-        if self._ensemble is None:
+        if self._members is None:
             members = []
             for i, member in enumerate(self.params.members):
                 try:
                     members.append(self._load(member, policy))
                 except CorewardError as err:
+                    if not self.params.is_ensemble:
+                        raise
                     raise CorewardError(f"{self.member_key(i)}: {err}") from None
             self._check_formats([getattr(rm.model.config, INPUT_FORMAT_KEY, None) for rm in members])
-            self._ensemble = members
-        return self._ensemble
+            self._members = members
+        return self._members
 
     def _load(self, path: str, policy: Policy | None) -> VerifyRM:
         device = policy.device if self.params.device == "auto" and policy is not None else self.params.device
