@@ -29,6 +29,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from coreward.evaluation.guard import GuardSettings, Reading, Watch, replay
+from coreward.grpo.health import is_training_log
 from coreward.runtime.distributed import on_main_then_broadcast, print_once
 
 
@@ -71,7 +72,7 @@ class GuardCallback(TrainerCallback):
         if not logs:
             return control
         step = state.global_step
-        is_train = "frac_reward_zero_std" in logs  # a training step's log (not an evaluation's, not the summary)
+        is_train = is_training_log(logs)
         reading = self.watch.train_row(step, logs) if is_train else self.watch.eval_row(step, logs)
         if is_train:
             logs["guard/alarm"] = 0.0

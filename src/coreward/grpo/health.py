@@ -33,6 +33,12 @@ from coreward.runtime.distributed import print_once
 
 PATIENCE = 5  # steps in a row before a broken invariant that can be a passing phase is warned about
 SUMMARY_FILE = "health.json"
+
+
+def is_training_log(logs: dict[str, Any]) -> bool:
+    """Whether a logged dict is a training step's metrics (TRL logs `frac_reward_zero_std` with every one), not an
+    evaluation's or the end-of-run summary."""
+    return "frac_reward_zero_std" in logs
 # An update that moved the RM's weights by less than this fraction of their norm left it as it was: below float32's
 # resolution (~6e-8 of each weight), most weights did not change at all. A healthy update at Cooper's lr moves the
 # demo RM by ~1e-3 of its norm per step; a bfloat16 RM without float32 masters at lr 1e-9 by 0.
@@ -87,7 +93,7 @@ class HealthCallback(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}
-        if "frac_reward_zero_std" not in logs:  # not a training step's log (evaluation, the end-of-run summary)
+        if not is_training_log(logs):
             return
         self.steps += 1
         step = state.global_step
