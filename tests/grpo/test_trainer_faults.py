@@ -367,7 +367,7 @@ def test_nonfinite_rm_logits_score_nan_and_are_counted(tiny_rm_path, verifier):
     assert all(0 < s < 1 for s in scores[3:])
     assert batch.metrics["model/nonfinite_logits"] == 3
     thresholded = ModelReward(path=str(tiny_rm_path), device="cpu", threshold=0.5)
-    thresholded._rm = rm
+    thresholded._members = [rm]
     assert all(math.isnan(s) for s in thresholded.compute(batch)[:3])
 
 
