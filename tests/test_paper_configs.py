@@ -77,7 +77,10 @@ def models(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
 def reduced(config: dict, policy: Path, rm: Path) -> list[str]:
     """The reduced shape, and the local stand-ins for the files and services a paper run needs. The entropy reward
     (weight 0.01) joins the config's rewards: with 4 completions a group can be all right or all wrong in one run
-    and not in the other, and a step without reward variance teaches nothing; the entropy term always varies."""
+    and not in the other, and a step without reward variance teaches nothing; the entropy term varies as long as
+    the completions differ. They are sampled at temperature 1.5: at the papers' 1.0 the memorized policy can write
+    one completion four times over (every group's rewards equal, no update at all), and whether it does depends on
+    the CPU's floating-point path (it did on a 2-core AMD EPYC, not on an Intel Xeon)."""
     import json
 
     rewards = config["rewards"] + [{"name": "entropy", "weight": 0.01}]
@@ -86,7 +89,7 @@ def reduced(config: dict, policy: Path, rm: Path) -> list[str]:
              "data.max_prompt_tokens=null", "data.eval_every=0", "data.eval=null", "grpo.use_vllm=false",
              "grpo.num_generations=4", "grpo.per_device_train_batch_size=8", "grpo.gradient_accumulation_steps=1",
              "grpo.max_completion_length=24", "grpo.save_steps=1000", "grpo.gradient_checkpointing=false",
-             "torch_threads=1"]
+             "grpo.temperature=1.5", "torch_threads=1"]
     for i, reward in enumerate(config["rewards"]):
         params, key = reward.get("params") or {}, f"rewards.{i}.params"
         if params.get("match") == "gsm8k_strict" or params.get("match") == "exact":

@@ -268,3 +268,25 @@ def test_every_source_of_pi_init_gives_the_same_exact_kl(tiny_policy, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [r for r in _rows(lora) if "kl/from_init" in r]
     assert rows[0]["kl/from_init"] == pytest.approx(0.0, abs=1e-6) and rows[1]["kl/from_init"] > 1e-6
+
+
+def test_the_loss_pass_gives_the_same_exact_kl_as_a_pass_of_its_own(tiny_policy, tmp_path, monkeypatch):
+    """The exact KL reads the policy's hidden states from the loss's own pass where π_init's hidden states fit
+    (`KEEP_INIT_HIDDEN_BYTES`), saving a forward pass a step; with the budget at 0 it runs the policy's no-grad pass
+    at scoring time as ZeRO-3 and FSDP2 runs do. On the same moving run, both give the same kl/from_init and k3 at
+    every step, and the run itself is the same (the metric draws no random numbers either way)."""
+    import coreward.grpo.trainer as trainer_module
+
+    runs = {}
+    for name, budget in (("loss_pass", trainer_module.KEEP_INIT_HIDDEN_BYTES), ("own_pass", 0)):
+        monkeypatch.setattr(trainer_module, "KEEP_INIT_HIDDEN_BYTES", budget)
+        run = tmp_path / name
+        result = coreward_here(*moving_args(tiny_policy, run, tmp_path, "--max-steps", "3"))
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs[name] = [r for r in _rows(run) if "kl/from_init" in r]
+    assert all("time/kl_from_init_in_loss" in r for r in runs["loss_pass"])
+    assert not any("time/kl_from_init_in_loss" in r for r in runs["own_pass"])
+    for key in ("kl/from_init", "kl/from_init_k3", "reward"):
+        assert [r[key] for r in runs["loss_pass"]] == pytest.approx([r[key] for r in runs["own_pass"]], rel=1e-4,
+                                                                     abs=1e-7), key
+    assert runs["loss_pass"][-1]["kl/from_init"] > 1e-4

@@ -37,8 +37,9 @@ def demo_command(
     seed: int = typer.Option(0, "--seed", help="the first seed"),
     seeds: int = typer.Option(1, "--seeds", min=1, help="run every row with N seeds (seed, seed+1, ...); the table shows mean ± std"),
     jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="training runs side by side (methods, stress rows, "
-                                       "seeds), one torch thread each (default: half the usable cores, at least 1; "
-                                       "1 runs them one at a time in this process, with a line per step)"),
+                                       "seeds), one torch thread each, the longest first (default: one per usable core, as many as the "
+                                       "memory holds; 1 runs them one at a time in this process, with a line per "
+                                       "step)"),
 ) -> None:
     """Train the demo policy with every reward method from the same warm start and compare them.
 

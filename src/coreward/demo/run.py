@@ -73,6 +73,12 @@ FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_probl
 QUICK = Budget(steps=8, eval_problems=200, eval_n=8, curve_every=0, curve_problems=0)
 
 
+# A demo step's cost relative to the rule reward's, for the order of side-by-side runs (longest first): the
+# seconds of each 30-step run of one `coreward demo --jobs 2` (2026-11-27, 2-core AMD EPYC), over rule's.
+STEP_COST = {"cooper": 1.6, "co_rewarding_2": 1.3, "majority": 1.25, "entropy": 1.25, "self_certainty": 1.2,
+             "model": 1.2, "co_rewarding_1": 1.15}
+
+
 def configs_dir() -> Path:
     """`configs/` of the repository the package was installed from (pip install -e .)."""
     here = Path(__file__).resolve()
@@ -168,11 +174,6 @@ class DemoRun:
 
         return load_config(TrainConfig, self.config_file, self.overrides)
 
-    def command(self) -> list[str]:
-        from coreward.experiments.jobs import train_command
-
-        return train_command(self.config_file, self.run_dir, self.overrides)
-
 
 def plan_runs(methods: list[str], budget: Budget, seed: int, output_dir: Path) -> list[DemoRun]:
     """The seed's runs in table order: every method, then the stress rows."""
@@ -253,11 +254,13 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
         ensure_demo_rm()
     heldout = {"demo": load_benchmark("demo", split="test", limit=budget.eval_problems)}
     baselines = {}
-    for s in seeds:
-        seed_dirs[s].mkdir(parents=True, exist_ok=True)
-        baselines[s] = heldout_avg(policy, heldout, budget.eval_n, s, seed_dirs[s] / "eval" / "baseline")
-        print(f"baseline (warm-started demo policy{'' if len(seeds) == 1 else f', seed {s}'}): "
-              f"held-out avg@{budget.eval_n} = {baselines[s]:.3f}")
+
+    def evaluate_baselines() -> None:
+        for s in seeds:
+            seed_dirs[s].mkdir(parents=True, exist_ok=True)
+            baselines[s] = heldout_avg(policy, heldout, budget.eval_n, s, seed_dirs[s] / "eval" / "baseline")
+            print(f"baseline (warm-started demo policy{'' if len(seeds) == 1 else f', seed {s}'}): "
+                  f"held-out avg@{budget.eval_n} = {baselines[s]:.3f}")
 
     def evaluated(run: DemoRun, seconds: float) -> None:
         run.result = {"method": run.method, "heldout_avg": heldout_avg(run.run_dir / "final", heldout, budget.eval_n,
@@ -272,9 +275,10 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
 
     for run in runs:
         shutil.rmtree(run.run_dir, ignore_errors=True)  # a demo run always starts fresh: same seed, same table
-    if jobs > 1:
-        train_side_by_side(runs, configs, jobs, evaluated)
+    if jobs > 1:  # the baselines are evaluated while the first runs train
+        train_side_by_side(runs, configs, jobs, evaluated, evaluate_baselines)
     else:
+        evaluate_baselines()
         from coreward.grpo.train import run_training
 
         for run, config in zip(runs, configs):
@@ -301,18 +305,23 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
     return summary
 
 
-def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, evaluated) -> None:
-    """Every run as a `coreward train` process, `jobs` at a time; each is evaluated as soon as it finishes
-    (while the others go on). A failed run fails the demo, naming its log."""
-    from coreward.experiments.jobs import Job, run_jobs
+def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, evaluated, alongside=None) -> None:
+    """Every run as a `coreward train` process, `jobs` at a time, the longest first; each is evaluated as soon
+    as it finishes (while the others go on), and `alongside` runs once the first runs have started. A failed run
+    fails the demo, naming its log."""
+    from coreward.experiments.jobs import Job, run_jobs, train_command, verifier_workers
     from coreward.grpo.train import final_complete
 
-    pool = [Job(f"{run.title} seed {run.seed}", run.command(), run.run_dir, run.run_dir.parent / f"{run.run_dir.name}.log",
-                config.grpo["max_steps"], extra={"run": run}) for run, config in zip(runs, configs)]
-    print(f"demo: {len(pool)} runs, {jobs} side by side (one torch thread each); each run's log is beside its "
-          "directory")
+    # one verifier worker per core a run has: the reward is under 1% of a demo step
+    workers = f"verifier.num_workers={verifier_workers(jobs)}"
+    pool = [Job(f"{run.title} seed {run.seed}", train_command(run.config_file, run.run_dir, [*run.overrides, workers]),
+                run.run_dir, run.run_dir.parent / f"{run.run_dir.name}.log", config.grpo["max_steps"],
+                cost=config.grpo["max_steps"] * STEP_COST.get(run.method, 1.0), extra={"run": run})
+            for run, config in zip(runs, configs)]
+    print(f"demo: {len(pool)} runs, {jobs} side by side (one torch thread each), the longest first; each run's log "
+          "is beside its directory")
     run_jobs(pool, jobs, prefix="demo", succeeded=lambda job: final_complete(job.run_dir),
-             on_finish=lambda job: evaluated(job.extra["run"], job.seconds))
+             on_finish=lambda job: evaluated(job.extra["run"], job.seconds), alongside=alongside)
     failed = [job for job in pool if job.status != "done"]
     if failed:
         raise CorewardError(f"{len(failed)} demo run(s) failed: " + "; ".join(f"{j.label} (see {j.log})" for j in failed))

@@ -26,7 +26,7 @@ def map_command(
     output: str = typer.Option(..., "--output", help="map directory: runs/, logs/, map.md, map.json, map.png, "
                                "curves.png; run the same command again to resume an unfinished map"),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="cells run side by side, one torch thread each "
-                                       "(default: half the usable cores, at least 1)"),
+                                       "(default: one per usable core, as many as the memory holds)"),
     set_: list[str] = typer.Option([], "--set", help="override a config key in every cell, e.g. "
                                    "--set data.eval_every=0 (repeatable)"),
     smooth: float = typer.Option(0.6, "--smooth", help="EMA weight for the per-step curves the summaries read"),

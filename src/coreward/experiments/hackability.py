@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coreward.experiments.jobs import Job, default_jobs, run_jobs, train_command
+from coreward.experiments.jobs import Job, default_jobs, run_jobs, train_command, verifier_workers
 from coreward.runtime.errors import CorewardError
 
 
@@ -120,8 +120,11 @@ def plan(settings: MapSettings) -> list[Cell]:
     return cells
 
 
-def cell_command(cell: Cell, max_steps: int, overrides: Sequence[str]) -> list[str]:
-    sets = [f"grpo.learning_rate={cell.lr!r}", f"seed={cell.seed}", "torch_threads=1", *overrides]
+def cell_command(cell: Cell, max_steps: int, overrides: Sequence[str], verifier_workers: int = 1) -> list[str]:
+    """The cell's `coreward train` command: one torch thread, `verifier_workers` verifier processes (the cores a
+    cell has when several share the machine), the user's `--set` items last (they win)."""
+    sets = [f"grpo.learning_rate={cell.lr!r}", f"seed={cell.seed}", "torch_threads=1",
+            f"verifier.num_workers={verifier_workers}", *overrides]
     return train_command(cell.config, cell.run_dir, sets, "--max-steps", str(max_steps), "--resume-if-any")
 
 
@@ -136,7 +139,8 @@ def run_cells(cells: list[Cell], settings: MapSettings, say: Callable[[str], Non
     """Run every unfinished cell, `settings.jobs` at a time (experiments/jobs.py), with a progress line.
     Ctrl-C (or SIGTERM) stops the running cells cleanly (they checkpoint) and raises."""
     max_steps = max(settings.horizons)
-    jobs = [Job(cell.label, cell_command(cell, max_steps, settings.overrides), cell.run_dir, cell.log, max_steps,
+    workers = verifier_workers(settings.jobs)
+    jobs = [Job(cell.label, cell_command(cell, max_steps, settings.overrides, workers), cell.run_dir, cell.log, max_steps,
                 status="done" if finished(cell) else "waiting", extra={"cell": cell}) for cell in cells]
     try:
         run_jobs(jobs, settings.jobs, prefix="map", noun="cells", say=say, succeeded=lambda job: finished(job.extra["cell"]),

@@ -1,9 +1,15 @@
-"""Independent `coreward train` runs side by side: a pool of subprocesses, each with one torch thread, with a
-progress line. `coreward map` runs its cells with it, `coreward demo --jobs N` its methods and seeds.
+"""Independent `coreward train` runs side by side: a pool of child processes, each with one torch thread, with a
+progress line. `coreward map` runs its cells with it, `coreward demo` its methods and seeds.
 
-A run is a subprocess writing its own run directory and log; nothing is shared between runs but the cores. On a
-2-core machine one thread a run is the fastest setting (benchmarks/grpo_step_time.py): OpenMP threads of several
-runs spinning on the same cores cost more than they give.
+A run is a process of its own writing its own run directory and log; nothing is shared between runs but the cores.
+Three things make N runs on N cores take about 1/N of the time (benchmarks/demo_jobs_speedup.py, docs/demo.md):
+
+* one torch thread a run (OpenMP threads of several runs spinning on the same cores cost more than they give),
+  and one verifier worker a run where runs share the cores (`verifier_workers`: the reward is under 1% of a demo
+  step, and every worker is one more process at start-up);
+* each run forked from a forkserver that has already imported torch, transformers and TRL (`PRELOAD`), instead
+  of a fresh `python -m coreward.cli train` paying about 4.5 s of imports (of a demo run's 45-110 s);
+* the longest runs first (`Job.cost`), so that the last minutes are not one long run alone on one core.
 """
 
 from __future__ import annotations
@@ -28,18 +34,47 @@ class Job:
     log: Path  # the run's stdout and stderr
     steps: int  # its last step, for the progress line
     status: str = "waiting"  # waiting | running | done | failed | stopped
+    cost: float | None = None  # its expected length (any unit: steps by default); the longest start first
     returncode: int | None = None
     seconds: float | None = None
     extra: dict = field(default_factory=dict)  # the caller's own bookkeeping
 
 
-def default_jobs() -> int:
-    """Half the usable cores: each run has one torch thread, plus verifier worker processes and data loading."""
+def usable_cores() -> int:
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores // 2)
+        return os.cpu_count() or 1
+
+
+# What one side-by-side run of the demo or the map holds at its peak (peak RSS 1.2 GB for a demo Cooper run,
+# docs/figures.md), so that the default never asks for more runs than the memory holds.
+RUN_MEMORY_BYTES = 1.5 * 2**30
+
+
+def available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def default_jobs() -> int:
+    """One run per usable core, as many as the memory holds: each run is one torch thread (plus one verifier
+    worker), so N runs on N cores is the fastest setting (2 runs on 2 cores: 1.9x the throughput of one,
+    benchmarks/demo_jobs_speedup.py)."""
+    memory = available_memory()
+    fits = max(1, int(memory // RUN_MEMORY_BYTES)) if memory else usable_cores()
+    return max(1, min(usable_cores(), fits))
+
+
+def verifier_workers(parallel: int) -> int:
+    """Verifier worker processes per run when `parallel` runs share the machine: the cores each run has."""
+    return max(1, usable_cores() // max(1, parallel))
 
 
 def free_port() -> int:
@@ -79,43 +114,121 @@ def duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
+# imported once in the forkserver every run is forked from: coreward's CLI and its training stack (torch,
+# transformers, TRL, accelerate, datasets) and the verifier
+PRELOAD = ("coreward.cli", "coreward.grpo.train", "coreward.grpo.trainer", "coreward.verify.pool", "math_verify")
+
+
+def prepare_launcher() -> None:
+    """Ask the process's forkserver to preload the training stack (runtime/forkserver.py): called before
+    anything else (an evaluation's verifier) starts the server, so that it starts with these imports."""
+    from coreward.runtime import forkserver
+
+    forkserver.context(*PRELOAD)
+
+
+def _cli_arguments(command: list[str]) -> list[str] | None:
+    """The arguments of a `python -m coreward.cli ...` command (`train_command`); None for any other command."""
+    if command[:3] == [sys.executable, "-m", "coreward.cli"]:
+        return command[3:]
+    return None
+
+
+def _run_cli(arguments: list[str], log: str, env: dict[str, str]) -> None:
+    """A forked run: `coreward ARGUMENTS` in this process, in a session of its own, its output in `log`."""
+    os.setsid()  # Ctrl-C reaches the pool, which stops each run with SIGTERM (it checkpoints)
+    os.environ.update(env)
+    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(descriptor, 1)
+    os.dup2(descriptor, 2)
+    os.close(descriptor)
+    import torch
+
+    torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
+    sys.argv = ["coreward", *arguments]
+    from coreward.cli import main
+
+    main()  # exits through SystemExit: its code is the process's exit code, as `coreward train`'s
+
+
+class _Forked:
+    """A forked run behind subprocess.Popen's interface (poll, send_signal, wait, returncode)."""
+
+    def __init__(self, process):
+        self.process, self.pid = process, process.pid
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.exitcode
+
+    def send_signal(self, number: int) -> None:
+        if self.process.exitcode is None:
+            os.kill(self.pid, number)
+
+    def wait(self) -> int:
+        self.process.join()
+        return self.process.exitcode
+
+
+def start(job: Job, env: dict[str, str], log) -> subprocess.Popen | _Forked:
+    """Start `job`: forked from the preloaded forkserver when it is a coreward command, else as a subprocess.
+    Either way in a new session (Ctrl-C reaches the pool, which stops each run), its output in `job.log`."""
+    from coreward.runtime import forkserver
+
+    arguments = _cli_arguments(job.command)
+    if arguments is None:
+        return subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
+                                start_new_session=True)
+    process = forkserver.context(*PRELOAD).Process(target=_run_cli, args=(arguments, str(job.log), env))
+    with forkserver.main_module_hidden():
+        process.start()
+    return _Forked(process)
+
+
 def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs", say: Callable[[str], None] = print,
              succeeded: Callable[[Job], bool] = lambda job: True,
-             on_finish: Callable[[Job], None] | None = None, progress_every: float = 30.0) -> None:
-    """Run every job whose status is "waiting", `parallel` at a time, printing a progress line (`prefix: 2/8
-    <noun> done; running: ...`) on every change
-    and every `progress_every` seconds. A job is done when it exits 0 and `succeeded(job)`; `on_finish` is
-    called with each done job once the free slots are refilled (so it overlaps the runs still going). Ctrl-C
-    (or SIGTERM) stops the running jobs cleanly (`coreward train` checkpoints on SIGTERM) and raises."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    running: dict[int, tuple[Job, subprocess.Popen, object, float]] = {}
-    start, last_line = time.monotonic(), 0.0
+             on_finish: Callable[[Job], None] | None = None, alongside: Callable[[], None] | None = None,
+             progress_every: float = 30.0) -> None:
+    """Run every job whose status is "waiting", `parallel` at a time, longest first (`Job.cost`, else its steps),
+    printing a progress line (`prefix: 2/8 <noun> done; running: ...`) on every change and every
+    `progress_every` seconds. A job is done when it exits 0 and `succeeded(job)`; `on_finish` is called with each
+    done job once the free slots are refilled (so it overlaps the runs still going), and `alongside` once, after
+    the first runs started (work of the caller's that needs no run). Ctrl-C (or SIGTERM) stops the running jobs
+    cleanly (`coreward train` checkpoints on SIGTERM) and raises."""
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    running: dict[int, tuple[Job, subprocess.Popen | _Forked, object, float]] = {}
+    start_time, last_line = time.monotonic(), 0.0
+    order = sorted((j for j in jobs if j.status == "waiting"), key=lambda j: -(j.cost if j.cost is not None else j.steps))
 
     def line() -> str:
         done = sum(j.status == "done" for j in jobs)
         failed = sum(j.status == "failed" for j in jobs)
         now = ", ".join(f"{j.label} step {last_step(j.run_dir)}/{j.steps}" for j, *_ in running.values())
         return (f"{prefix}: {done}/{len(jobs)} {noun} done" + (f", {failed} failed" if failed else "")
-                + (f"; running: {now}" if now else "") + f"; {duration(time.monotonic() - start)} elapsed")
+                + (f"; running: {now}" if now else "") + f"; {duration(time.monotonic() - start_time)} elapsed")
 
     def launch() -> None:
-        waiting = [j for j in jobs if j.status == "waiting"]
-        while waiting and len(running) < parallel:
-            job = waiting.pop(0)
+        while order and len(running) < parallel:
+            job = order.pop(0)
             job.log.parent.mkdir(parents=True, exist_ok=True)
             log = open(job.log, "a")
             # a port of its own for torch.distributed's rendezvous (a vLLM engine's, in a one-process run): TRL picks
             # 29500 when it looks free, and two runs started at once would both see it free
-            process = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT,
-                                       env={**env, "MASTER_PORT": str(free_port())},
-                                       start_new_session=True)  # Ctrl-C reaches the pool, which stops each run
+            process = start(job, {**env, "MASTER_PORT": str(free_port())}, log)
             job.status = "running"
             running[process.pid] = (job, process, log, time.monotonic())
             say(f"{prefix}: started {job.label} -> {job.run_dir}")
 
+    prepare_launcher()
     try:
         while True:
             launch()
+            if alongside is not None:
+                alongside, work = None, alongside
+                work()
             if not running:
                 if not last_line:  # nothing ran: every job was finished already
                     say(line())

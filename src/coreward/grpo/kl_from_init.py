@@ -49,13 +49,17 @@ Where π_init comes from, cheapest first:
     the policy itself holds under AdamW in float32) and one no-grad forward pass of the copy over the
     generation batch per step, i.e. about a third of a training update's compute (`time/kl_from_init`).
 The policy's side: k3 takes TRL's `old_per_token_logps` when it computed them, else (on-policy rollouts) the
-loss's own pass over each micro-batch, before any update: free. exact runs one no-grad forward of the policy
-over the generation batch at scoring time (about a third of an update's compute), chunk by chunk beside
-π_init's, so only one micro-batch's hidden states live at once. All of it is in `time/kl_from_init` (demo: 1.06 s
-of a 3.63 s step with exact, 0.49 s of 2.98 s with k3, on a loaded 2-core CPU: docs/overoptimization.md). The policy's pass could be
-saved by keeping π_init's hidden states until the loss's own pass ([rows, tokens, hidden] of the whole generation
-batch held through TRL's shuffle: gigabytes at 3,072-token completions of a 1.5B model) and reading the policy's
-there; a metric is not worth that memory, nor the coupling to the loss pass.
+loss's own pass over each micro-batch, before any update: free. exact does the same where it can: π_init's pass at
+scoring time keeps π_init's hidden states at the completion positions, which travel with their rows through TRL's
+shuffle to the loss, and the loss's own pass of the policy gives the policy's hidden states (a hook on its
+backbone), so the step pays one no-grad forward pass (π_init's) and the two projections. That holds for on-policy
+rollouts, a copy or reference π_init, one process or DDP, and π_init's hidden states of the generation batch under
+256 MiB a process (`KEEP_INIT_HIDDEN_BYTES` in grpo/trainer.py: the demo's take 2 MiB; 3,072-token completions of
+a 1.5B model would take gigabytes). Elsewhere (ZeRO-3 and FSDP2, whose LM heads are gathered for the projection;
+LoRA's adapter-off π_init; larger batches) exact runs a no-grad forward of the policy at scoring time too, chunk by
+chunk beside π_init's, so only one micro-batch's hidden states live at once. Measured on the demo's rule config
+(`python benchmarks/step_floor.py --configs rule`, docs/figures.md): the two passes took 0.37 s of a 1.19 s step.
+`time/kl_from_init` is the scoring-time part; `time/kl_from_init_in_loss` the projection in the loss's pass.
 
 exact is the default: the KL axis is what the overoptimization curves and the guard read, and its sampled
 estimate reverses direction along √KL on most steps (docs/overoptimization.md); its price is one forward pass

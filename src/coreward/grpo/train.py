@@ -341,7 +341,29 @@ def _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_re
         check_resume_config(run_dir, config, allow_config_change, done)
     if lock.enabled:
         save_config(config, run_dir / "config.yaml")
-    return _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks)
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        return _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks)
+    finally:  # the run's own thread count (torch_threads, or the one picked) ends with it: a caller's stays its own
+        torch.set_num_threads(threads)
+
+
+def threads_report(configured: int | None, model) -> str:
+    """Pick the torch threads when the config leaves `torch_threads` unset (runtime/devices.py
+    `pick_torch_threads`: one for a small model on the CPU), and say what the run uses, for its log."""
+    import torch
+
+    from coreward.runtime.devices import pick_torch_threads
+
+    if configured:
+        return f"threads: {torch.get_num_threads()} torch thread(s) per process (torch_threads: {configured})"
+    parameters = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())  # ZeRO-3: whole sizes
+    threads, why = pick_torch_threads(parameters, next(model.parameters()).device.type)
+    if threads:
+        torch.set_num_threads(threads)
+    return f"threads: {torch.get_num_threads()} torch thread(s) per process, picked ({why}; set torch_threads to choose)"
 
 
 def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks) -> TrainResult:
@@ -385,6 +407,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     # TRL writes its own model card to the run root at every checkpoint ("fine-tuned version of [None]" for a model
     # given by path); the run's card is final/README.md (publish.write_model_card)
     trainer.create_model_card = lambda *args, **kwargs: None
+    print_once(threads_report(config.torch_threads, trainer.accelerator.unwrap_model(trainer.model)))
     from coreward.grpo.engines import precision_report
 
     for line in precision_report(trainer, config.model.master_weights):

@@ -60,6 +60,12 @@ logger = logging.getLogger(__name__)
 SOURCES_DIR = "reward_sources"
 TRAINER_STATE = "coreward_trainer_state_{rank}.pt"
 INIT_LOGPS = "coreward_init_per_token_logps"  # π_init's log-probabilities of the sampled tokens (kl/from_init)
+INIT_HIDDEN = "coreward_init_completion_hidden"  # π_init's last hidden states at the completion positions (exact)
+# The exact kl/from_init reads the policy's hidden states from the loss's own pass, instead of a no-grad pass of
+# its own, when π_init's hidden states for the generation batch (kept from scoring to the loss, through TRL's
+# shuffle) take at most this many bytes a process: the demo's take 2 MiB; 3,072-token completions of a 1.5B model
+# would take gigabytes, and pay the policy's pass instead (grpo/kl_from_init.py).
+KEEP_INIT_HIDDEN_BYTES = 2**28
 FAULT_COUNTERS = ("nonfinite_grad_steps", "nonfinite_reward_samples", "truncated_completions")
 
 
@@ -315,7 +321,9 @@ class CorewardGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
         attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        if self.kl_estimator == "exact":
+        if self.kl_estimator == "exact" and self._exact_kl_in_loss_pass(output, ids):
+            self._keep_init_hidden(output, ids, attention)
+        elif self.kl_estimator == "exact":
             self._exact_kl_from_init(ids, attention, output["completion_mask"])
         else:
             self._k3_kl_from_init(output, ids, attention)
@@ -346,6 +354,41 @@ class CorewardGRPOTrainer(GRPOTrainer):
             self._record_kl_from_init(output["old_per_token_logps"], init_logps, output["completion_mask"])
         else:  # travels with its rows through TRL's shuffle and split into micro-batches; read in the loss
             output[INIT_LOGPS] = init_logps
+
+    def _exact_kl_in_loss_pass(self, output: dict[str, Any], ids: torch.Tensor) -> bool:
+        """Whether the exact KL can take the policy's side from the loss's own pass (`_keep_init_hidden`): the
+        rollouts are on-policy (TRL computed no old log-probabilities, so the loss's pass runs the policy that
+        sampled them, before any update), π_init is a model of its own (a frozen copy or the reference), one process
+        or DDP holds whole weights (a ZeRO-3 or FSDP2 head gathered inside the loss's pass is not risked), and
+        π_init's hidden states fit KEEP_INIT_HIDDEN_BYTES."""
+        from coreward.grpo.kl_from_init import causal_lm
+
+        if output.get("old_per_token_logps") is not None or self.kl_init_source not in ("copy", "reference"):
+            return False
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return False
+        hidden = causal_lm(self.accelerator.unwrap_model(self.model)).config.get_text_config().hidden_size
+        return ids.size(0) * output["completion_mask"].size(1) * hidden * 4 <= KEEP_INIT_HIDDEN_BYTES
+
+    def _keep_init_hidden(self, output: dict[str, Any], ids: torch.Tensor, attention: torch.Tensor) -> None:
+        """π_init's pass over the generation batch, one micro-batch at a time: its hidden states at the completion
+        positions and its log-probabilities of the sampled tokens travel with their rows to the loss, whose own pass
+        of the policy gives the other side (`_get_per_token_logps_and_entropies`): one forward pass a step instead
+        of two. The run's random numbers are left as a run without the metric would have them."""
+        from coreward.grpo.kl_from_init import completion_hidden_states
+
+        width, rows = output["completion_mask"].size(1), self.args.per_device_train_batch_size
+        devices = [torch.cuda.current_device()] if ids.device.type == "cuda" else []
+        hidden, logps = [], []
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            for start in range(0, ids.size(0), rows):
+                part = slice(start, start + rows)
+                with (self._initial_policy() as init,
+                      completion_hidden_states(self.accelerator.unwrap_model(init), width) as kept):
+                    logps.append(self._get_per_token_logps_and_entropies(init, ids[part], attention[part], width,
+                                                                         rows)[0])
+                    hidden.append(kept[-1])
+        output[INIT_HIDDEN], output[INIT_LOGPS] = torch.cat(hidden), torch.cat(logps)
 
     def _exact_kl_from_init(self, ids: torch.Tensor, attention: torch.Tensor, mask: torch.Tensor) -> None:
         """KL_t over the whole vocabulary at each completion position (grpo/kl_from_init.py `token_kl`), from the
@@ -390,17 +433,35 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self._record_kl(sequence_k3(policy_logps.detach(), init_logps, completion_mask.float()), completion_mask)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
-        result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
-                                                            *args, **kwargs)
         pending, self._kl_pending = getattr(self, "_kl_pending", None), None
-        if pending is not None:  # the loss's pass over an on-policy micro-batch: the policy's log-probabilities
-            self._record_kl_from_init(result[0], *pending)
+        if pending is None or pending[2] is None:
+            result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                                *args, **kwargs)
+            if pending is not None:  # the loss's pass over an on-policy micro-batch: the policy's log-probabilities
+                self._record_kl_from_init(result[0], pending[0], pending[1])
+            return result
+        # exact, the policy's side from this pass (_keep_init_hidden): its hidden states at the completion positions
+        from coreward.grpo.kl_from_init import completion_hidden_states, sequence_k3, token_kl
+
+        init_logps, mask, init_hidden = pending
+        policy = self.accelerator.unwrap_model(self.model)
+        with completion_hidden_states(policy, logits_to_keep) as kept:
+            result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                                *args, **kwargs)
+        start = time.perf_counter()
+        with self._initial_policy() as init:
+            kl_t = token_kl(kept[-1], policy, init_hidden, self.accelerator.unwrap_model(init), mask,
+                            temperature=self.temperature)
+        self._record_kl(kl_t.sum(dim=1), mask)
+        k3 = sequence_k3(result[0].detach(), init_logps, mask.float())
+        self._metrics["train"]["kl/from_init_k3"].append(self.accelerator.gather(k3).mean().item())
+        self._metrics["train"]["time/kl_from_init_in_loss"].append(time.perf_counter() - start)
         return result
 
     def _expect_kl_from_init(self, inputs) -> None:
         """The next log-probability pass (the loss's, over `inputs`) records kl/from_init; see _log_kl_from_init."""
         if INIT_LOGPS in inputs and self.model.training:
-            self._kl_pending = (inputs[INIT_LOGPS], inputs["completion_mask"])
+            self._kl_pending = (inputs[INIT_LOGPS], inputs["completion_mask"], inputs.get(INIT_HIDDEN))
 
     def _compute_loss(self, model, inputs):
         if not (self.per_view_loss and "view" in inputs):

@@ -56,6 +56,27 @@ def torch_threads(count: int | None) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+# Below this many parameters a model's matrices are too small to split across CPU threads: one thread is the
+# fastest setting, and on cores shared with other jobs several threads spinning on each other are much slower
+# (`python benchmarks/threads_by_size.py`, docs/figures.md "torch threads by model size").
+ONE_THREAD_BELOW_PARAMETERS = 20_000_000
+
+
+def pick_torch_threads(parameters: int, device_type: str) -> tuple[int | None, str]:
+    """The torch CPU threads for a run whose config leaves `torch_threads` unset, and why, for the run log:
+    one thread for a small model on the CPU, torch's default (None: left as it is) otherwise."""
+    import torch
+
+    size = f"{parameters / 1e6:.1f}M" if parameters < 1e9 else f"{parameters / 1e9:.2f}B"
+    if device_type != "cpu":
+        return None, f"torch's default, {torch.get_num_threads()}: the model runs on {device_type}"
+    if parameters < ONE_THREAD_BELOW_PARAMETERS:
+        return 1, (f"a {size}-parameter model on the CPU: below {ONE_THREAD_BELOW_PARAMETERS / 1e6:g}M parameters one "
+                   "thread is fastest")
+    return None, (f"torch's default, {torch.get_num_threads()}: a {size}-parameter model's matrices are large enough to "
+                  "split across the cores")
+
+
 def prepare_tokenizer(tokenizer: Any, padding_side: str = "left") -> Any:
     """A pad token (the eos token when the tokenizer has none) and the padding side; returns the tokenizer.
 

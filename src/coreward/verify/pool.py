@@ -16,14 +16,14 @@ import math
 import multiprocessing
 import os
 import signal
-import sys
 import time
-import types
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 from multiprocessing.connection import wait
 from typing import NamedTuple
+
+from coreward.runtime import forkserver
 
 
 KILL_GRACE_S = 0.5  # a worker silent for timeout_s + this long is killed
@@ -140,7 +140,7 @@ class WorkerPool:
     def _spawn(self) -> _Worker:
         parent_conn, child_conn = self._ctx.Pipe()
         process = self._ctx.Process(target=_worker_main, args=(child_conn, self.timeout_s), daemon=True)
-        with _main_module_hidden():
+        with forkserver.main_module_hidden():
             process.start()
         child_conn.close()
         return _Worker(process, parent_conn)
@@ -222,33 +222,10 @@ def _stop(worker: _Worker, kill: bool) -> None:
     worker.conn.close()
 
 
-@contextlib.contextmanager
-def _main_module_hidden():
-    """Start a forkserver/spawn child without the caller's `__main__`.
-
-    Such a child re-imports the parent's main module (by path, as `__mp_main__`) before it runs its target, so a
-    plain script that calls `coreward.train` would train again in every verifier worker (and fight over the run
-    directory). The workers need nothing from `__main__` (their target lives in this module), so for the moment
-    of `start()` -- when multiprocessing reads what to re-import -- `__main__` is an empty module."""
-    main = sys.modules.get("__main__")
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        if main is None:
-            del sys.modules["__main__"]
-        else:
-            sys.modules["__main__"] = main
-
-
 def _mp_context():
     """forkserver (or spawn): callers run inside torch/torchrun processes with threads, where fork is
     unsafe. The forkserver preloads math-verify, so a replacement worker starts in milliseconds."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["math_verify", __name__])
-        return ctx
-    return multiprocessing.get_context("spawn")
+    return forkserver.context("math_verify", __name__)
 
 
 def default_workers() -> int:
