@@ -79,11 +79,12 @@ def train_here(policy: Path, run_dir: Path, *extra: str):
 
 
 def test_one_process_bf16_learns_as_fp32_and_pure_bf16_does_not(tiny_policy, tmp_path):
-    fp32_log = train_here(tiny_policy, tmp_path / "fp32", "torch_threads=null")  # picked: one for a tiny model
+    fp32_log = train_here(tiny_policy, tmp_path / "fp32", "torch_threads=null")  # picked from the idle cores
     bf16_log = train_here(tiny_policy, tmp_path / "bf16", "model.dtype=bfloat16")
     pure_log = train_here(tiny_policy, tmp_path / "pure", "model.dtype=bfloat16", "model.master_weights=none")
     assert "compute float32" in precision_line(fp32_log)
-    assert "threads: 1 torch thread(s) per process, picked (a " in fp32_log  # and the log says so
+    assert re.search(r"threads: \d+ torch thread\(s\) per process, picked \(a [\d.]+M-parameter model on the CPU, "
+                     r"[\d.]+ core\(s\) idle at the start", fp32_log), fp32_log[-3000:]  # and the log says so
     assert "threads: 1 torch thread(s) per process (torch_threads: 1)" in bf16_log
     assert precision_line(bf16_log) == "precision: policy weights float32, updated in float32, compute bfloat16 (single process)"
     assert "policy weights bfloat16, updated in bfloat16" in precision_line(pure_log)

@@ -125,8 +125,10 @@ class TrainConfig:
     verifier: VerifierSettings = field(default_factory=VerifierSettings)
     seed: int = 42
     output_dir: str = "runs/train"
-    # CPU threads for torch (None: torch's default). A tiny model on CPU generates fastest on one thread:
-    # more threads cost more in synchronization than they gain on matrices this small.
+    # CPU threads for torch per process. None: picked at the start, the cores other jobs leave idle (at most torch's
+    # default; torch's default on a GPU), and the run log's `threads:` line says what (runtime/devices.py). On cores
+    # shared with other jobs, threads of a small model wait on each other: 1.7x slower than one thread at 0.8M
+    # parameters (benchmarks/threads_by_size.py).
     torch_threads: int | None = None
     # signals that end the run cleanly after the current step (checkpoint written, exit status 75); [] to disable
     preempt_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])
@@ -165,7 +167,7 @@ class TrainConfig:
         if self.lora.enabled:
             validate_lora(self.lora)
         if self.torch_threads is not None and self.torch_threads < 1:
-            raise CorewardError(f"key torch_threads must be >= 1 (or null: torch's default), got {self.torch_threads}")
+            raise CorewardError(f"key torch_threads must be >= 1 (or null: picked from the idle cores), got {self.torch_threads}")
         needs = declared_needs(self.rewards)
         validate_batch(self.grpo, paired=declared(needs, "rephrasings") is not None)
         declared(needs, "teacher_rephrasings")  # two different ones are refused

@@ -352,15 +352,19 @@ def _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_re
 
 def threads_report(configured: int | None, model) -> str:
     """Pick the torch threads when the config leaves `torch_threads` unset (runtime/devices.py
-    `pick_torch_threads`: one for a small model on the CPU), and say what the run uses, for its log."""
+    `pick_torch_threads`: the cores other jobs leave idle), and say what the run uses, for its log."""
+    import os
+
     import torch
 
-    from coreward.runtime.devices import pick_torch_threads
+    from coreward.runtime.devices import idle_cores, pick_torch_threads
 
     if configured:
         return f"threads: {torch.get_num_threads()} torch thread(s) per process (torch_threads: {configured})"
     parameters = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())  # ZeRO-3: whole sizes
-    threads, why = pick_torch_threads(parameters, next(model.parameters()).device.type)
+    device = next(model.parameters()).device.type
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    threads, why = pick_torch_threads(parameters, device, idle_cores() if device == "cpu" else None, processes)
     if threads:
         torch.set_num_threads(threads)
     return f"threads: {torch.get_num_threads()} torch thread(s) per process, picked ({why}; set torch_threads to choose)"

@@ -56,25 +56,60 @@ def torch_threads(count: int | None) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-# Below this many parameters a model's matrices are too small to split across CPU threads: one thread is the
-# fastest setting, and on cores shared with other jobs several threads spinning on each other are much slower
-# (`python benchmarks/threads_by_size.py`, docs/figures.md "torch threads by model size").
-ONE_THREAD_BELOW_PARAMETERS = 20_000_000
+def cpu_times(stat: str = "/proc/stat") -> tuple[int, int]:
+    """(idle + iowait, all) clock ticks of the machine's CPUs since boot, from the first line of /proc/stat."""
+    with open(stat) as handle:
+        fields = [int(v) for v in handle.readline().split()[1:]]
+    return fields[3] + fields[4], sum(fields[:8])  # guest time is already counted in user time
 
 
-def pick_torch_threads(parameters: int, device_type: str) -> tuple[int | None, str]:
-    """The torch CPU threads for a run whose config leaves `torch_threads` unset, and why, for the run log:
-    one thread for a small model on the CPU, torch's default (None: left as it is) otherwise."""
+def idle_share(first: tuple[int, int], second: tuple[int, int], machine_cores: int, usable: int) -> float | None:
+    """Idle cores between two `cpu_times` samples: the machine's idle share times its cores, at most the cores this
+    process may use (None when no time passed)."""
+    idle, total = second[0] - first[0], second[1] - first[1]
+    return None if total <= 0 else min(usable, machine_cores * idle / total)
+
+
+def idle_cores(seconds: float = 0.25) -> float | None:
+    """How many of this process's cores sat idle over the next `seconds` (None where there is no /proc/stat): the
+    cores other jobs leave free, since this process sleeps meanwhile."""
+    import os
+    import time
+
+    try:
+        first = cpu_times()
+        time.sleep(seconds)
+        second = cpu_times()
+    except (OSError, ValueError, IndexError):
+        return None
+    machine_cores = os.cpu_count() or 1
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else machine_cores
+    return idle_share(first, second, machine_cores, usable)
+
+
+def pick_torch_threads(parameters: int, device_type: str, idle: float | None, processes: int = 1
+                       ) -> tuple[int | None, str]:
+    """The torch CPU threads for a run whose config leaves `torch_threads` unset, and why, for the run log.
+
+    On the CPU: the cores other jobs leave idle, shared among this machine's processes of the run, at least 1 and at
+    most torch's default. Measured on 2 cores (`python benchmarks/threads_by_size.py`, docs/figures.md "torch
+    threads"): idle, torch's default (2 threads) takes 0.53-0.65 of one thread's time at every size from 0.8M to
+    50M parameters; with the other core busy, it takes 1.71x one thread's time at 0.8M (its matrices are too small
+    to split, and the threads wait on each other), 1.35x at 12.6M and 1.07x at 50M. So the free cores decide, at
+    any size; the size only says how much a wrong choice costs. On a GPU torch's default is left alone (the CPU
+    threads only feed it). None: leave torch's default as it is."""
     import torch
 
+    default = torch.get_num_threads()
     size = f"{parameters / 1e6:.1f}M" if parameters < 1e9 else f"{parameters / 1e9:.2f}B"
     if device_type != "cpu":
-        return None, f"torch's default, {torch.get_num_threads()}: the model runs on {device_type}"
-    if parameters < ONE_THREAD_BELOW_PARAMETERS:
-        return 1, (f"a {size}-parameter model on the CPU: below {ONE_THREAD_BELOW_PARAMETERS / 1e6:g}M parameters one "
-                   "thread is fastest")
-    return None, (f"torch's default, {torch.get_num_threads()}: a {size}-parameter model's matrices are large enough to "
-                  "split across the cores")
+        return None, f"torch's default, {default}: the model runs on {device_type}"
+    if idle is None:
+        return None, f"torch's default, {default}: the idle cores could not be read (no /proc/stat)"
+    threads = max(1, min(default, int(idle / max(1, processes) + 0.5)))
+    share = f", shared by {processes} processes" if processes > 1 else ""
+    return threads, (f"a {size}-parameter model on the CPU, {idle:.1f} core(s) idle at the start{share}; torch's "
+                     f"default is {default}")
 
 
 def prepare_tokenizer(tokenizer: Any, padding_side: str = "left") -> Any:
