@@ -54,11 +54,11 @@ def main() -> None:
                        root / name, root / f"{name}.log", steps)
 
         fresh, forked = [], []
-        original = jobs_module._cli_arguments
+        original = jobs_module._train_arguments
         for i in range(args.repeats):
-            jobs_module._cli_arguments = lambda command: None  # every command as a fresh subprocess
+            jobs_module._train_arguments = lambda command: None  # every command as a fresh subprocess
             fresh.append(run([job(f"fresh{i}", 1)], 1))
-            jobs_module._cli_arguments = original
+            jobs_module._train_arguments = original
             forked.append(run([job(f"forked{i}", 1)], 1))
         print(f"one step of the rule demo config, start to exit: fresh process {min(fresh):.1f} s, forked from the "
               f"preloaded forkserver {min(forked):.1f} s (best of {args.repeats})")

@@ -6,12 +6,9 @@ Heavy libraries (torch, transformers, trl) are imported inside the command bodie
 
 from __future__ import annotations
 
-import sys
-
 import typer
 
-from coreward.runtime.errors import CorewardError
-from coreward.runtime.quiet import quiet_libraries
+from coreward.runtime.commands import run_app
 
 
 def _flags_without_a_type(option_class) -> None:
@@ -63,12 +60,7 @@ _register_all()
 
 def main() -> None:
     """Entry point: usage errors are click's (exit 2); a CorewardError is one clear line and exit 2."""
-    quiet_libraries()
-    try:
-        app()
-    except CorewardError as err:
-        typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
-        sys.exit(2)
+    run_app(app)
 
 
 if __name__ == "__main__":

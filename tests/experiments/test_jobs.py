@@ -8,26 +8,32 @@ import sys
 
 from coreward.experiments import jobs as jobs_module
 from coreward.experiments.jobs import Job, default_jobs, run_jobs, verifier_workers
+from tests.helpers.runs import tiny_train_args
 
 
-def cli_job(tmp_path, label: str, *arguments: str, steps: int = 1, cost: float | None = None) -> Job:
+def train_job(tmp_path, label: str, *arguments: str, steps: int = 1, cost: float | None = None) -> Job:
     return Job(label, [sys.executable, "-m", "coreward.cli", *arguments], tmp_path / label, tmp_path / f"{label}.log",
                steps, cost=cost)
 
 
-def test_forked_runs_are_coreward_commands_with_their_output_and_exit_status(tmp_path):
-    right = cli_job(tmp_path, "right", "verify", "\\frac{1}{2}", "--gold", "0.5")
-    wrong = cli_job(tmp_path, "wrong", "verify", "3", "--gold", "4")
-    refused = cli_job(tmp_path, "refused", "verify", "1", "--gold", "1", "--no-such-option")
+def test_forked_runs_are_coreward_train_with_its_output_and_exit_status(tiny_policy, tmp_path):
+    """A `coreward train` job is forked from the preloaded forkserver (not a new interpreter) and behaves as the
+    command: its lines in its log, exit 0 and a final model; a bad config's one-line error and exit 2; click's usage
+    error and exit 2."""
+    trained = train_job(tmp_path, "trained", *tiny_train_args(tiny_policy, tmp_path / "trained", "--max-steps", "1"))
+    bad = train_job(tmp_path, "bad", *tiny_train_args(tiny_policy, tmp_path / "bad", "--set", "grpo.no_such_key=1"))
+    refused = train_job(tmp_path, "refused", "train", "--no-such-option")
     lines: list[str] = []
-    run_jobs([right, wrong, refused], 2, prefix="t", say=lines.append, progress_every=60)
-    assert (right.status, right.returncode) == ("done", 0)
-    assert right.log.read_text().strip().endswith("true")
-    assert wrong.log.read_text().strip().endswith("false")
+    run_jobs([trained, bad, refused], 2, prefix="t", say=lines.append, progress_every=60)
+    assert (trained.status, trained.returncode) == ("done", 0), trained.log.read_text()[-3000:]
+    assert "finished at step 1; final model in" in trained.log.read_text() and (tmp_path / "trained" / "final").is_dir()
+    assert (bad.status, bad.returncode) == ("failed", 2)
+    assert "error: " in bad.log.read_text() and "no_such_key" in bad.log.read_text()
     assert (refused.status, refused.returncode) == ("failed", 2)  # click's usage error, as `coreward` exits
     assert "No such option" in refused.log.read_text()
     assert any("refused failed (exit 2)" in line for line in lines)
-    assert right.extra == {} and jobs_module._cli_arguments(right.command) == ["verify", "\\frac{1}{2}", "--gold", "0.5"]
+    assert jobs_module._train_arguments(refused.command) == ["train", "--no-such-option"]
+    assert jobs_module._train_arguments([sys.executable, "-m", "coreward.cli", "verify", "1"]) is None
 
 
 def test_a_command_that_is_not_coreward_runs_as_a_subprocess(tmp_path):
@@ -38,9 +44,11 @@ def test_a_command_that_is_not_coreward_runs_as_a_subprocess(tmp_path):
 
 
 def test_the_longest_runs_start_first_and_the_callers_work_runs_alongside(tmp_path):
-    short = cli_job(tmp_path, "short", "verify", "1", "--gold", "1", steps=10)
-    long = cli_job(tmp_path, "long", "verify", "1", "--gold", "1", steps=60)
-    costly = cli_job(tmp_path, "costly", "verify", "1", "--gold", "1", steps=30, cost=100.0)  # its cost, not steps
+    def quick(label: str, **size) -> Job:  # a command that is not `coreward train`: a subprocess
+        return Job(label, [sys.executable, "-c", "pass"], tmp_path / label, tmp_path / f"{label}.log", **size)
+
+    short, long = quick("short", steps=10), quick("long", steps=60)
+    costly = quick("costly", steps=30, cost=100.0)  # its cost, not its steps
     lines: list[str] = []
     calls: list[int] = []
     run_jobs([short, long, costly], 1, prefix="t", say=lines.append,

@@ -114,9 +114,9 @@ def duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-# imported once in the forkserver every run is forked from: coreward's CLI and its training stack (torch,
+# imported once in the forkserver every run is forked from: `coreward train` and its training stack (torch,
 # transformers, TRL, accelerate, datasets) and the verifier
-PRELOAD = ("coreward.cli", "coreward.grpo.train", "coreward.grpo.trainer", "coreward.verify.pool", "math_verify")
+PRELOAD = ("coreward.grpo.cli", "coreward.grpo.train", "coreward.grpo.trainer", "coreward.verify.pool", "math_verify")
 
 
 def prepare_launcher() -> None:
@@ -127,15 +127,16 @@ def prepare_launcher() -> None:
     forkserver.context(*PRELOAD)
 
 
-def _cli_arguments(command: list[str]) -> list[str] | None:
-    """The arguments of a `python -m coreward.cli ...` command (`train_command`); None for any other command."""
-    if command[:3] == [sys.executable, "-m", "coreward.cli"]:
+def _train_arguments(command: list[str]) -> list[str] | None:
+    """The arguments of a `python -m coreward.cli train ...` command (`train_command`), "train" first; None for
+    any other command."""
+    if command[:4] == [sys.executable, "-m", "coreward.cli", "train"]:
         return command[3:]
     return None
 
 
-def _run_cli(arguments: list[str], log: str, env: dict[str, str]) -> None:
-    """A forked run: `coreward ARGUMENTS` in this process, in a session of its own, its output in `log`."""
+def _run_train(arguments: list[str], log: str, env: dict[str, str]) -> None:
+    """A forked run: `coreward train ...` in this process, in a session of its own, its output in `log`."""
     os.setsid()  # Ctrl-C reaches the pool, which stops each run with SIGTERM (it checkpoints)
     os.environ.update(env)
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -146,9 +147,9 @@ def _run_cli(arguments: list[str], log: str, env: dict[str, str]) -> None:
 
     torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
     sys.argv = ["coreward", *arguments]
-    from coreward.cli import main
+    from coreward.grpo.cli import run_train
 
-    main()  # exits through SystemExit: its code is the process's exit code, as `coreward train`'s
+    run_train(arguments)  # exits through SystemExit: its code is the process's exit code, as `coreward train`'s
 
 
 class _Forked:
@@ -174,15 +175,15 @@ class _Forked:
 
 
 def start(job: Job, env: dict[str, str], log) -> subprocess.Popen | _Forked:
-    """Start `job`: forked from the preloaded forkserver when it is a coreward command, else as a subprocess.
+    """Start `job`: forked from the preloaded forkserver when it is a `coreward train` command, else as a subprocess.
     Either way in a new session (Ctrl-C reaches the pool, which stops each run), its output in `job.log`."""
     from coreward.runtime import forkserver
 
-    arguments = _cli_arguments(job.command)
+    arguments = _train_arguments(job.command)
     if arguments is None:
         return subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
                                 start_new_session=True)
-    process = forkserver.context(*PRELOAD).Process(target=_run_cli, args=(arguments, str(job.log), env))
+    process = forkserver.context(*PRELOAD).Process(target=_run_train, args=(arguments, str(job.log), env))
     with forkserver.main_module_hidden():
         process.start()
     return _Forked(process)

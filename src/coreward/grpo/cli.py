@@ -85,3 +85,14 @@ def register(app: typer.Typer) -> None:
     """Attach `train` and `push` to the main app."""
     app.command("train")(train_command)
     app.command("push")(push_command)
+
+
+def run_train(arguments: list[str]) -> None:
+    """`coreward train ARGUMENTS` in this process, as the command line runs it (its output, its exit status): how a
+    run forked by `coreward demo` or `coreward map` starts (experiments/jobs.py)."""
+    from coreward.runtime.commands import run_app
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command("train")(train_command)
+    app.command("push")(push_command)  # two commands: typer keeps `train` as a subcommand, as `coreward train`
+    run_app(app, arguments)
