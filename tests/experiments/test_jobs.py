@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from coreward.experiments import jobs as jobs_module
-from coreward.experiments.jobs import Job, default_jobs, run_jobs, verifier_workers
+from coreward.experiments.jobs import Job, default_jobs, last_step, run_jobs, verifier_workers
 from tests.helpers.runs import tiny_train_args
 
 
@@ -69,3 +71,25 @@ def test_default_jobs_is_one_run_per_core_as_far_as_the_memory_holds(monkeypatch
     monkeypatch.setattr(jobs_module, "available_memory", lambda: None)  # no /proc/meminfo: the cores decide
     assert default_jobs() == 8
     assert verifier_workers(8) == 1 and verifier_workers(2) == 4 and verifier_workers(1) == 8
+
+
+def test_ctrl_c_stops_the_forked_runs_with_a_checkpoint_each(tiny_policy, tmp_path):
+    """Ctrl-C in the pool (here: raised from its progress line once the run has trained a step) sends SIGTERM to each
+    forked run; the run ends its step, writes a checkpoint and exits 75, as `coreward train` does on SIGTERM; the
+    pool waits for it, marks it stopped and raises."""
+
+    run_dir = tmp_path / "long"
+    job = train_job(tmp_path, "long", *tiny_train_args(tiny_policy, run_dir, "--max-steps", "200",
+                                                       "--set", "grpo.save_steps=1000"))
+
+    def say(line: str) -> None:
+        if last_step(run_dir) >= 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_jobs([job], 1, prefix="t", say=say, progress_every=0.2)
+    assert (job.status, job.returncode) == ("stopped", 75)  # PREEMPTED_EXIT: checkpointed, try again
+    log = job.log.read_text()
+    assert "preempted: checkpoint of step" in log, log[-3000:]
+    assert list(run_dir.glob("checkpoint-*")), sorted(p.name for p in run_dir.iterdir())
+    assert job.extra == {} and last_step(run_dir) < 200

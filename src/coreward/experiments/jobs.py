@@ -258,7 +258,7 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
         for _job, process, _log, _ in running.values():  # coreward train checkpoints on SIGTERM and exits 75
             process.send_signal(signal.SIGTERM)
         for job, process, log, _ in running.values():
-            process.wait()
+            job.returncode = process.wait()
             log.close()
             job.status = "stopped"
         raise
