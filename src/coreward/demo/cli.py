@@ -44,7 +44,7 @@ def demo_command(
     """Train the demo policy with every reward method from the same warm start and compare them.
 
     The full demo takes about 6 minutes on 2 idle CPU cores (two runs side by side; 10 with --jobs 1, which prints a
-    line per step); --quick about 2.
+    line per step); --quick about 80 seconds.
 
     Example: coreward demo --quick
     """

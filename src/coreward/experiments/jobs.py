@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coreward.runtime.devices import usable_cores
+
 
 @dataclass
 class Job:
@@ -38,13 +40,6 @@ class Job:
     returncode: int | None = None
     seconds: float | None = None
     extra: dict = field(default_factory=dict)  # the caller's own bookkeeping
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 # What one side-by-side run of the demo or the map holds at its peak (peak RSS 1.2 GB for a demo Cooper run,
@@ -119,14 +114,6 @@ def duration(seconds: float) -> str:
 PRELOAD = ("coreward.grpo.cli", "coreward.grpo.train", "coreward.grpo.trainer", "coreward.verify.pool", "math_verify")
 
 
-def prepare_launcher() -> None:
-    """Ask the process's forkserver to preload the training stack (runtime/forkserver.py): called before
-    anything else (an evaluation's verifier) starts the server, so that it starts with these imports."""
-    from coreward.runtime import forkserver
-
-    forkserver.context(*PRELOAD)
-
-
 def _train_arguments(command: list[str]) -> list[str] | None:
     """The arguments of a `python -m coreward.cli train ...` command (`train_command`), "train" first; None for
     any other command."""
@@ -174,15 +161,19 @@ class _Forked:
         return self.process.exitcode
 
 
-def start(job: Job, env: dict[str, str], log) -> subprocess.Popen | _Forked:
+def start(job: Job, env: dict[str, str]) -> subprocess.Popen | _Forked:
     """Start `job`: forked from the preloaded forkserver when it is a `coreward train` command, else as a subprocess.
-    Either way in a new session (Ctrl-C reaches the pool, which stops each run), its output in `job.log`."""
+    Either way in a new session (Ctrl-C reaches the pool, which stops each run), its output appended to `job.log`.
+    The first run asks the forkserver for its preload before starting it, so a server started by it has the training
+    stack imported (the pool's own evaluations come after: `alongside`, `on_finish`)."""
     from coreward.runtime import forkserver
 
+    job.log.parent.mkdir(parents=True, exist_ok=True)
     arguments = _train_arguments(job.command)
     if arguments is None:
-        return subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                                start_new_session=True)
+        with open(job.log, "a") as log:  # the child holds its own copy of the descriptor
+            return subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
+                                    start_new_session=True)
     process = forkserver.context(*PRELOAD).Process(target=_run_train, args=(arguments, str(job.log), env))
     with forkserver.main_module_hidden():
         process.start()
@@ -200,7 +191,7 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
     the first runs started (work of the caller's that needs no run). Ctrl-C (or SIGTERM) stops the running jobs
     cleanly (`coreward train` checkpoints on SIGTERM) and raises."""
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    running: dict[int, tuple[Job, subprocess.Popen | _Forked, object, float]] = {}
+    running: dict[int, tuple[Job, subprocess.Popen | _Forked, float]] = {}
     start_time, last_line = time.monotonic(), 0.0
     order = sorted((j for j in jobs if j.status == "waiting"), key=lambda j: -(j.cost if j.cost is not None else j.steps))
 
@@ -214,16 +205,13 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
     def launch() -> None:
         while order and len(running) < parallel:
             job = order.pop(0)
-            job.log.parent.mkdir(parents=True, exist_ok=True)
-            log = open(job.log, "a")
             # a port of its own for torch.distributed's rendezvous (a vLLM engine's, in a one-process run): TRL picks
             # 29500 when it looks free, and two runs started at once would both see it free
-            process = start(job, {**env, "MASTER_PORT": str(free_port())}, log)
+            process = start(job, {**env, "MASTER_PORT": str(free_port())})
             job.status = "running"
-            running[process.pid] = (job, process, log, time.monotonic())
+            running[process.pid] = (job, process, time.monotonic())
             say(f"{prefix}: started {job.label} -> {job.run_dir}")
 
-    prepare_launcher()
     try:
         while True:
             launch()
@@ -235,10 +223,9 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
                     say(line())
                 break
             finished = []
-            for pid, (job, process, log, began) in list(running.items()):
+            for pid, (job, process, began) in list(running.items()):
                 if process.poll() is None:
                     continue
-                log.close()
                 del running[pid]
                 job.returncode, job.seconds = process.returncode, time.monotonic() - began
                 job.status = "done" if process.returncode == 0 and succeeded(job) else "failed"
@@ -255,10 +242,9 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
                         on_finish(job)
             time.sleep(0.5)
     except KeyboardInterrupt:
-        for _job, process, _log, _ in running.values():  # coreward train checkpoints on SIGTERM and exits 75
+        for _job, process, _ in running.values():  # coreward train checkpoints on SIGTERM and exits 75
             process.send_signal(signal.SIGTERM)
-        for job, process, log, _ in running.values():
+        for job, process, _ in running.values():
             job.returncode = process.wait()
-            log.close()
             job.status = "stopped"
         raise

@@ -374,50 +374,64 @@ class CorewardGRPOTrainer(GRPOTrainer):
         """π_init's pass over the generation batch, one micro-batch at a time: its hidden states at the completion
         positions and its log-probabilities of the sampled tokens travel with their rows to the loss, whose own pass
         of the policy gives the other side (`_get_per_token_logps_and_entropies`): one forward pass a step instead
-        of two. The run's random numbers are left as a run without the metric would have them."""
-        from coreward.grpo.kl_from_init import completion_hidden_states
-
-        width, rows = output["completion_mask"].size(1), self.args.per_device_train_batch_size
-        devices = [torch.cuda.current_device()] if ids.device.type == "cuda" else []
+        of two."""
+        width = output["completion_mask"].size(1)
         hidden, logps = [], []
-        with torch.random.fork_rng(devices=devices), torch.no_grad():
-            for start in range(0, ids.size(0), rows):
-                part = slice(start, start + rows)
-                with (self._initial_policy() as init,
-                      completion_hidden_states(self.accelerator.unwrap_model(init), width) as kept):
-                    logps.append(self._get_per_token_logps_and_entropies(init, ids[part], attention[part], width,
-                                                                         rows)[0])
-                    hidden.append(kept[-1])
+        with self._metric_passes():
+            for part in self._micro_batches(ids):
+                with self._initial_policy() as init:
+                    part_logps, part_hidden = self._hidden_pass(init, ids[part], attention[part], width)
+                logps.append(part_logps)
+                hidden.append(part_hidden)
         output[INIT_HIDDEN], output[INIT_LOGPS] = torch.cat(hidden), torch.cat(logps)
 
     def _exact_kl_from_init(self, ids: torch.Tensor, attention: torch.Tensor, mask: torch.Tensor) -> None:
         """KL_t over the whole vocabulary at each completion position (grpo/kl_from_init.py `token_kl`), from the
         policy's and π_init's last hidden states, kept from TRL's own log-probability pass over one micro-batch at
-        a time (`completion_hidden_states`), so that one micro-batch's hidden states live at once. The same passes
-        give both models' log-probabilities of the sampled tokens: k3 is logged beside, `kl/from_init_k3`.
-        The run's random numbers are left as a run without the metric would have them (a policy with dropout)."""
-        from coreward.grpo.kl_from_init import completion_hidden_states, sequence_k3, token_kl
+        a time (`_hidden_pass`), so that one micro-batch's hidden states live at once. The same passes give both
+        models' log-probabilities of the sampled tokens: k3 is logged beside, `kl/from_init_k3`."""
+        from coreward.grpo.kl_from_init import sequence_k3, token_kl
 
-        width, rows = mask.size(1), self.args.per_device_train_batch_size
-        unwrap = self.accelerator.unwrap_model
-        devices = [torch.cuda.current_device()] if mask.device.type == "cuda" else []
+        width, unwrap = mask.size(1), self.accelerator.unwrap_model
         exact, k3 = [], []
-        with torch.random.fork_rng(devices=devices), torch.no_grad():
-            for start in range(0, ids.size(0), rows):
-                part = slice(start, start + rows)
-                with completion_hidden_states(unwrap(self.model), width) as kept:
-                    policy_logps = self._get_per_token_logps_and_entropies(self.model, ids[part], attention[part],
-                                                                            width, rows)[0]
-                    policy_hidden = kept[-1]
-                with self._initial_policy() as init, completion_hidden_states(unwrap(init), width) as kept:
-                    init_logps = self._get_per_token_logps_and_entropies(init, ids[part], attention[part], width,
-                                                                          rows)[0]
-                    kl_t = token_kl(policy_hidden, unwrap(self.model), kept[-1], unwrap(init), mask[part],
+        with self._metric_passes():
+            for part in self._micro_batches(ids):
+                policy_logps, policy_hidden = self._hidden_pass(self.model, ids[part], attention[part], width)
+                with self._initial_policy() as init:
+                    init_logps, init_hidden = self._hidden_pass(init, ids[part], attention[part], width)
+                    kl_t = token_kl(policy_hidden, unwrap(self.model), init_hidden, unwrap(init), mask[part],
                                     temperature=self.temperature)
                 exact.append(kl_t.sum(dim=1))
                 k3.append(sequence_k3(policy_logps, init_logps, mask[part].float()))
-        self._record_kl(torch.cat(exact), mask)
-        self._metrics["train"]["kl/from_init_k3"].append(self.accelerator.gather(torch.cat(k3)).mean().item())
+        self._record_exact_kl(torch.cat(exact), torch.cat(k3), mask)
+
+    @contextmanager
+    def _metric_passes(self):
+        """No gradients, and the run's random numbers left as a run without the metric would have them (a policy
+        with dropout draws some in a forward pass)."""
+        devices = [torch.cuda.current_device()] if self.accelerator.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            yield
+
+    def _micro_batches(self, ids: torch.Tensor) -> list[slice]:
+        rows = self.args.per_device_train_batch_size
+        return [slice(start, start + rows) for start in range(0, ids.size(0), rows)]
+
+    def _hidden_pass(self, model, ids: torch.Tensor, attention: torch.Tensor, width: int
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """TRL's log-probability pass of `model` over one micro-batch, and its backbone's last hidden states at the
+        completion positions (`completion_hidden_states`): (log-probabilities of the sampled tokens, hidden states)."""
+        from coreward.grpo.kl_from_init import completion_hidden_states
+
+        with completion_hidden_states(self.accelerator.unwrap_model(model), width) as kept:
+            logps = self._get_per_token_logps_and_entropies(model, ids, attention, width, ids.size(0))[0]
+        return logps, kept[-1]
+
+    def _record_exact_kl(self, sequence_kl: torch.Tensor, sequence_k3: torch.Tensor, completion_mask: torch.Tensor
+                         ) -> None:
+        """`kl/from_init` and `kl/from_init_per_token` of the exact estimator, and k3 on the same samples beside it."""
+        self._record_kl(sequence_kl, completion_mask)
+        self._metrics["train"]["kl/from_init_k3"].append(self.accelerator.gather(sequence_k3).mean().item())
 
     def _record_kl(self, sequence_kl: torch.Tensor, completion_mask: torch.Tensor) -> None:
         """`kl/from_init` (mean over all processes' completions of Σ_t KL_t) and `kl/from_init_per_token`."""
@@ -452,9 +466,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         with self._initial_policy() as init:
             kl_t = token_kl(kept[-1], policy, init_hidden, self.accelerator.unwrap_model(init), mask,
                             temperature=self.temperature)
-        self._record_kl(kl_t.sum(dim=1), mask)
-        k3 = sequence_k3(result[0].detach(), init_logps, mask.float())
-        self._metrics["train"]["kl/from_init_k3"].append(self.accelerator.gather(k3).mean().item())
+        self._record_exact_kl(kl_t.sum(dim=1), sequence_k3(result[0].detach(), init_logps, mask.float()), mask)
         self._metrics["train"]["time/kl_from_init_in_loss"].append(time.perf_counter() - start)
         return result
 

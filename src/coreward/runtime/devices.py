@@ -56,6 +56,16 @@ def torch_threads(count: int | None) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; all of the machine's where there is none)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def cpu_times(stat: str = "/proc/stat") -> tuple[int, int]:
     """(idle + iowait, all) clock ticks of the machine's CPUs since boot, from the first line of /proc/stat."""
     with open(stat) as handle:
@@ -82,9 +92,7 @@ def idle_cores(seconds: float = 0.25) -> float | None:
         second = cpu_times()
     except (OSError, ValueError, IndexError):
         return None
-    machine_cores = os.cpu_count() or 1
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else machine_cores
-    return idle_share(first, second, machine_cores, usable)
+    return idle_share(first, second, os.cpu_count() or 1, usable_cores())
 
 
 def pick_torch_threads(parameters: int, device_type: str, idle: float | None, processes: int = 1

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import math
 import multiprocessing
-import os
 import signal
 import time
 from collections import deque
@@ -24,6 +23,7 @@ from multiprocessing.connection import wait
 from typing import NamedTuple
 
 from coreward.runtime import forkserver
+from coreward.runtime.devices import usable_cores
 
 
 KILL_GRACE_S = 0.5  # a worker silent for timeout_s + this long is killed
@@ -229,5 +229,4 @@ def _mp_context():
 
 
 def default_workers() -> int:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(8, cpus))
+    return max(1, min(8, usable_cores()))
