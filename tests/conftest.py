@@ -16,6 +16,16 @@ SLOWEST_FILES = ("grpo/test_sharded.py", "grpo/test_trainer_faults.py", "test_gp
                  "experiments/test_hackability.py", "test_user_scripts.py")
 
 
+def pytest_configure(config):
+    """Whatever first starts this process's forkserver (a verifier pool, a forked run of the kill-and-resume harness)
+    starts it with the training stack imported, so every one-process `coreward train` the fault tests launch is
+    forked from it rather than paying its imports again (tests/helpers/kill_resume.py)."""
+    from coreward.experiments.jobs import PRELOAD
+    from coreward.runtime import forkserver
+
+    forkserver.context(*PRELOAD)
+
+
 def pytest_collection_modifyitems(config, items):
     tests = Path(__file__).parent
 

@@ -136,34 +136,51 @@ def has_deepspeed() -> bool:
 TEACHER = "final/reward_sources/co_rewarding_2/teacher.safetensors"
 
 
+@pytest.fixture(scope="module")
+def fp32_two_process_reference(tiny_policy, tmp_path_factory) -> dict[str, float]:
+    """What a float32 run of the sharded tests' setting moves (policy and teacher), run once for every engine: one
+    process holding both processes' batch (2 × 8 completions a step, every prompt each step). A correct engine
+    computes the same float32 step as one process does, up to the order of its sums, so each engine's bf16 run is
+    held against the same reference; an engine whose float32 run also failed to learn would fail here too."""
+    run_dir = tmp_path_factory.mktemp("fp32_reference") / "run"
+    args = ["train", "--config", config_with_signal(run_dir.parent, teacher=True), "--output-dir", run_dir,
+            "--max-steps", STEPS]
+    for item in [*settings(tiny_policy), "grpo.per_device_train_batch_size=16", "model.dtype=float32",
+                 "grpo.beta=0.01"]:
+        args += ["--set", item]
+    result = coreward_here(*args)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    initial = {k: v.float() for k, v in load_file(tiny_policy / "model.safetensors").items()}
+    return {"policy": moved(run_dir, tiny_policy),
+            "teacher": update_norm(initial, {k: v.float() for k, v in load_file(run_dir / TEACHER).items()})}
+
+
 @pytest.mark.parametrize("engine", [pytest.param("zero2", marks=pytest.mark.skipif(not has_deepspeed(), reason="deepspeed")),
                                     pytest.param("zero3", marks=pytest.mark.skipif(not has_deepspeed(), reason="deepspeed")),
                                     "fsdp2"])
-def test_sharded_engine_bf16_learns_as_fp32(engine, tiny_policy, tmp_path):
-    """2 gloo processes under the engine's CPU config, launched with mixed_precision bf16 and with 'no': the rule
-    reward and Co-rewarding-II's EMA teacher (the KL reference, as a sharded engine holds it), whose update
-    α·(θ − θ_T) at lr 1e-6 is far below a bf16 rounding step: it survives only in float32 (under ZeRO-3, per
-    process, on its partitions)."""
+def test_sharded_engine_bf16_learns_as_fp32(engine, tiny_policy, fp32_two_process_reference, tmp_path):
+    """2 gloo processes under the engine's CPU config, launched with mixed_precision bf16: the rule reward and
+    Co-rewarding-II's EMA teacher (the KL reference, as a sharded engine holds it), whose update α·(θ − θ_T) at lr
+    1e-6 is far below a bf16 rounding step: it survives only in float32 (under ZeRO-3, per process, on its
+    partitions). Held against the same setting's float32 run (`fp32_two_process_reference`)."""
     config = config_with_signal(tmp_path, teacher=True)
-    norms, lines, teacher = {}, {}, {}
-    for precision in ("no", "bf16"):
-        run_dir = tmp_path / precision
-        command = train_command(config, run_dir, settings(tiny_policy)
-                                + [f"model.dtype={'bfloat16' if precision == 'bf16' else 'float32'}", "grpo.beta=0.01"],
-                                STEPS, resume=False, accelerate_config=ACCELERATE / f"{engine}_cpu.yaml")
-        command[command.index("--config_file") + 2:command.index("--config_file") + 2] = ["--mixed_precision", precision]
-        attempt = launch(command, run_dir)
-        assert attempt.returncode == 0, attempt.log[-3000:]
-        start = torch.bfloat16 if precision == "bf16" and engine != "fsdp2" else None
-        norms[precision], lines[precision] = moved(run_dir, tiny_policy, start), precision_line(attempt.log)
-        final = load_file(run_dir / "final" / "model.safetensors")
-        assert {str(t.dtype) for t in final.values()} == {"torch.float32"}, engine  # masters written, not bf16 copies
-        initial = {k: v.to(start or v.dtype).float() for k, v in load_file(tiny_policy / "model.safetensors").items()}
-        teacher[precision] = update_norm(initial, {k: v.float() for k, v in load_file(run_dir / TEACHER).items()})
-    assert "compute bfloat16" in lines["bf16"] and "updated in float32" in lines["bf16"], lines
-    ratio, teacher_ratio = norms["bf16"] / norms["no"], teacher["bf16"] / teacher["no"]
-    assert BAND[0] <= ratio <= BAND[1], (engine, norms)
-    assert BAND[0] <= teacher_ratio <= BAND[1], (engine, teacher)
+    run_dir = tmp_path / "bf16"
+    command = train_command(config, run_dir, settings(tiny_policy) + ["model.dtype=bfloat16", "grpo.beta=0.01"],
+                            STEPS, resume=False, accelerate_config=ACCELERATE / f"{engine}_cpu.yaml")
+    command[command.index("--config_file") + 2:command.index("--config_file") + 2] = ["--mixed_precision", "bf16"]
+    attempt = launch(command, run_dir)
+    assert attempt.returncode == 0, attempt.log[-3000:]
+    line = precision_line(attempt.log)
+    assert "compute bfloat16" in line and "updated in float32" in line, line
+    start = torch.bfloat16 if engine != "fsdp2" else None
+    final = load_file(run_dir / "final" / "model.safetensors")
+    assert {str(t.dtype) for t in final.values()} == {"torch.float32"}, engine  # masters written, not bf16 copies
+    initial = {k: v.to(start or v.dtype).float() for k, v in load_file(tiny_policy / "model.safetensors").items()}
+    teacher = update_norm(initial, {k: v.float() for k, v in load_file(run_dir / TEACHER).items()})
+    ratio = moved(run_dir, tiny_policy, start) / fp32_two_process_reference["policy"]
+    teacher_ratio = teacher / fp32_two_process_reference["teacher"]
+    assert BAND[0] <= ratio <= BAND[1], (engine, ratio, fp32_two_process_reference)
+    assert BAND[0] <= teacher_ratio <= BAND[1], (engine, teacher_ratio, fp32_two_process_reference)
 
 
 def test_lora_keeps_a_bf16_base_and_trains_float32_adapters(tiny_policy, tmp_path):

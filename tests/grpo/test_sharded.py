@@ -30,7 +30,7 @@ from tests.helpers.kill_resume import kill_and_resume, launch, train_command
 
 REPO = Path(__file__).resolve().parents[2]
 ACCELERATE = REPO / "configs" / "accelerate"
-MAX_STEPS = 3
+MAX_STEPS = 2  # killed at step 2 and resumed from checkpoint 1: the resumed launch makes a whole step
 
 
 def three_methods(tmp_path: Path, rm: Path) -> Path:
@@ -131,6 +131,10 @@ def test_sharded_engine_runs_three_methods_and_resumes_exactly(engine, memorized
 
     ours, theirs = run_dir / f"checkpoint-{MAX_STEPS}", tmp_path / "reference" / f"checkpoint-{MAX_STEPS}"
     assert_close(load_file(ours / "model.safetensors"), load_file(theirs / "model.safetensors"))
+    # and the resumed step had something to get right: the policy moved in it
+    before = load_file(tmp_path / "reference" / f"checkpoint-{MAX_STEPS - 1}" / "model.safetensors")
+    after = load_file(theirs / "model.safetensors")
+    assert any(not torch.equal(before[k], after[k]) for k in after)
     teacher, teacher_ref = ours / "reward_sources" / "co_rewarding_2", theirs / "reward_sources" / "co_rewarding_2"
     assert_close(load_file(teacher / "teacher.safetensors"), load_file(teacher_ref / "teacher.safetensors"))
     assert json.loads((teacher / "teacher_state.json").read_text()) == json.loads((teacher_ref / "teacher_state.json").read_text())

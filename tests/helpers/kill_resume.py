@@ -78,10 +78,9 @@ def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float =
         if fault_rank is not None:
             env[FAULT_RANK_ENV] = str(fault_rank)
     start = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a full pipe would stall the run
+    with tempfile.NamedTemporaryFile("w+") as log:  # a file, not a pipe: a full pipe would stall the run
         # from the repository root: configs name files relative to it (zero3_cpu.yaml its DeepSpeed json)
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True,
-                                   cwd=Path(__file__).resolve().parents[2])
+        process = _start(command, log, env, Path(__file__).resolve().parents[2])
         try:
             if kill.startswith("timed:"):
                 _kill_after_progress(process, run_dir, before, float(kill.split(":", 1)[1]), timeout_s)
@@ -103,7 +102,34 @@ def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float =
                    checkpoint_step(after) if after else 0, text)
 
 
-def _kill_after_progress(process: subprocess.Popen, run_dir: Path, before: Path | None, delay_s: float,
+def _start(command: list[str], log, env: dict[str, str], cwd: Path):
+    """`command` writing to `log`: a one-process `python -m coreward.cli train` is forked from the forkserver that
+    preloaded the training stack (as `coreward demo` and `coreward map` start their runs, experiments/jobs.py), the
+    rest (torchrun, accelerate launch) are new processes. A forked run is a process of its own, in a session of its
+    own, with exactly `env`: it dies of SIGKILL as a new one does, without the ~4.5 s of imports each launch of the
+    fault tests would pay again."""
+    from coreward.experiments.jobs import PRELOAD, _Forked, _train_arguments
+    from coreward.runtime import forkserver
+
+    arguments = _train_arguments(command)
+    if arguments is None:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True, cwd=cwd)
+    process = forkserver.context(*PRELOAD).Process(target=_forked_train, args=(arguments, log.name, env, str(cwd)))
+    with forkserver.main_module_hidden():
+        process.start()
+    return _Forked(process)
+
+
+def _forked_train(arguments: list[str], log: str, env: dict[str, str], cwd: str) -> None:
+    """In the forked child: the environment and directory a new process would have had, then `coreward train`."""
+    from coreward.experiments.jobs import _run_train
+
+    os.chdir(cwd)
+    os.environ.clear()
+    _run_train(arguments, log, env)  # a session of its own, its output in `log`, exits with coreward train's code
+
+
+def _kill_after_progress(process, run_dir: Path, before: Path | None, delay_s: float,
                          timeout_s: float) -> None:
     from coreward.grpo.checkpoints import last_complete_checkpoint
 
@@ -118,7 +144,7 @@ def _kill_after_progress(process: subprocess.Popen, run_dir: Path, before: Path 
         _kill_group(process)
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _kill_group(process) -> None:
     """SIGKILL the launch and every process it started, as when the machine dies. torchrun starts its
     workers in sessions of their own, so killing its process group would leave them running: the tree is
     collected first (psutil), then all of it is killed."""

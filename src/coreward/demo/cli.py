@@ -48,12 +48,15 @@ def demo_command(
 
     Example: coreward demo --quick
     """
+    from coreward.experiments.jobs import default_jobs, warm_forkserver
+
+    jobs = jobs if jobs is not None else default_jobs()
+    if jobs > 1:  # the runs' forkserver imports torch, transformers and TRL while this process imports its own
+        warm_forkserver()
     from coreward.demo.run import demo_output_dir, parse_methods, report_paths, run_demo_seeds
-    from coreward.experiments.jobs import default_jobs
 
     chosen = parse_methods(methods)
     directory = demo_output_dir(output_dir, overwrite)
-    jobs = jobs if jobs is not None else default_jobs()
     if not quick:  # measured on 2 idle cores: 359 s side by side, 619 s one at a time (docs/figures.md)
         minutes = max(1, round((6 if jobs >= 2 else 10) * seeds * len(chosen) / 8))
         typer.echo(f"coreward demo: {len(chosen)} methods x {seeds} seed(s), about {minutes} minutes on 2 idle CPU "

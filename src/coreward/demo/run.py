@@ -240,6 +240,10 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
     from coreward.data.benchmarks import load_benchmark
     from coreward.demo.policy import ensure_demo_policy
 
+    if jobs > 1:  # started before this process's own imports and checks, which its imports overlap
+        from coreward.experiments.jobs import warm_forkserver
+
+        warm_forkserver()
     budget = budget or (QUICK if quick else FULL)
     output_dir, started = Path(output_dir), time.perf_counter()
     seed_dirs = {s: output_dir if len(seeds) == 1 else output_dir / f"seed-{s}" for s in seeds}
