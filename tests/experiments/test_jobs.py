@@ -1,10 +1,11 @@
 """The side-by-side runner of `coreward demo` and `coreward map` (experiments/jobs.py): runs forked from the
 preloaded forkserver behave as `coreward` commands (their output, their exit status), the longest start first,
-the caller's work runs alongside, and the default number of runs fits the cores and the memory."""
+the caller's follow-up work waits for the runs, and the default number of runs fits the cores and the memory."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,19 +46,38 @@ def test_a_command_that_is_not_coreward_runs_as_a_subprocess(tmp_path):
     assert job.status == "done" and job.log.read_text().strip() == "hello 1"
 
 
-def test_the_longest_runs_start_first_and_the_callers_work_runs_alongside(tmp_path):
+def write_note(path: str, text: str) -> None:  # a function job's target (forked: importable by name)
+    Path(path).write_text(text)
+
+
+def fail(message: str) -> None:
+    raise RuntimeError(message)
+
+
+def test_the_longest_runs_start_first_and_the_follow_up_work_waits_for_them(tmp_path):
+    """Runs start by cost (else steps); the jobs `on_finish` returns (the demo's evaluations: function jobs, forked)
+    join the queue by their cost, so short ones run after the runs; one that raises fails with its traceback in its
+    log; the progress line counts the runs only."""
     def quick(label: str, **size) -> Job:  # a command that is not `coreward train`: a subprocess
         return Job(label, [sys.executable, "-c", "pass"], tmp_path / label, tmp_path / f"{label}.log", **size)
 
     short, long = quick("short", steps=10), quick("long", steps=60)
     costly = quick("costly", steps=30, cost=100.0)  # its cost, not its steps
+    follow_ups = {
+        "costly": Job("note", ["write_note"], tmp_path / "note", tmp_path / "note.log", 0, cost=1.0,
+                      target=write_note, args=(str(tmp_path / "note.txt"), "after costly")),
+        "long": Job("broken", ["fail"], tmp_path / "broken", tmp_path / "broken.log", 0, cost=2.0,
+                    target=fail, args=("no such model",)),
+    }
     lines: list[str] = []
-    calls: list[int] = []
     run_jobs([short, long, costly], 1, prefix="t", say=lines.append,
-             alongside=lambda: calls.append(sum(line.startswith("t: started") for line in lines)))
+             on_finish=lambda job: [follow_ups[job.label]] if job.label in follow_ups else None)
     started = [line.split()[2] for line in lines if line.startswith("t: started")]
-    assert started == ["costly", "long", "short"]
-    assert calls == [1]  # once, after the first run started
+    assert started == ["costly", "long", "short", "broken", "note"]
+    assert (tmp_path / "note.txt").read_text() == "after costly" and follow_ups["costly"].status == "done"
+    assert (follow_ups["long"].status, follow_ups["long"].returncode) == ("failed", 1)
+    assert "RuntimeError: no such model" in (tmp_path / "broken.log").read_text()
+    assert [line for line in lines if "runs done" in line][-1].startswith("t: 3/3 runs done")
 
 
 def test_default_jobs_is_one_run_per_core_as_far_as_the_memory_holds(monkeypatch):

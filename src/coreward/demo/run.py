@@ -259,30 +259,32 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
     heldout = {"demo": load_benchmark("demo", split="test", limit=budget.eval_problems)}
     baselines = {}
 
-    def evaluate_baselines() -> None:
-        for s in seeds:
-            seed_dirs[s].mkdir(parents=True, exist_ok=True)
-            baselines[s] = heldout_avg(policy, heldout, budget.eval_n, s, seed_dirs[s] / "eval" / "baseline")
-            print(f"baseline (warm-started demo policy{'' if len(seeds) == 1 else f', seed {s}'}): "
-                  f"held-out avg@{budget.eval_n} = {baselines[s]:.3f}")
+    def baseline_evaluated(seed: int, avg: float) -> None:
+        baselines[seed] = avg
+        print(f"baseline (warm-started demo policy{'' if len(seeds) == 1 else f', seed {seed}'}): "
+              f"held-out avg@{budget.eval_n} = {avg:.3f}")
 
-    def evaluated(run: DemoRun, seconds: float) -> None:
-        run.result = {"method": run.method, "heldout_avg": heldout_avg(run.run_dir / "final", heldout, budget.eval_n,
-                                                                        run.seed, run.eval_dir),
-                      **final_metrics(run.run_dir), "seconds": round(seconds, 1)}
+    def evaluated(run: DemoRun, seconds: float, avg: float) -> None:
+        run.result = {"method": run.method, "heldout_avg": avg, **final_metrics(run.run_dir),
+                      "seconds": round(seconds, 1)}
         if run.stress:
             run.result.update({f"start_{k}": v for k, v in final_metrics(run.run_dir, first=True).items()})
         print(f"{run.title}{'' if len(seeds) == 1 else f' (seed {run.seed})'}: held-out avg@{budget.eval_n} = "
-              f"{run.result['heldout_avg']:.3f}" + (f"; train verified accuracy "
+              f"{avg:.3f}" + (f"; train verified accuracy "
               f"{_share(run.result['start_train_verified_accuracy'])} (first 5 steps) -> "
               f"{_share(run.result['train_verified_accuracy'])} (last 5)" if run.stress else ""))
 
     for run in runs:
         shutil.rmtree(run.run_dir, ignore_errors=True)  # a demo run always starts fresh: same seed, same table
-    if jobs > 1:  # the baselines are evaluated while the first runs train
-        train_side_by_side(runs, configs, jobs, evaluated, evaluate_baselines)
+    for s in seeds:
+        seed_dirs[s].mkdir(parents=True, exist_ok=True)
+    if jobs > 1:
+        baseline_jobs = [evaluation_job("baseline", policy, heldout, budget.eval_n, s, seed_dirs[s] / "eval" / "baseline",
+                                        {"seed": s}) for s in seeds]
+        train_side_by_side(runs, configs, jobs, baseline_jobs, heldout, budget.eval_n, baseline_evaluated, evaluated)
     else:
-        evaluate_baselines()
+        for s in seeds:
+            baseline_evaluated(s, heldout_avg(policy, heldout, budget.eval_n, s, seed_dirs[s] / "eval" / "baseline"))
         from coreward.grpo.train import run_training
 
         for run, config in zip(runs, configs):
@@ -291,7 +293,8 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
                   if run.stress else "") + f" ({run.run_dir})")
             began = time.perf_counter()
             run_training(config, output_dir=str(run.run_dir))
-            evaluated(run, time.perf_counter() - began)
+            seconds = time.perf_counter() - began
+            evaluated(run, seconds, heldout_avg(run.run_dir / "final", heldout, budget.eval_n, run.seed, run.eval_dir))
 
     summaries = [seed_summary(s, [r for r in runs if r.seed == s], baselines[s], budget, quick, seed_dirs[s])
                  for s in seeds]
@@ -309,10 +312,33 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
     return summary
 
 
-def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, evaluated, alongside=None) -> None:
-    """Every run as a `coreward train` process, `jobs` at a time, the longest first; each is evaluated as soon
-    as it finishes (while the others go on), and `alongside` runs once the first runs have started. A failed run
-    fails the demo, naming its log."""
+# An evaluation's length in the units of `STEP_COST` (a rule step's time): the held-out evaluation of a run takes about
+# 8 s alone on one core, a rule step 1.1 s. Shorter than any run, so side by side the evaluations wait for the
+# training runs and fill the cores the last of them leave idle.
+EVAL_COST = 7.0
+HELDOUT_FILE = "heldout_avg.json"
+
+
+def heldout_eval(model: str, heldout: dict, n: int, seed: int, output_dir: Path) -> None:
+    """`heldout_avg` as a job of its own (forked, experiments/jobs.py): the value goes to `output_dir`/HELDOUT_FILE
+    (JSON keeps a float exactly, so the table is the one `--jobs 1` makes)."""
+    avg = heldout_avg(model, heldout, n, seed, output_dir)
+    (Path(output_dir) / HELDOUT_FILE).write_text(json.dumps({"heldout_avg": avg}))
+
+
+def evaluation_job(label: str, model: Path | str, heldout: dict, n: int, seed: int, eval_dir: Path, extra: dict):
+    from coreward.experiments.jobs import Job
+
+    (eval_dir / HELDOUT_FILE).unlink(missing_ok=True)  # an earlier demo's, with --overwrite
+    return Job(f"evaluation of {label}", ["heldout_eval", str(model)], eval_dir, eval_dir.parent / f"{eval_dir.name}.log",
+               0, cost=EVAL_COST, extra=extra, target=heldout_eval, args=(str(model), heldout, n, seed, eval_dir))
+
+
+def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_jobs: list, heldout: dict, n: int,
+                       baseline_evaluated, evaluated) -> None:
+    """Every run as a `coreward train` process, `jobs` at a time, the longest first, and every evaluation (the
+    baselines', each run's once it has finished) as a forked job of its own, after the training runs: the evaluations
+    fill the cores the last runs leave idle. A failed run or evaluation fails the demo, naming its log."""
     from coreward.experiments.jobs import Job, run_jobs, train_command, verifier_workers
     from coreward.grpo.train import final_complete
 
@@ -322,13 +348,30 @@ def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, evaluated,
                 run.run_dir, run.run_dir.parent / f"{run.run_dir.name}.log", config.grpo["max_steps"],
                 cost=config.grpo["max_steps"] * STEP_COST.get(run.method, 1.0), extra={"run": run})
             for run, config in zip(runs, configs)]
-    print(f"demo: {len(pool)} runs, {jobs} side by side (one torch thread each), the longest first; each run's log "
-          "is beside its directory")
-    run_jobs(pool, jobs, prefix="demo", succeeded=lambda job: final_complete(job.run_dir),
-             on_finish=lambda job: evaluated(job.extra["run"], job.seconds), alongside=alongside)
-    failed = [job for job in pool if job.status != "done"]
+    evaluations = list(baseline_jobs)
+
+    def finished(job: Job) -> list[Job]:
+        if job.target is None:  # a training run: its evaluation
+            run = job.extra["run"]
+            evaluations.append(evaluation_job(run.title, run.run_dir / "final", heldout, n, run.seed, run.eval_dir,
+                                              {"run": run, "train_seconds": job.seconds}))
+            return evaluations[-1:]
+        avg = json.loads((job.run_dir / HELDOUT_FILE).read_text())["heldout_avg"]
+        if "run" in job.extra:
+            evaluated(job.extra["run"], job.extra["train_seconds"], avg)
+        else:
+            baseline_evaluated(job.extra["seed"], avg)
+        return []
+
+    def succeeded(job: Job) -> bool:
+        return (job.run_dir / HELDOUT_FILE).is_file() if job.target else final_complete(job.run_dir)
+
+    print(f"demo: {len(pool)} runs, {jobs} side by side (one torch thread each), the longest first, then their "
+          "evaluations; each run's log is beside its directory")
+    run_jobs([*pool, *baseline_jobs], jobs, prefix="demo", succeeded=succeeded, on_finish=finished)
+    failed = [job for job in [*pool, *evaluations] if job.status != "done"]
     if failed:
-        raise CorewardError(f"{len(failed)} demo run(s) failed: " + "; ".join(f"{j.label} (see {j.log})" for j in failed))
+        raise CorewardError(f"{len(failed)} demo job(s) failed: " + "; ".join(f"{j.label} (see {j.log})" for j in failed))
 
 
 def seed_summary(seed: int, runs: list[DemoRun], baseline: float, budget: Budget, quick: bool,

@@ -40,6 +40,10 @@ class Job:
     returncode: int | None = None
     seconds: float | None = None
     extra: dict = field(default_factory=dict)  # the caller's own bookkeeping
+    # a function of coreward's to run in the forked process instead of `command` (`command` is then only its name);
+    # it succeeds by returning, fails by raising (exit 1, its traceback in `log`)
+    target: Callable[..., None] | None = None
+    args: tuple = ()
 
 
 # What one side-by-side run of the demo or the map holds at its peak (peak RSS 1.2 GB for a demo Cooper run,
@@ -136,9 +140,10 @@ def _train_arguments(command: list[str]) -> list[str] | None:
     return None
 
 
-def _run_train(arguments: list[str], log: str, env: dict[str, str]) -> None:
-    """A forked run: `coreward train ...` in this process, in a session of its own, its output in `log`."""
-    os.setsid()  # Ctrl-C reaches the pool, which stops each run with SIGTERM (it checkpoints)
+def _enter_forked(log: str, env: dict[str, str]) -> None:
+    """What a forked job does first: a session of its own (Ctrl-C reaches the pool, which stops each run with SIGTERM,
+    and `coreward train` checkpoints on it), the pool's environment, its output in `log`, its torch threads."""
+    os.setsid()
     os.environ.update(env)
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(descriptor, 1)
@@ -147,10 +152,21 @@ def _run_train(arguments: list[str], log: str, env: dict[str, str]) -> None:
     import torch
 
     torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
+
+
+def _run_train(arguments: list[str], log: str, env: dict[str, str]) -> None:
+    """A forked run: `coreward train ...` in this process."""
+    _enter_forked(log, env)
     sys.argv = ["coreward", *arguments]
     from coreward.grpo.cli import run_train
 
     run_train(arguments)  # exits through SystemExit: its code is the process's exit code, as `coreward train`'s
+
+
+def _run_target(target: Callable[..., None], args: tuple, log: str, env: dict[str, str]) -> None:
+    """A forked job that is a function (`Job.target`), e.g. the demo's evaluation of a finished run."""
+    _enter_forked(log, env)
+    target(*args)
 
 
 class _Forked:
@@ -178,19 +194,23 @@ class _Forked:
 
 
 def start(job: Job, env: dict[str, str]) -> subprocess.Popen | _Forked:
-    """Start `job`: forked from the preloaded forkserver when it is a `coreward train` command, else as a subprocess.
-    Either way in a new session (Ctrl-C reaches the pool, which stops each run), its output appended to `job.log`.
-    The first run asks the forkserver for its preload before starting it, so a server started by it has the training
-    stack imported (the pool's own evaluations come after: `alongside`, `on_finish`)."""
+    """Start `job`: forked from the preloaded forkserver when it is a `coreward train` command or a function
+    (`Job.target`), else as a subprocess. Either way in a new session (Ctrl-C reaches the pool, which stops each run),
+    its output appended to `job.log`. The first job asks the forkserver for its preload before starting it, so a server
+    started by it has the training stack imported."""
     from coreward.runtime import forkserver
 
     job.log.parent.mkdir(parents=True, exist_ok=True)
     arguments = _train_arguments(job.command)
-    if arguments is None:
+    if job.target is not None:
+        target, args = _run_target, (job.target, job.args, str(job.log), env)
+    elif arguments is not None:
+        target, args = _run_train, (arguments, str(job.log), env)
+    else:
         with open(job.log, "a") as log:  # the child holds its own copy of the descriptor
             return subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
                                     start_new_session=True)
-    process = forkserver.context(*PRELOAD).Process(target=_run_train, args=(arguments, str(job.log), env))
+    process = forkserver.context(*PRELOAD).Process(target=target, args=args)
     with forkserver.main_module_hidden():
         process.start()
     return _Forked(process)
@@ -198,24 +218,31 @@ def start(job: Job, env: dict[str, str]) -> subprocess.Popen | _Forked:
 
 def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs", say: Callable[[str], None] = print,
              succeeded: Callable[[Job], bool] = lambda job: True,
-             on_finish: Callable[[Job], None] | None = None, alongside: Callable[[], None] | None = None,
-             progress_every: float = 30.0) -> None:
+             on_finish: Callable[[Job], Sequence[Job] | None] | None = None, progress_every: float = 30.0) -> None:
     """Run every job whose status is "waiting", `parallel` at a time, longest first (`Job.cost`, else its steps),
-    printing a progress line (`prefix: 2/8 <noun> done; running: ...`) on every change and every
-    `progress_every` seconds. A job is done when it exits 0 and `succeeded(job)`; `on_finish` is called with each
-    done job once the free slots are refilled (so it overlaps the runs still going), and `alongside` once, after
-    the first runs started (work of the caller's that needs no run). Ctrl-C (or SIGTERM) stops the running jobs
+    printing a progress line (`prefix: 2/8 <noun> done; running: ...`) on every change and every `progress_every`
+    seconds. A job is done when it exits 0 and `succeeded(job)`; `on_finish` is called with each done job once the
+    free slots are refilled, and the jobs it returns join the queue in their place by cost (the demo's evaluation of
+    a finished run: a short job, so it waits for the training runs and fills the cores the last of them leave idle).
+    The progress line counts the command jobs (the runs), not the function jobs (`Job.target`). Ctrl-C (or SIGTERM) stops the running jobs
     cleanly (`coreward train` checkpoints on SIGTERM) and raises."""
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     running: dict[int, tuple[Job, subprocess.Popen | _Forked, float]] = {}
     start_time, last_line = time.monotonic(), 0.0
-    order = sorted((j for j in jobs if j.status == "waiting"), key=lambda j: -(j.cost if j.cost is not None else j.steps))
+
+    def size(job: Job) -> float:
+        return job.cost if job.cost is not None else job.steps
+
+    order = sorted((j for j in jobs if j.status == "waiting"), key=lambda j: -size(j))
+
+    counted = [j for j in jobs if j.target is None]  # the runs: a function job is the caller's own work
 
     def line() -> str:
-        done = sum(j.status == "done" for j in jobs)
-        failed = sum(j.status == "failed" for j in jobs)
-        now = ", ".join(f"{j.label} step {last_step(j.run_dir)}/{j.steps}" for j, *_ in running.values())
-        return (f"{prefix}: {done}/{len(jobs)} {noun} done" + (f", {failed} failed" if failed else "")
+        done = sum(j.status == "done" for j in counted)
+        failed = sum(j.status == "failed" for j in counted)
+        now = ", ".join(f"{j.label} step {last_step(j.run_dir)}/{j.steps}" if j.target is None else j.label
+                        for j, *_ in running.values())
+        return (f"{prefix}: {done}/{len(counted)} {noun} done" + (f", {failed} failed" if failed else "")
                 + (f"; running: {now}" if now else "") + f"; {duration(time.monotonic() - start_time)} elapsed")
 
     def launch() -> None:
@@ -231,9 +258,6 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
     try:
         while True:
             launch()
-            if alongside is not None:
-                alongside, work = None, alongside
-                work()
             if not running:
                 if not last_line:  # nothing ran: every job was finished already
                     say(line())
@@ -252,10 +276,11 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
                 say(line())
                 last_line = time.monotonic()
             if finished and on_finish:
-                launch()  # the free slots first: the caller's work overlaps the runs still going
+                launch()  # the free slots first: the caller's work overlaps the jobs still going
                 for job in finished:
                     if job.status == "done":
-                        on_finish(job)
+                        order.extend(j for j in on_finish(job) or () if j.status == "waiting")
+                order.sort(key=lambda j: -size(j))  # stable: equal costs keep their order
             time.sleep(0.5)
     except KeyboardInterrupt:
         for _job, process, _ in running.values():  # coreward train checkpoints on SIGTERM and exits 75
