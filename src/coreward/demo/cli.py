@@ -29,7 +29,7 @@ def sft_command(
 def demo_command(
     methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
     quick: bool = typer.Option(False, "--quick", help="a smaller budget: 8 steps per method, no stress rows "
-                               "(about 80 seconds on 2 idle CPU cores, against about 6 minutes for the full demo)"),
+                               "(about 75 seconds on 2 idle CPU cores, against about 6 minutes for the full demo)"),
     output_dir: Optional[str] = typer.Option(
         None, "--output-dir", help="where runs, evaluations and the reports go (default: runs/demo, or "
         "runs/demo-<time> when runs/demo holds an earlier demo)"),
@@ -44,7 +44,7 @@ def demo_command(
     """Train the demo policy with every reward method from the same warm start and compare them.
 
     The full demo takes about 6 minutes on 2 idle CPU cores (two runs side by side; 10 with --jobs 1, which prints a
-    line per step); --quick about 80 seconds.
+    line per step); --quick about 75 seconds.
 
     Example: coreward demo --quick
     """
@@ -57,7 +57,7 @@ def demo_command(
 
     chosen = parse_methods(methods)
     directory = demo_output_dir(output_dir, overwrite)
-    if not quick:  # measured on 2 idle cores: 359 s side by side, 619 s one at a time (docs/figures.md)
+    if not quick:  # measured on 2 idle cores: 336 s side by side, 625 s one at a time (docs/figures.md)
         minutes = max(1, round((6 if jobs >= 2 else 10) * seeds * len(chosen) / 8))
         typer.echo(f"coreward demo: {len(chosen)} methods x {seeds} seed(s), about {minutes} minutes on 2 idle CPU "
                    "cores (`coreward demo --quick`: under 2 minutes a seed)")
