@@ -1,5 +1,6 @@
 """The kill-and-resume harness of the reliability tests and `benchmarks/fault_injection.py` (test machinery,
-not part of the installed library): run `coreward train` in a subprocess, kill it at a named point
+not part of the installed library): run `coreward train` in a process of its own (one process: forked from the
+preloaded forkserver; torchrun and accelerate launches: new processes), kill it at a named point
 (`COREWARD_FAULT_AT`, see `coreward.runtime.faults`) or after a random delay, resume it, and record what
 each resume picked up."""
 
@@ -22,8 +23,8 @@ from coreward.runtime.faults import FAULT_ENV, FAULT_RANK_ENV, MAIN_PROCESS_PHAS
 
 
 # --------------------------------------------------------------------------- a kill-and-resume harness
-# Used by tests/grpo/test_trainer_faults.py and benchmarks/fault_injection.py: run `coreward train` in a subprocess, kill it
-# (at a named point, or after a random delay), resume it, and record what each resume picked up.
+# Used by tests/grpo/test_trainer_faults.py and benchmarks/fault_injection.py: run `coreward train` in a process of its own,
+# kill it (at a named point, or after a random delay), resume it, and record what each resume picked up.
 
 
 @dataclass
