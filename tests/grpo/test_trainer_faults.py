@@ -150,11 +150,11 @@ def test_sigkill_with_a_learning_reward_model(memorized_policy, tiny_rm_path, tm
 
 def test_two_processes_one_killed_then_resumed_like_an_uninterrupted_run(memorized_policy, tiny_rm_path, tmp_path):
     """torchrun, 2 processes (gloo, CPU), Cooper: rank 1 alone dies (SIGKILL) while checkpoint-2 is half written,
-    then in the reward phase of step 3; torchrun stops rank 0 each time. The resumed run ends with the policy,
-    RM and optimizers of an uninterrupted two-process run."""
+    then in the reward phase of step 3; torchrun stops rank 0 each time. The resumed run (step 3 from checkpoint 2)
+    ends with the policy, RM and optimizers of an uninterrupted two-process run."""
     from tests.helpers.kill_resume import launch, train_command
 
-    max_steps = 4
+    max_steps = 3
     overrides = settings(memorized_policy, "grpo.per_device_train_batch_size=4", f"rewards.0.params.rm={tiny_rm_path}",
                          "rewards.0.params.lr=0.001")
     straight = launch(train_command(COOPER, tmp_path / "reference", overrides, max_steps, resume=False, nproc=2),

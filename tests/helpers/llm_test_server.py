@@ -117,11 +117,19 @@ class _Handler(BaseHTTPRequestHandler):
         prompt = body["messages"][-1]["content"]
         owner = self.server.owner
         step = owner._begin(prompt, body, dict(self.headers))
+        self._in_flight = True
         try:
             if self._authorized():
                 self._respond(step, prompt, body)
         finally:
-            owner._end()
+            self._leave_in_flight()
+
+    def _leave_in_flight(self) -> None:
+        """The request leaves the in-flight count before its response goes out: once a client has the response it may
+        send its next request, and under load that one can arrive before this thread runs again."""
+        if getattr(self, "_in_flight", False):
+            self._in_flight = False
+            self.server.owner._end()
 
     def _respond(self, step: str, prompt: str, body: dict) -> None:
         owner = self.server.owner
@@ -151,6 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(payload).encode(), "application/json", headers)
 
     def _send(self, status: int, data: bytes, content_type: str, headers: dict | None = None) -> None:
+        self._leave_in_flight()
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
