@@ -35,20 +35,27 @@ def triples():
     return [("1+2=", "3", "#3"), ("1+2=", "3", "#4"), ("3+4=", "7", "#7")]
 
 
-def worker(engine: str, rm_path: str, out: str, offload: bool) -> None:
+def worker(engine: str, rm_path: str, out: str, offloads: list[bool]) -> None:
+    """In each torchrun process: the sharded learner with each optimizer placement in turn (one launch for both of
+    FSDP2's: a launch's start-up costs more than the learner's updates), each writing to `out`/offload-<0|1>."""
     from accelerate.state import PartialState
-
-    from coreward.grpo.engines import partitioned_count
-    from coreward.rm.learner import RMLearner
-    from coreward.rm.model import VerifyRM
-    from coreward.rm.sharding import Sharding, score_unique
 
     state = PartialState(cpu=True)
     if engine != "fsdp2":
         import deepspeed
 
         deepspeed.init_distributed(dist_backend="gloo")
-    out = Path(out)
+    for offload in offloads:
+        sharded_learner(engine, rm_path, Path(out) / f"offload-{int(offload)}", offload, state.is_main_process)
+
+
+def sharded_learner(engine: str, rm_path: str, out: Path, offload: bool, main_process: bool) -> None:
+    """Scores, two updates, a save, a resumed learner's update and its save; the main process writes result.json."""
+    from coreward.grpo.engines import partitioned_count
+    from coreward.rm.learner import RMLearner
+    from coreward.rm.model import VerifyRM
+    from coreward.rm.sharding import Sharding, score_unique
+
     sharding = Sharding(engine)
     rm = VerifyRM.from_pretrained(rm_path, device="cpu", batch_size=SETTINGS["batch_size"])
     learner = RMLearner(rm, **SETTINGS, optimizer_offload=offload, sharding=sharding)
@@ -59,7 +66,7 @@ def worker(engine: str, rm_path: str, out: str, offload: bool) -> None:
     resumed = RMLearner.load(out / "first", "cpu", **SETTINGS, optimizer_offload=offload, sharding=sharding)
     metrics.append(resumed.update(pairs()))
     resumed.save(out / "second")
-    if state.is_main_process:
+    if main_process:
         (out / "result.json").write_text(json.dumps({"counts": counts, "scores": scores, "metrics": metrics}))
 
 
@@ -82,20 +89,25 @@ def has_deepspeed() -> bool:
 needs_deepspeed = pytest.mark.skipif(not has_deepspeed(), reason='the deepspeed extra: pip install -e ".[deepspeed]"')
 
 
-@pytest.mark.parametrize("engine,offload", [("fsdp2", False), ("fsdp2", True),
-                                            pytest.param("zero3", False, marks=needs_deepspeed),
-                                            pytest.param("zero2", False, marks=needs_deepspeed)])
-def test_sharded_learner_equals_replicated_and_resumes(engine, offload, tiny_rm_path, tmp_path):
-    from coreward.rm.model import VerifyRM
+@pytest.mark.parametrize("engine,offloads", [pytest.param("fsdp2", (False, True), id="fsdp2-offload-off-and-on"),
+                                             pytest.param("zero3", (False,), marks=needs_deepspeed, id="zero3"),
+                                             pytest.param("zero2", (False,), marks=needs_deepspeed, id="zero2")])
+def test_sharded_learner_equals_replicated_and_resumes(engine, offloads, tiny_rm_path, tmp_path):
     from tests.helpers.kill_resume import free_port
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-               __file__, engine, str(tiny_rm_path), str(tmp_path), "1" if offload else "0"]
+               __file__, engine, str(tiny_rm_path), str(tmp_path), ",".join(str(int(o)) for o in offloads)]
     done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    result = json.loads((tmp_path / "result.json").read_text())
+    for offload in offloads:
+        check_learner(engine, offload, tiny_rm_path, tmp_path / f"offload-{int(offload)}")
 
+
+def check_learner(engine: str, offload: bool, tiny_rm_path: Path, out: Path) -> None:
+    from coreward.rm.model import VerifyRM
+
+    result = json.loads((out / "result.json").read_text())
     partial, total = result["counts"]
     assert total > 0 and (partial == 0 if engine == "zero2" else partial > 0)  # ZeRO-2: whole weights, split optimizer
 
@@ -111,22 +123,22 @@ def test_sharded_learner_equals_replicated_and_resumes(engine, offload, tiny_rm_
         if expected is None:  # one more update on both sides: equal only if the optimizer's moments came back
             learner.update(pairs())
             expected = learner.rm.model.state_dict()
-        saved = VerifyRM.from_pretrained(tmp_path / checkpoint / "rm", device="cpu").model.state_dict()
+        saved = VerifyRM.from_pretrained(out / checkpoint / "rm", device="cpu").model.state_dict()
         assert sorted(saved) == sorted(expected)
         for key in expected:
             # AdamW divides by √v: where a gradient is tiny, a rounding difference of the reduction order
             # moves the update by more than ε; 1e-4 is 0.5% of one step's size (lr), far below what learning moved
-            assert torch.allclose(saved[key], expected[key], atol=1e-4, rtol=0), (checkpoint, key)
+            assert torch.allclose(saved[key], expected[key], atol=1e-4, rtol=0), (offload, checkpoint, key)
     assert any(not torch.equal(saved[k], initial[k]) for k in initial)  # the RM learned
     # the checkpoint names the model's own class (FSDP2 renames it to FSDP<class> while sharded)
-    architectures = json.loads((tmp_path / "first" / "rm" / "config.json").read_text())["architectures"]
+    architectures = json.loads((out / "first" / "rm" / "config.json").read_text())["architectures"]
     assert architectures == [type(learner.rm.model).__name__]
 
 
 if __name__ == "__main__":
     from coreward.runtime.distributed import exit_now, leave_process_group
 
-    worker(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1")
+    worker(sys.argv[1], sys.argv[2], sys.argv[3], [flag == "1" for flag in sys.argv[4].split(",")])
     # ended as `coreward train` ends a distributed run: the group left together, then no interpreter teardown (whose
     # destruction of gloo's threads aborted a ZeRO-3 rank, exit -6, after its files were written)
     if leave_process_group():
