@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,6 +67,38 @@ def launch(policy: Path, run_dir: Path, nproc: int, *extra: str, session: bool =
                             text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=session)
 
 
+class ForkedRun:
+    """A one-process `coreward train` forked from the preloaded forkserver (as the kill-and-resume harness starts
+    them, tests/helpers/kill_resume.py), behind the part of Popen's interface these tests use. A signal reaches its
+    trainer as it reaches a new process's; the Ctrl-C tests keep new processes (a terminal's process group)."""
+
+    def __init__(self, args: list[str]):
+        from tests.helpers.kill_resume import _start
+
+        self.log = tempfile.NamedTemporaryFile("w+")
+        self.process = _start([sys.executable, "-m", "coreward.cli", *args], self.log,
+                              {**os.environ, "OMP_NUM_THREADS": "1"}, Path(__file__).resolve().parents[2])
+        self.pid = self.process.pid
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    def send_signal(self, number: int) -> None:
+        self.process.send_signal(number)
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Waits, then the output (stdout and stderr went to one file: it is given as both)."""
+        self.process.wait(timeout)
+        self.log.seek(0)
+        text = self.log.read()
+        self.log.close()
+        return text, text
+
+
 def ctrl_c(process: subprocess.Popen) -> None:
     """What a terminal's Ctrl-C does: SIGINT to the whole foreground process group (the run, its verifier
     workers and the forkserver alike)."""
@@ -105,7 +138,7 @@ def test_a_second_ctrl_c_stops_at_once(tiny_policy, tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1])
 def test_a_signal_ends_the_step_writes_a_checkpoint_and_resume_loses_nothing(tiny_policy, tmp_path, sig):
     run_dir = tmp_path / "run"
-    process = launch(tiny_policy, run_dir, 1)
+    process = ForkedRun(launch_args(tiny_policy, run_dir))
     wait_for_a_step(process, run_dir)
     process.send_signal(sig)
     out, err = process.communicate(timeout=300)
