@@ -32,3 +32,14 @@ def test_demo_sft_args_build_on_the_installed_transformers(tmp_path):
 
     args = trl_args(DemoSFTConfig(), tmp_path)
     assert getattr(args, checkpointing_key()) is False
+
+
+def test_a_bare_no_strategy_is_transformers_no(tmp_path):
+    """`save_strategy: no` in YAML is the boolean False (YAML 1.1); transformers means "never" by "no"."""
+    import yaml
+
+    assert yaml.safe_load("save_strategy: no") == {"save_strategy": False}
+    config = load_config(TrainConfig, CONFIGS / "demo" / "rule.yaml")
+    config.grpo.update(save_strategy=False, logging_strategy=False)
+    args = build_grpo_args(config, tmp_path, max_steps=1)
+    assert args.save_strategy == "no" and args.logging_strategy == "no"

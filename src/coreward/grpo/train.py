@@ -96,6 +96,10 @@ def build_sources(config: TrainConfig):
             for i, spec in enumerate(config.rewards)]
 
 
+# transformers' interval strategies, whose values are "no", "steps", "epoch" (and "best" for saving)
+STRATEGY_KEYS = ("save_strategy", "eval_strategy", "logging_strategy")
+
+
 def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     import torch
     from trl import GRPOConfig
@@ -121,6 +125,9 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     if config.model.attn_implementation:
         settings["model_init_kwargs"]["attn_implementation"] = config.model.attn_implementation
     settings.update(config.grpo)
+    for key in STRATEGY_KEYS:  # YAML reads transformers' "no" (never), written bare, as False
+        if settings.get(key) is False:
+            settings[key] = "no"
     settings.pop("resume_from_checkpoint", None)  # read by run_training: the same path as --resume
     if settings.get("hub_token"):  # TRL pickles its args into every checkpoint: the token goes where the hub reads it
         os.environ["HF_TOKEN"] = settings.pop("hub_token")
