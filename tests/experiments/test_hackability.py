@@ -79,6 +79,27 @@ def test_map_runs_resumable_cells_side_by_side(tiny_policy, tmp_path):
     assert [m.stat().st_mtime_ns for m in metrics] == before
 
 
+def test_the_costliest_cells_start_first_and_a_resumed_cell_counts_what_it_has_left(tmp_path):
+    """Side-by-side cells start by cost: the steps left times the costliest reward's step cost (Cooper's 1.6 × the
+    rule reward's, measured on the demo); a reward the table does not know counts as the rule reward."""
+    from coreward.experiments.hackability import cell_cost
+
+    configs = RULE_CONFIG.parent
+    own = tmp_path / "mine.yaml"
+    own.write_text(f"base: {RULE_CONFIG}\nrewards:\n  - name: tests.helpers.user_rewards:short_answers\n")
+
+    def cell(config: Path, name: str) -> Cell:
+        return Cell(name, config, 1e-4, 0, tmp_path / name, tmp_path / f"{name}.log")
+
+    costs: dict[Path, float] = {}
+    rule, cooper, mine = cell(RULE_CONFIG, "rule"), cell(configs / "cooper.yaml", "cooper"), cell(own, "mine")
+    assert cell_cost(cooper, 20, costs) == pytest.approx(1.6 * 20)
+    assert cell_cost(rule, 20, costs) == cell_cost(mine, 20, costs) == 20
+    cooper.run_dir.mkdir()
+    (cooper.run_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in range(1, 16)))
+    assert cell_cost(cooper, 20, costs) == pytest.approx(1.6 * 5)  # 15 of 20 steps made before a stop
+
+
 def test_map_refuses_a_missing_config(tmp_path):
     result = coreward_here("map", "--config", str(tmp_path / "nope.yaml"), "--lr", "1e-4", "--horizons", "5",
                            "--output", str(tmp_path / "out"))

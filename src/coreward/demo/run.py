@@ -73,12 +73,6 @@ FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_probl
 QUICK = Budget(steps=8, eval_problems=200, eval_n=8, curve_every=0, curve_problems=0)
 
 
-# A demo step's cost relative to the rule reward's, for the order of side-by-side runs (longest first): the
-# seconds of each 30-step run of one `coreward demo --jobs 2` (2026-11-27, 2-core AMD EPYC), over rule's.
-STEP_COST = {"cooper": 1.6, "co_rewarding_2": 1.3, "majority": 1.25, "entropy": 1.25, "self_certainty": 1.2,
-             "model": 1.2, "co_rewarding_1": 1.15}
-
-
 def configs_dir() -> Path:
     """`configs/` of the repository the package was installed from (pip install -e .)."""
     here = Path(__file__).resolve()
@@ -312,7 +306,7 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
     return summary
 
 
-# An evaluation's length in the units of `STEP_COST` (a rule step's time): the held-out evaluation of a run takes about
+# An evaluation's length in the units of `STEP_COST` (experiments/jobs.py: a rule step's time): the held-out evaluation of a run takes about
 # 8 s alone on one core, a rule step 1.1 s. Shorter than any run, so side by side the evaluations wait for the
 # training runs and fill the cores the last of them leave idle.
 EVAL_COST = 7.0
@@ -339,7 +333,7 @@ def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_j
     """Every run as a `coreward train` process, `jobs` at a time, the longest first, and every evaluation (the
     baselines', each run's once it has finished) as a forked job of its own, after the training runs: the evaluations
     fill the cores the last runs leave idle. A failed run or evaluation fails the demo, naming its log."""
-    from coreward.experiments.jobs import Job, run_jobs, train_command, verifier_workers
+    from coreward.experiments.jobs import STEP_COST, Job, run_jobs, train_command, verifier_workers
     from coreward.grpo.train import final_complete
 
     # one verifier worker per core a run has: the reward is under 1% of a demo step

@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coreward.experiments.jobs import Job, default_jobs, run_jobs, train_command, verifier_workers
+from coreward.experiments.jobs import (
+    STEP_COST,
+    Job,
+    default_jobs,
+    last_step,
+    run_jobs,
+    train_command,
+    verifier_workers,
+)
 from coreward.runtime.errors import CorewardError
 
 
@@ -128,6 +136,19 @@ def cell_command(cell: Cell, max_steps: int, overrides: Sequence[str], verifier_
     return train_command(cell.config, cell.run_dir, sets, "--max-steps", str(max_steps), "--resume-if-any")
 
 
+def cell_cost(cell: Cell, max_steps: int, costs: dict[Path, float]) -> float:
+    """Its expected length, for the order of side-by-side cells (longest first): the steps it has left (a resumed cell
+    has made some) times the step cost of its costliest reward relative to the rule reward's (`STEP_COST`, measured
+    on the demo; 1 for a reward not there). `costs` caches each config's step cost."""
+    if cell.config not in costs:
+        from coreward.grpo.config import TrainConfig
+        from coreward.runtime.config import load_config
+
+        names = [spec.name for spec in load_config(TrainConfig, cell.config).rewards]
+        costs[cell.config] = max((STEP_COST.get(name, 1.0) for name in names), default=1.0)
+    return max(0, max_steps - last_step(cell.run_dir)) * costs[cell.config]
+
+
 def finished(cell: Cell) -> bool:
     from coreward.grpo.train import final_complete
 
@@ -140,8 +161,10 @@ def run_cells(cells: list[Cell], settings: MapSettings, say: Callable[[str], Non
     Ctrl-C (or SIGTERM) stops the running cells cleanly (they checkpoint) and raises."""
     max_steps = max(settings.horizons)
     workers = verifier_workers(settings.jobs)
+    costs: dict[Path, float] = {}
     jobs = [Job(cell.label, cell_command(cell, max_steps, settings.overrides, workers), cell.run_dir, cell.log, max_steps,
-                status="done" if finished(cell) else "waiting", extra={"cell": cell}) for cell in cells]
+                status="done" if finished(cell) else "waiting", cost=cell_cost(cell, max_steps, costs),
+                extra={"cell": cell}) for cell in cells]
     try:
         run_jobs(jobs, settings.jobs, prefix="map", noun="cells", say=say, succeeded=lambda job: finished(job.extra["cell"]),
                  progress_every=progress_every)

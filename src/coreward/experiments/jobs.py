@@ -46,6 +46,12 @@ class Job:
     args: tuple = ()
 
 
+# A step's cost by reward method, relative to the rule reward's, for the order of side-by-side runs (longest first):
+# the seconds of each 30-step run of one `coreward demo --jobs 2` (2026-11-27, 2-core AMD EPYC), over rule's.
+STEP_COST = {"cooper": 1.6, "co_rewarding_2": 1.3, "majority": 1.25, "entropy": 1.25, "self_certainty": 1.2,
+             "model": 1.2, "co_rewarding_1": 1.15}
+
+
 # What one side-by-side run of the demo or the map holds at its peak (peak RSS 1.2 GB for a demo Cooper run,
 # docs/figures.md), so that the default never asks for more runs than the memory holds.
 RUN_MEMORY_BYTES = 1.5 * 2**30
