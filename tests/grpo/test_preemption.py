@@ -133,6 +133,19 @@ def test_a_second_ctrl_c_stops_at_once(tiny_policy, tmp_path):
     assert process.returncode == 130, err[-3000:]
     assert "stopped at once by a second Ctrl-C" in out
     assert not complete_checkpoints(run_dir)  # save_steps=100: the step in progress was not saved
+    # so it does not send the user to --resume, which would be refused there
+    assert f"no complete checkpoint was written in {run_dir}: run the same command again to start over" in out
+
+
+def test_after_a_stop_the_way_on_names_the_checkpoint_to_resume_from(tmp_path):
+    from coreward.grpo.checkpoints import COMPLETE_MARKER
+    from coreward.grpo.cli import how_to_continue
+
+    assert "run the same command again" in how_to_continue(tmp_path / "never_made")
+    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-2" / COMPLETE_MARKER).write_text("2")
+    (tmp_path / "checkpoint-3").mkdir()  # half written: no marker
+    assert how_to_continue(tmp_path) == f"continue with --resume from the newest complete checkpoint ({tmp_path / 'checkpoint-2'})"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1])

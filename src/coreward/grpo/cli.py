@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -35,12 +36,13 @@ def train_command(
     if resume and resume_if_any:
         raise typer.BadParameter("pass one of them: --resume (a checkpoint must be there) or --resume-if-any",
                                  param_hint="--resume / --resume-if-any")
+    train_config = as_train_config(config, set_)
     try:
-        result = run_training(as_train_config(config, set_), output_dir=output_dir, max_steps=max_steps,
+        result = run_training(train_config, output_dir=output_dir, max_steps=max_steps,
                               resume=RESUME_IF_ANY if resume_if_any else resume, allow_config_change=allow_config_change)
         distributed = leave_process_group()
     except KeyboardInterrupt:  # a second Ctrl-C (the first one stops after the step, below), wherever it lands
-        print_once("stopped at once by a second Ctrl-C; continue with --resume from the newest complete checkpoint")
+        print_once(f"stopped at once by a second Ctrl-C; {how_to_continue(Path(output_dir or train_config.output_dir))}")
         raise typer.Exit(130) from None
     code = 0
     if result.preempted:
@@ -96,3 +98,14 @@ def run_train(arguments: list[str]) -> None:
     app.command("train")(train_command)
     app.command("push")(push_command)  # two commands: typer keeps `train` as a subcommand, as `coreward train`
     run_app(app, arguments)
+
+
+def how_to_continue(run_dir: Path) -> str:
+    """After a run stopped at once: `--resume` from its newest complete checkpoint, or, with none written, that the run
+    starts again (`--resume` would be refused there)."""
+    from coreward.grpo.checkpoints import last_complete_checkpoint
+
+    newest = last_complete_checkpoint(run_dir) if run_dir.is_dir() else None
+    if newest is not None:
+        return f"continue with --resume from the newest complete checkpoint ({newest})"
+    return f"no complete checkpoint was written in {run_dir}: run the same command again to start over"
