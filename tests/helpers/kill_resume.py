@@ -109,16 +109,12 @@ def _start(command: list[str], log, env: dict[str, str], cwd: Path):
     rest (torchrun, accelerate launch) are new processes. A forked run is a process of its own, in a session of its
     own, with exactly `env`: it dies of SIGKILL as a new one does, without the ~4.5 s of imports each launch of the
     fault tests would pay again."""
-    from coreward.experiments.jobs import PRELOAD, _Forked, _train_arguments
-    from coreward.runtime import forkserver
+    from coreward.experiments.jobs import _train_arguments, fork
 
     arguments = _train_arguments(command)
     if arguments is None:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True, cwd=cwd)
-    process = forkserver.context(*PRELOAD).Process(target=_forked_train, args=(arguments, log.name, env, str(cwd)))
-    with forkserver.main_module_hidden():
-        process.start()
-    return _Forked(process)
+    return fork(_forked_train, (arguments, log.name, env, str(cwd)))
 
 
 def _forked_train(arguments: list[str], log: str, env: dict[str, str], cwd: str) -> None:

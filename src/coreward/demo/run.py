@@ -306,9 +306,9 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
     return summary
 
 
-# An evaluation's length in the units of `STEP_COST` (experiments/jobs.py: a rule step's time): the held-out evaluation of a run takes about
-# 8 s alone on one core, a rule step 1.1 s. Shorter than any run, so side by side the evaluations wait for the
-# training runs and fill the cores the last of them leave idle.
+# An evaluation's length in the units of `STEP_COST` (experiments/jobs.py: a rule step's time): the held-out
+# evaluation of a run takes about 8 s alone on one core, a rule step 1.1 s. Shorter than any run, so side by side the
+# evaluations wait for the training runs and fill the cores the last of them leave idle.
 EVAL_COST = 7.0
 HELDOUT_FILE = "heldout_avg.json"
 

@@ -204,8 +204,6 @@ def start(job: Job, env: dict[str, str]) -> subprocess.Popen | _Forked:
     (`Job.target`), else as a subprocess. Either way in a new session (Ctrl-C reaches the pool, which stops each run),
     its output appended to `job.log`. The first job asks the forkserver for its preload before starting it, so a server
     started by it has the training stack imported."""
-    from coreward.runtime import forkserver
-
     job.log.parent.mkdir(parents=True, exist_ok=True)
     arguments = _train_arguments(job.command)
     if job.target is not None:
@@ -216,6 +214,13 @@ def start(job: Job, env: dict[str, str]) -> subprocess.Popen | _Forked:
         with open(job.log, "a") as log:  # the child holds its own copy of the descriptor
             return subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
                                     start_new_session=True)
+    return fork(target, args)
+
+
+def fork(target: Callable[..., None], args: tuple) -> _Forked:
+    """`target(*args)` in a process forked from the forkserver that preloaded the training stack (`PRELOAD`)."""
+    from coreward.runtime import forkserver
+
     process = forkserver.context(*PRELOAD).Process(target=target, args=args)
     with forkserver.main_module_hidden():
         process.start()
@@ -230,8 +235,8 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
     seconds. A job is done when it exits 0 and `succeeded(job)`; `on_finish` is called with each done job once the
     free slots are refilled, and the jobs it returns join the queue in their place by cost (the demo's evaluation of
     a finished run: a short job, so it waits for the training runs and fills the cores the last of them leave idle).
-    The progress line counts the command jobs (the runs), not the function jobs (`Job.target`). Ctrl-C (or SIGTERM) stops the running jobs
-    cleanly (`coreward train` checkpoints on SIGTERM) and raises."""
+    The progress line counts the command jobs (the runs), not the function jobs (`Job.target`). Ctrl-C (or SIGTERM)
+    stops the running jobs cleanly (`coreward train` checkpoints on SIGTERM) and raises."""
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     running: dict[int, tuple[Job, subprocess.Popen | _Forked, float]] = {}
     start_time, last_line = time.monotonic(), 0.0
