@@ -14,6 +14,8 @@ measured):
   steps the RM learned ("RM updated on N of M steps": a step with pairs whose update moved it);
 * Co-rewarding-I: a prompt group whose other view is not in the same batch (`co_rewarding_1/unpaired_groups` > 0:
   its rollouts have no label), warned at once;
+* the LLM judge (the `judge` reward, Cooper's `positive_judge`): a step on which every request failed or came back
+  unreadable (`judge/failures` = `judge/calls` > 0: its judged rollouts scored as `on_failure` says), warned at once;
 * Co-rewarding-II: the teacher–policy weight distance ‖θ − θ_T‖ (`co_rewarding_2/teacher_distance`), summed up at the
   end. A teacher equal to the policy after it moved is an error that stops the run where it is measured
   (rewards/ema_teacher.py), and the summary says so.
@@ -83,9 +85,9 @@ class HealthCallback(TrainerCallback):
     def __init__(self, run_dir: str | Path, patience: int = PATIENCE):
         self.run_dir, self.patience = Path(run_dir), patience
         self.steps = 0
-        self.streaks = {"no_signal": 0, "no_pair": 0, "rm_frozen": 0, "unpaired_views": 0}
+        self.streaks = {"no_signal": 0, "no_pair": 0, "rm_frozen": 0, "unpaired_views": 0, "judge_silent": 0}
         self.totals = {"no_signal": 0, "no_pair": 0, "rm_updates": 0, "cooper_steps": 0, "rm_frozen": 0,
-                       "unpaired_views": 0, "co_rewarding_1_steps": 0}
+                       "unpaired_views": 0, "co_rewarding_1_steps": 0, "judge_silent": 0, "judge_steps": 0}
         self.warnings: list[str] = []
         self.reasons: dict[str, int] = {}
         self.rm_update_norm, self.teacher_distance = Span(), Span()
@@ -113,6 +115,13 @@ class HealthCallback(TrainerCallback):
                                 "something else chose these rows", patience=1)
         if "co_rewarding_2/teacher_distance" in logs:
             self.teacher_distance.add(step, logs["co_rewarding_2/teacher_distance"])
+        if "judge/calls" in logs:
+            self.totals["judge_steps"] += 1
+            calls, failures = logs["judge/calls"], logs.get("judge/failures", 0.0)
+            self._watch("judge_silent", calls > 0 and failures >= calls, step,
+                        lambda: f"the LLM judge gave no verdict ({failures:.0f} of {calls:.0f} requests failed or came "
+                                "back unreadable): its judged rollouts scored as its `on_failure` says; the judge's "
+                                "warnings above give the error", patience=1)
 
     def _watch_cooper(self, logs: dict[str, Any], step: int) -> None:
         self.totals["cooper_steps"] += 1
@@ -162,6 +171,9 @@ class HealthCallback(TrainerCallback):
         if self.totals["co_rewarding_1_steps"]:
             lines.append(f"Co-rewarding-I: steps with a pair's other view missing from the batch: "
                          f"{self.totals['unpaired_views']} of {self.totals['co_rewarding_1_steps']}")
+        if self.totals["judge_steps"]:
+            lines.append(f"LLM judge: steps with no verdict at all (every request failed or unreadable): "
+                         f"{self.totals['judge_silent']} of {self.totals['judge_steps']}")
         distance = self.teacher_distance.as_dict()
         if distance:
             lines.append(f"Co-rewarding-II: teacher–policy weight distance ‖θ − θ_T‖ {distance['first']['value']:.3g} "
