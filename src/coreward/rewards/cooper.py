@@ -85,8 +85,9 @@ class CooperReward(RMOwner, RewardSource):
     @dataclass
     class Params(RMInputSettings, LearnerSettings):
         # -- declared once elsewhere: the RM's optimizer and update schedule per RL step (lr, weight_decay, batch_size,
-        # minibatch_size, epochs, warmup_ratio, optimizer_offload, step_without_pairs) in rm/learner.py's
-        # LearnerSettings; device, rm_cut and question_field (shared with the static RM) in rm/inputs.py's RMInputSettings
+        # minibatch_size, epochs, warmup_ratio, optimizer_offload, gradient_checkpointing, step_without_pairs,
+        # master_weights) in rm/learner.py's LearnerSettings; device, rm_cut, question_field, max_tokens_per_pass and
+        # param_offload (shared with the static RM) in rm/inputs.py's RMInputSettings
         rm: str = "demo"  # the RM to start from: a directory, a hub id, or "demo" (the demo VerifyRM)
         assistant: Any = "perturb"  # who writes negatives: "perturb", an endpoint `http://host:port/v1#model`, a local model path, or a `coreward.llm` generator dict
         positive: Literal["first", "hardest"] = "first"  # "first" accepted rollout (the authors'), or the accepted one the RM likes least
@@ -103,6 +104,7 @@ class CooperReward(RMOwner, RewardSource):
         positive_match: Literal["verified", "gsm8k_strict", "judge", "hybrid"] = "verified"  # what makes a rollout a positive: math-verify, verl's strict `#### <number>` (the authors' GSM8K rule), an LLM judge (`positive_judge`), or the rule where it accepts, else the judge
         positive_judge: Any = None  # with positive_match judge or hybrid: the judge LLM, as the `judge` reward's `judge` (an endpoint `http://host:port/v1#model`, a model path, a generator dict)
         positive_judge_format: Literal["plain", "xverify", "compassverifier", "compassverifier_cot", "general_verifier"] = "plain"  # its prompt and verdict format (the `judge` reward's `format`)
+        positive_judge_template: str | None = None  # its prompt's file (the `judge` reward's `template`: needed for xverify and general_verifier)
         negative_form: Literal["text", "chat"] = "text"  # a negative as written (ours), or through the policy's chat template, cut to the response length (the authors': rm/inputs.py)
         retry_failed: bool = False  # a failed assistant request uses up an attempt and is asked again (the authors'), instead of being dropped (ours: the endpoint has retried it)
 
@@ -117,13 +119,14 @@ class CooperReward(RMOwner, RewardSource):
         p = self.params
         # positives by an LLM judge: the `judge` reward itself, its 1s the accepted rollouts (its metrics logged too)
         self._judge = None if p.positive_match not in ("judge", "hybrid") else JudgeReward(
-            judge=p.positive_judge, format=p.positive_judge_format,
+            judge=p.positive_judge, format=p.positive_judge_format, template=p.positive_judge_template,
             mode="judge" if p.positive_match == "judge" else "hybrid", question_field=p.question_field)
 
     def preflight(self) -> None:
         super().preflight()  # the assistant's endpoint (rm/owner.py)
         if self._judge is not None:
-            self._judge.preflight()
+            where = f"reward {self.name!r}: key {self.config_key}.params"
+            self._judge.preflight(f"{where}.positive_judge", f"{where}.positive_judge_template")
 
     def close(self) -> None:
         super().close()

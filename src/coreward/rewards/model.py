@@ -25,9 +25,11 @@ the mean), so it is the default, and `uncertainty_spread: variance` is theirs. T
 np.var in their best-of-n code; torch.var in their PPO code divides by K − 1).
 
 Every member is scored on every distinct (question, reference, completion) triple of the step, member after
-member, each in batches of `batch_size`; all members stay loaded on the RM's device for the whole run (frozen:
-weights only, no gradients or optimizer state), so K members cost K times one RM's weights in memory and K
-scoring passes a step. docs/methods.md gives the demo RM's figures.
+member, each in batches of `batch_size` (and, with `max_tokens_per_pass`, of at most that many padded tokens,
+sorted by length); all members stay loaded on the RM's device for the whole run (frozen: weights only, no
+gradients or optimizer state), so K members cost K times one RM's weights in memory and K scoring passes a
+step; with `param_offload` they stay on the CPU and each comes to the device for its own pass only (one member's
+weights there at a time, at the cost of copying them over every step). docs/methods.md gives the demo RM's figures.
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ class ModelReward(RewardSource):
 
     @dataclass
     class Params(RMInputSettings):
-        # -- device, rm_cut, question_field: declared once, in rm/inputs.py's RMInputSettings (shared with Cooper)
+        # -- device, rm_cut, question_field, max_tokens_per_pass, param_offload: declared once, in rm/inputs.py's
+        # RMInputSettings (shared with Cooper)
         path: str | list[str] = "demo"  # the RM: a directory, a hub id, or "demo" (the demo VerifyRM); a list of them: an ensemble (demo members: demo:1 ... demo:4)
         combine: Literal["mean", "min", "uncertainty"] = "mean"  # an ensemble's reward: the members' mean, their min (worst case), or mean − λ·spread (uncertainty-weighted)
         uncertainty_weight: float = 1.0  # λ of combine: uncertainty
@@ -108,6 +111,7 @@ class ModelReward(RewardSource):
                 raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
             if self.batch_size < 1:
                 raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+            self.validate_rm_inputs()
             if self.uncertainty_weight < 0:
                 raise ValueError(f"uncertainty_weight must be >= 0 (λ of mean − λ·spread), got {self.uncertainty_weight}")
             if not self.is_ensemble:
@@ -198,7 +202,8 @@ class ModelReward(RewardSource):
 
     def _load(self, path: str, policy: Policy | None) -> VerifyRM:
         device = policy.device if self.params.device == "auto" and policy is not None else self.params.device
-        rm = VerifyRM.from_pretrained(path, device=device, batch_size=self.params.batch_size, cut=self.params.rm_cut)
+        rm = VerifyRM.from_pretrained(path, device=device, batch_size=self.params.batch_size, cut=self.params.rm_cut,
+                                      **self.params.rm_options())  # max_tokens_per_pass, param_offload
         rm.model.requires_grad_(False)
         return rm
 

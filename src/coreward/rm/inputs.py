@@ -33,6 +33,17 @@ class RMInputSettings:
     device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
     rm_cut: Literal["coreward", "cooper"] = "coreward"  # RM input cutting: every field + tokens from the left (ours), or the Cooper authors' (rm/model.py)
     question_field: Literal["question", "prompt"] = "question"  # the RM's question (and Cooper's assistant's): the bare question (ours), or the whole user message, instruction included (the Cooper authors')
+    max_tokens_per_pass: int | None = None  # at most this many padded tokens (rows × longest row) per RM forward pass, sequences sorted by length (verl's ppo_max_token_len_per_gpu); None: batch_size alone caps a pass
+    param_offload: bool = False  # the RM's weights on the CPU between uses, moved to its device to score and update (the Cooper authors': fsdp_config.param_offload)
+
+    def rm_options(self) -> dict[str, Any]:
+        """These settings as VerifyRM's keyword arguments (rm/model.py)."""
+        return {"max_tokens_per_pass": self.max_tokens_per_pass, "param_offload": self.param_offload}
+
+    def validate_rm_inputs(self) -> None:
+        """A ValueError names the field first."""
+        if self.max_tokens_per_pass is not None and self.max_tokens_per_pass < 1:
+            raise ValueError(f"max_tokens_per_pass must be >= 1 (or null: no token budget), got {self.max_tokens_per_pass}")
 
     def questions(self, batch: Any, source: str) -> list[str]:
         """The question of every row of `batch` (a RolloutBatch) as `question_field` says: the dataset's question

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from coreward.rm.model import VerifyRM
 from coreward.runtime.distributed import load_location, shard_bounds, world
+from coreward.runtime.errors import CorewardError
 from coreward.runtime.precision import is_low_precision, round_away_warning
 
 
@@ -38,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 RM_DIR, OPTIMIZER_FILE, STATE_FILE = "rm", "optimizer.pt", "cooper_state.json"
 MASTERS_FILE = "master_weights.pt"  # a bf16 RM's float32 masters: its weights in rm/ are only their rounded copies
+NORM_CHUNK = 1 << 22  # elements per float64 chunk of the update norms (32 MiB)
 
 
 @dataclass
@@ -60,6 +62,7 @@ class LearnerSettings:
     epochs: int = 1  # passes over each step's pairs (the authors' ppo_epochs)
     warmup_ratio: float = 0.0  # linear lr warmup over this fraction of the run's steps, then constant (the authors': none in effect)
     optimizer_offload: bool = False  # the RM's AdamW state (and float32 master weights) on the CPU, off its device
+    gradient_checkpointing: bool = False  # the RM's update keeps each layer's input only and recomputes the rest in backward (less activation memory, a slower update; scoring never keeps activations)
     step_without_pairs: bool = False  # a step with no valid pair still takes an AdamW step on a zero gradient (the authors'), instead of leaving the RM as it is
     master_weights: Literal["float32", "none"] = "float32"  # AdamW steps float32 copies of a bf16 RM's weights; none: the bf16 weights themselves (the authors': updates below half a bf16 step round away)
 
@@ -117,6 +120,18 @@ class RMLearner:
         self.warmup_ratio = settings.warmup_ratio
         optimizer_offload, weight_decay, lr = settings.optimizer_offload, settings.weight_decay, settings.lr
         self.parameters = [p for p in rm.model.parameters() if p.requires_grad]
+        if settings.gradient_checkpointing:  # in training mode only: scoring (eval, no grad) runs as before
+            if not getattr(rm.model, "supports_gradient_checkpointing", False):
+                raise CorewardError(f"gradient_checkpointing: the RM's model ({type(rm.model).__name__}) does not "
+                                    "support it in transformers")
+            rm.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            rm.model.config.use_cache = False  # an RM never generates; a cache beside checkpointing only warns
+        if sharding is not None:
+            for key, value in (("param_offload", rm.param_offload), ("max_tokens_per_pass", rm.max_tokens_per_pass)):
+                if value:
+                    raise CorewardError(f"{key}: not supported for an RM sharded like the policy (FSDP2 / DeepSpeed "
+                                        f"ZeRO): set it off, or give the RM a device of its own (`device: cuda:1`), "
+                                        f"which keeps it whole")
         # AdamW runs on float32 copies ("masters") of the parameters, copied back after each step, when
         # * the RM's weights are bf16 (rm_dtype) and master_weights is float32: Cooper's lr 1e-5 is below half a
         #   bf16 rounding step of most weights (runtime/precision.py), so stepped in place they would barely move;
@@ -125,7 +140,7 @@ class RMLearner:
         #   fp32 AdamW's 16 bytes per parameter leave it), for two copies per step.
         # A sharded RM's masters are its shards' (rm/sharding.py builds them): none are made here for the whole RM.
         self.low_precision = any(is_low_precision(p.dtype) for p in self.parameters)
-        self.masters = [p.detach().float().to("cpu" if optimizer_offload else p.device, copy=True)
+        self.masters = [p.detach().float().to("cpu" if optimizer_offload else rm.device, copy=True)
                         for p in self.parameters] if sharding is None and settings.keeps_masters(self.low_precision) else None
         if self.low_precision and self.masters is None and sharding is None:
             warning = round_away_warning("Cooper's RM", "master_weights", self.parameters, lr, self.parameters[0].dtype)
@@ -165,7 +180,8 @@ class RMLearner:
         if not pairs and not self.step_without_pairs:
             return {}
         before = self._snapshot()
-        metrics = self._learn(pairs) if pairs else self._step_without_pairs()
+        with self.rm.weights_on_device(changed=True):  # param_offload: from the CPU and back, with the new weights
+            metrics = self._learn(pairs) if pairs else self._step_without_pairs()
         return metrics | self._update_norms(before)
 
     def _learn(self, pairs: list[Pair]) -> dict[str, float]:
@@ -210,13 +226,16 @@ class RMLearner:
     @torch.no_grad()
     def _update_norms(self, before: list[torch.Tensor]) -> dict[str, float]:
         """rm/update_norm = ‖θ_after − θ_before‖₂ over every weight of the RM, and rm/weight_norm = ‖θ_after‖₂ (float64
-        sums, as runtime/precision.py's `update_norm`: a change far below float32's resolution still shows)."""
+        sums, as runtime/precision.py's `update_norm`: a change far below float32's resolution still shows). Summed
+        over chunks of NORM_CHUNK elements, so the float64 copies are of one chunk at a time, never a whole tensor."""
         local, split = self._local_weights()
         sums = torch.zeros(2, dtype=torch.float64)  # Σ (θ_after − θ_before)², Σ θ_after²
         for now, old in zip(local, before, strict=True):
-            now = now.detach().double()
-            sums[0] += (now - old.to(now.device, torch.float64)).pow(2).sum().cpu()
-            sums[1] += now.pow(2).sum().cpu()
+            now, old = now.detach().reshape(-1), old.reshape(-1)
+            for start in range(0, now.numel(), NORM_CHUNK):
+                part = now[start : start + NORM_CHUNK].double()
+                sums[0] += (part - old[start : start + NORM_CHUNK].to(part.device, torch.float64)).pow(2).sum().cpu()
+                sums[1] += part.pow(2).sum().cpu()
         if split:
             import torch.distributed as dist
 
@@ -232,23 +251,24 @@ class RMLearner:
         # sums over this process's share of the pairs: loss, σ(s⁺), σ(s⁻), s⁺ > s⁻
         sums = torch.zeros(4, dtype=torch.float64)
         rank, size = world()
-        chunk = max(1, self.batch_size // 2)  # a pair is two sequences
-        if self.sharding is None:
+        if self.sharding is None:  # this process's share, in passes of at most batch_size sequences (and tokens)
             start, stop = shard_bounds(len(pairs), rank, size)
-            ranges = [(first, min(first + chunk, stop)) for first in range(start, stop, chunk)]
-        else:  # every process makes the same number of passes; a padding pass (empty range) counts 0
+            share = pairs[start:stop]
+            passes = [[start + i for i in rows] for rows in self.rm.passes(
+                len(share), lambda: self._pair_lengths(share), self.batch_size, rows_per_item=2)]
+        else:  # every process makes the same number of passes; a padding pass (no pairs) counts 0
             from coreward.rm.sharding import lockstep_ranges
 
-            ranges = lockstep_ranges(len(pairs), chunk)
-        for n, (first, stop) in enumerate(ranges):
-            part = pairs[first:stop] or pairs[:1]
+            passes = [list(range(first, stop)) for first, stop in lockstep_ranges(len(pairs), max(1, self.batch_size // 2))]
+        for n, rows in enumerate(passes):
+            part = [pairs[i] for i in rows] or pairs[:1]
             logits = self.rm.logits([p.question for p in part] * 2, [p.reference for p in part] * 2,
                                     [p.positive for p in part] + [p.negative for p in part])
             s_pos, s_neg = logits[: len(part)], logits[len(part) :]
-            losses = pairwise_loss(s_pos, s_neg) * (1.0 if stop > first else 0.0)
-            loss = losses.sum() / len(pairs)  # summed over chunks and processes: the mean over all pairs
-            loss.backward() if self.sharding is None else self.sharding.backward(loss, last=n == len(ranges) - 1)
-            if stop > first:
+            losses = pairwise_loss(s_pos, s_neg) * (1.0 if rows else 0.0)
+            loss = losses.sum() / len(pairs)  # summed over passes and processes: the mean over all pairs
+            loss.backward() if self.sharding is None else self.sharding.backward(loss, last=n == len(passes) - 1)
+            if rows:
                 sums += torch.stack([losses.sum(), s_pos.sigmoid().sum(), s_neg.sigmoid().sum(),
                                      (s_pos > s_neg).sum()]).detach().double().cpu()
         if size > 1:
@@ -270,6 +290,12 @@ class RMLearner:
             p.grad = None
         model.eval()
         return sums, float(grad_norm)
+
+    def _pair_lengths(self, pairs: list[Pair]) -> list[int]:
+        """Each pair's length in a pass: its longer sequence's tokens (both are padded to the pass's longest)."""
+        lengths = self.rm.token_lengths([p.question for p in pairs] * 2, [p.reference for p in pairs] * 2,
+                                        [p.positive for p in pairs] + [p.negative for p in pairs])
+        return [max(a, b) for a, b in zip(lengths[: len(pairs)], lengths[len(pairs) :])]
 
     def _step_without_pairs(self) -> dict[str, float]:
         """`epochs` AdamW steps on a zero gradient (the same on every process: no data, no all-reduce).
@@ -297,16 +323,29 @@ class RMLearner:
         return {"rm/lr": self.optimizer.param_groups[0]["lr"]}
 
     def _optimizer_step(self) -> None:
-        """AdamW on the parameters, or on their CPU masters (then copied back) with optimizer_offload."""
-        if self.masters is None:
+        """AdamW, one tensor at a time: on the parameters, or on their float32 masters (then copied back).
+
+        Per tensor: its float32 gradient is made (on the masters' device) and the RM's gradient freed, AdamW steps
+        that tensor alone, its gradient is freed, the new value copied back. So the step holds one tensor's float32
+        gradient and AdamW's temporaries for one tensor, never a copy of every gradient at once (4 bytes per
+        parameter for a bf16 RM's masters, more for AdamW's multi-tensor temporaries). It is the same AdamW: torch's
+        skips a tensor whose .grad is None and keeps its step count per tensor, and the state_dict is unchanged.
+        """
+        optimized = self.masters or self.parameters
+        grads = [p.grad for p in self.parameters]
+        for p in self.parameters:
+            p.grad = None
+        for i, (target, p) in enumerate(zip(optimized, self.parameters)):
+            grad, grads[i] = grads[i], None
+            if grad is None:
+                continue
+            target.grad = grad if target is p else grad.detach().to(target.device, torch.float32)
+            del grad  # the RM's own gradient (a master's float32 copy is made)
             self.optimizer.step()
-            return
-        for master, p in zip(self.masters, self.parameters):
-            master.grad = p.grad.detach().to(master.device, torch.float32) if p.grad is not None else None
-        self.optimizer.step()
-        with torch.no_grad():
-            for master, p in zip(self.masters, self.parameters):
-                p.copy_(master.to(p.device, p.dtype))
+            target.grad = None
+            if target is not p:
+                with torch.no_grad():
+                    p.copy_(target.to(p.device, p.dtype))
 
     def _sum_across_processes(self, sums: torch.Tensor) -> torch.Tensor:
         """All-reduce every gradient (a process without pairs contributes zeros) and the metric sums."""
@@ -337,11 +376,12 @@ class RMLearner:
 
     @classmethod
     def load(cls, directory: Path, device, dtype: str = "float32", settings: LearnerSettings | None = None, *,
-             sharding=None, **fields: Any) -> RMLearner:
+             sharding=None, rm_options: dict[str, Any] | None = None, **fields: Any) -> RMLearner:
         """The learner `save` wrote: same weights, same optimizer moments and step counts (`settings` and
-        `fields` as for the constructor)."""
+        `fields` as for the constructor; `rm_options`: VerifyRM's memory settings, RMInputSettings.rm_options)."""
         settings = LearnerSettings.of(settings, **fields)
-        rm = VerifyRM.from_pretrained(directory / RM_DIR, device=device, dtype=dtype, batch_size=settings.batch_size)
+        rm = VerifyRM.from_pretrained(directory / RM_DIR, device=device, dtype=dtype, batch_size=settings.batch_size,
+                                      **(rm_options or {}))
         learner = cls(rm, settings, sharding=sharding)
         if learner.sharding is not None:  # the whole RM was loaded and sharded; now the optimizer's shards
             learner.sharding.load(learner, directory)

@@ -19,8 +19,10 @@ score is read at the last non-pad token, so the config needs a pad_token_id) or 
 from __future__ import annotations
 
 import inspect
+import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -32,6 +34,8 @@ from coreward.runtime.errors import CorewardError
 from coreward.runtime.files import atomic_directory
 from coreward.verify.extract import encodable
 
+
+logger = logging.getLogger(__name__)
 
 TEMPLATE = (
     "<question>{question}</question>\n<reference_answer>{reference}</reference_answer>\n"
@@ -72,15 +76,41 @@ def format_input(question: str, reference: str, completion: str, cut: str = "cor
     )
 
 
+def plan_passes(lengths: Sequence[int], max_rows: int, max_tokens: int | None = None,
+                rows_per_item: int = 1) -> list[list[int]]:
+    """The items of each forward pass, by index: at most `max_rows` rows per pass, in input order; with
+    `max_tokens`, also at most that many padded tokens (rows × the pass's longest row), items taken shortest
+    first so a pass wastes little padding (the caller puts results back in input order). An item is
+    `rows_per_item` rows of `lengths[i]` tokens (a Cooper pair: its two sequences, at the longer one's length).
+    An item longer than the budget alone still runs, in a pass of its own."""
+    per_pass = max(1, max_rows // rows_per_item)
+    if max_tokens is None:
+        return [list(range(start, min(start + per_pass, len(lengths)))) for start in range(0, len(lengths), per_pass)]
+    passes: list[list[int]] = []
+    current: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):  # ascending: the last taken is the longest
+        if current and (len(current) == per_pass or (len(current) + 1) * rows_per_item * lengths[i] > max_tokens):
+            passes.append(current)
+            current = []
+        current.append(i)
+    return passes + [current] if current else passes
+
+
 class VerifyRM:
     """A sequence classifier with one logit plus its tokenizer, on its own device.
 
     `score` is the frozen reward (no grad, eval mode, batched); `logits` keeps the graph, for training
     and for Cooper's pairwise update −log σ(s_pos − s_neg).
+
+    Memory settings (rm/inputs.py's RMInputSettings): `batch_size` caps the sequences per forward pass;
+    `max_tokens_per_pass` also caps its padded tokens (rows × longest row; sequences sorted by length);
+    `param_offload` keeps the weights on the CPU (pinned with a CUDA device) between uses: `weights_on_device`
+    brings them to the device for a pass (or an update) and back.
     """
 
     def __init__(self, model, tokenizer, device: str | torch.device | None = "auto", max_length: int = 1024,
-                 batch_size: int = 32, cut: str = "coreward"):
+                 batch_size: int = 32, cut: str = "coreward", max_tokens_per_pass: int | None = None,
+                 param_offload: bool = False):
         # Pad on the right, so every row's positions start at 0 whatever its batch (the score is read at the
         # last real token); decoders often ship without a pad token, and batching needs one.
         prepare_tokenizer(tokenizer, padding_side="right")
@@ -88,13 +118,52 @@ class VerifyRM:
             raise CorewardError(f"tokenizer {tokenizer.name_or_path!r} has neither a pad nor an eos token")
         model.config.pad_token_id = tokenizer.pad_token_id
         self.device = resolve_device(device)
-        self.model = model.to(self.device)
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.batch_size = batch_size
+        self.max_tokens_per_pass = max_tokens_per_pass
+        self._warned_long = False  # a sequence over max_tokens_per_pass: warned once
+        self.param_offload = param_offload
+        self._uses = 0  # weights_on_device contexts open (nested uses move the weights once)
+        if param_offload:
+            self.model = model.to("cpu")
+            pin = self.device.type == "cuda"  # page-locked: the copies to and from the GPU can run asynchronously
+            self._homes = [(t, t.data.pin_memory() if pin else t.data) for t in self._weights()]
+            for t, home in self._homes:
+                t.data = home
+        else:
+            self.model = model.to(self.device)
         # BERT-style encoders take segment ids; decoders would choke on (or silently misuse) them
         self._takes_token_types = "token_type_ids" in inspect.signature(model.forward).parameters
         self.use_cut(cut)
+
+    def _weights(self) -> list[torch.Tensor]:
+        return [*self.model.parameters(), *self.model.buffers()]
+
+    @contextmanager
+    def weights_on_device(self, changed: bool = False) -> Iterator[None]:
+        """With `param_offload`: the weights on the RM's device inside, back on the CPU after (with `changed`, the
+        CPU copies take the new values first: an update). Without it, or nested in another use: nothing moves."""
+        if not self.param_offload or self._uses:
+            self._uses += 1
+            try:
+                yield
+            finally:
+                self._uses -= 1
+            return
+        self._uses += 1
+        try:
+            for t, home in self._homes:
+                t.data = home.to(self.device, non_blocking=True)
+            yield
+        finally:
+            self._uses -= 1
+            for t, home in self._homes:
+                if changed and t.data.data_ptr() != home.data_ptr():
+                    home.copy_(t.data, non_blocking=True)
+                t.data = home
+            if self.device.type == "cuda":  # the CPU copies are complete before anyone reads them
+                torch.cuda.synchronize(self.device)
 
     def use_cut(self, cut: str) -> None:
         """"coreward" or "cooper" (see the module docstring)."""
@@ -142,11 +211,7 @@ class VerifyRM:
 
     def tokenize(self, questions: Sequence[str], references: Sequence[str], completions: Sequence[str]):
         """Tokenized, padded template texts (on the CPU)."""
-        if not len(questions) == len(references) == len(completions):
-            raise ValueError(
-                f"questions, references and completions differ in length: "
-                f"{len(questions)}, {len(references)}, {len(completions)}"
-            )
+        _check_lengths(questions, references, completions)
         texts = [format_input(q, r, c, self.cut) for q, r, c in zip(questions, references, completions)]
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         if not self._takes_token_types:
@@ -157,6 +222,26 @@ class VerifyRM:
         """`tokenize`, on the RM's device."""
         return self.tokenize(questions, references, completions).to(self.device)
 
+    def token_lengths(self, questions: Sequence[str], references: Sequence[str],
+                      completions: Sequence[str]) -> list[int]:
+        """Each triple's length in tokens as the RM reads it (cut to `max_length`), unpadded."""
+        texts = [format_input(q, r, c, self.cut) for q, r, c in zip(questions, references, completions)]
+        return [len(ids) for ids in self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]]
+
+    def passes(self, count: int, lengths: Callable[[], Sequence[int]], max_rows: int,
+               rows_per_item: int = 1) -> list[list[int]]:
+        """`plan_passes` over `count` items with this RM's token budget (`lengths()`, their token lengths, read only
+        with one), warning once when an item is longer than `max_tokens_per_pass` (it runs alone)."""
+        if self.max_tokens_per_pass is None:
+            return plan_passes([0] * count, max_rows, rows_per_item=rows_per_item)
+        known = lengths()
+        if not self._warned_long and max(known, default=0) * rows_per_item > self.max_tokens_per_pass:
+            self._warned_long = True
+            logger.warning("reward model: %s of %d tokens is over max_tokens_per_pass %d: it runs in a pass of its own",
+                           "a pair of sequences" if rows_per_item == 2 else "a sequence",
+                           max(known) * rows_per_item, self.max_tokens_per_pass)
+        return plan_passes(known, max_rows, self.max_tokens_per_pass, rows_per_item)
+
     def logits(self, questions: Sequence[str], references: Sequence[str], completions: Sequence[str]) -> torch.Tensor:
         """One logit per triple, shape [n], with grad (the caller chooses train/eval mode)."""
         return self.model(**self.encode(questions, references, completions)).logits.squeeze(-1).float()
@@ -165,22 +250,35 @@ class VerifyRM:
     def score(self, questions: Sequence[str], references: Sequence[str], completions: Sequence[str],
               batch_size: int | None = None) -> list[float]:
         """σ(logit) per triple, in order; eval mode (no dropout) for the call, training mode restored after.
+        Passes of at most `batch_size` triples (and `max_tokens_per_pass` padded tokens: `plan_passes`).
 
         A NaN or infinite logit gives NaN, not σ(±inf) = 1 or 0: the RM failed on that input, and the
         trainer skips a NaN reward (advantage 0) and counts it, rather than trusting a saturated score.
         """
-        batch_size = batch_size or self.batch_size
+        _check_lengths(questions, references, completions)
         was_training = self.model.training
         self.model.eval()
+        scores = [float("nan")] * len(completions)
         try:
-            scores: list[float] = []
-            for start in range(0, len(completions), batch_size):
-                end = start + batch_size
-                logits = self.logits(questions[start:end], references[start:end], completions[start:end])
-                scores += torch.where(torch.isfinite(logits), torch.sigmoid(logits), float("nan")).tolist()
+            with self.weights_on_device():
+                lengths = lambda: self.token_lengths(questions, references, completions)  # noqa: E731
+                for rows in self.passes(len(completions), lengths, batch_size or self.batch_size):
+                    logits = self.logits([questions[i] for i in rows], [references[i] for i in rows],
+                                         [completions[i] for i in rows])
+                    sigmoid = torch.where(torch.isfinite(logits), torch.sigmoid(logits), float("nan")).tolist()
+                    for i, s in zip(rows, sigmoid):
+                        scores[i] = s
         finally:
             self.model.train(was_training)
         return scores
+
+
+def _check_lengths(questions: Sequence[str], references: Sequence[str], completions: Sequence[str]) -> None:
+    if not len(questions) == len(references) == len(completions):
+        raise ValueError(
+            f"questions, references and completions differ in length: "
+            f"{len(questions)}, {len(references)}, {len(completions)}"
+        )
 
 
 def _load(name_or_path: str | os.PathLike, dtype: str, **model_kwargs):

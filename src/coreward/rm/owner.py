@@ -17,8 +17,8 @@ from coreward.runtime.errors import CorewardError
 
 
 class RMOwner:
-    """Needs `self.params`: a `LearnerSettings` (rm/learner.py) with rm, device, rm_dtype, rm_cut, assistant and
-    assistant_prompt."""
+    """Needs `self.params`: a `LearnerSettings` (rm/learner.py) and `RMInputSettings` (rm/inputs.py) with rm,
+    rm_dtype, assistant and assistant_prompt."""
 
     learner: RMLearner | None = None
     _assistant: Assistant | None = None
@@ -35,6 +35,7 @@ class RMOwner:
             raise ValueError(f"assistant must be 'perturb', an endpoint URL, a model path or a generator dict, "
                              f"got {p.assistant!r}")
         LearnerSettings.validate(p)
+        p.validate_rm_inputs()  # max_tokens_per_pass (rm/inputs.py)
         for name in ("max_retries", "eval_every"):
             if getattr(p, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(p, name)}")
@@ -51,11 +52,18 @@ class RMOwner:
             p = self.params
             device = policy.device if p.device == "auto" and policy is not None else p.device
             sharding = sharding_for(policy) if p.device == "auto" else None  # the policy's engine's (rm/sharding.py)
+            if sharding is not None:  # refused before any weights load (the learner checks it too)
+                for key in ("param_offload", "max_tokens_per_pass"):
+                    if getattr(p, key):
+                        raise CorewardError(f"reward {self.name!r}: key {self.config_key}.params.{key}: not supported "
+                                            f"for an RM sharded like the policy ({sharding.kind}): set it off, or give "
+                                            "the RM a device of its own (`device: cuda:1`), which keeps it whole")
             if self._resume_from is not None:
                 self.learner = RMLearner.load(self._resume_from, device, p.rm_dtype, p,
-                                              sharding=sharding)
+                                              sharding=sharding, rm_options=p.rm_options())
             else:
-                rm = VerifyRM.from_pretrained(p.rm, device=device, dtype=p.rm_dtype, batch_size=p.batch_size)
+                rm = VerifyRM.from_pretrained(p.rm, device=device, dtype=p.rm_dtype, batch_size=p.batch_size,
+                                              **p.rm_options())  # max_tokens_per_pass, param_offload
                 self.learner = RMLearner(rm, p, sharding=sharding)  # p: Params extend LearnerSettings
             self.learner.rm.use_cut(p.rm_cut)
         return self.learner
