@@ -23,6 +23,8 @@ def train_command(
                                        "if there is one, else start: for a job a scheduler may start again"),
     allow_config_change: bool = typer.Option(False, "--allow-config-change",
                                              help="with --resume: accept a config that differs from the run's"),
+    debug: bool = typer.Option(False, "--debug", help="when your reward code raises, print the whole traceback "
+                               "(not only your code's frames); the same as COREWARD_DEBUG=1"),
 ) -> None:
     """Run GRPO with the configured reward sources.
 
@@ -33,6 +35,12 @@ def train_command(
     from coreward.grpo.train import run_training
     from coreward.runtime.distributed import exit_now, leave_process_group, print_once
 
+    if debug:  # read where the error is reported (runtime/commands.py), in this process and the ones it starts
+        import os
+
+        from coreward.runtime.user_code import DEBUG_ENV
+
+        os.environ[DEBUG_ENV] = "1"
     if resume and resume_if_any:
         raise typer.BadParameter("pass one of them: --resume (a checkpoint must be there) or --resume-if-any",
                                  param_hint="--resume / --resume-if-any")

@@ -297,9 +297,15 @@ def run_training(
         with lock:
             return _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_records, sources,
                                model_path, extra_callbacks, allow_config_change)
-    except BaseException:
-        if created and lock.enabled:
+    except BaseException as err:
+        from coreward.grpo.health import SUMMARY_FILE
+        from coreward.runtime.user_code import UserCodeError
+
+        trained = (run_dir / SUMMARY_FILE).is_file()  # training started: health.json says how it went, and why it stopped
+        if created and lock.enabled and not trained:
             remove_if_no_work(run_dir)
+        if isinstance(err, UserCodeError) and trained:
+            raise err.with_where(f"(the run directory {run_dir} is kept, with {SUMMARY_FILE})") from err.error
         raise
 
 
@@ -383,7 +389,8 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     from coreward.grpo.periodic_eval import add_periodic_eval
     from coreward.grpo.preemption import PreemptionCallback, signal_numbers
     from coreward.grpo.trainer import CorewardGRPOTrainer
-    from coreward.runtime.metrics import MetricsFileCallback, use_compact_progress, use_run_tensorboard
+    from coreward.runtime.metrics import MetricsFileCallback, close_progress, use_compact_progress, use_run_tensorboard
+    from coreward.runtime.user_code import as_user_code_error
     from coreward.verify import Verifier
 
     if config.torch_threads:
@@ -450,11 +457,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
             trainer.load_sources(checkpoint)
             trainer.state.global_step = checkpoint_step(checkpoint)
         else:
-            try:
-                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-            except Exception as err:  # a run stopped by an error (a broken invariant) still says how it went, and why
-                health.stopped_by(err, trainer.state)
-                raise
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         if preemption.preempted_at is not None:  # its checkpoint is complete; the final model comes on resume
             trainer.accelerator.wait_for_everyone()  # no process exits (and has torchrun stop the others) early
             return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step,
@@ -469,6 +472,15 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
             export_source_models(sources, final, tokenizer)  # Cooper's RM, the EMA teacher: loadable folders
             write_model_card(run_dir)
             mark_complete(final)  # last: a final/ without it (a kill while writing) is rebuilt on --resume
+    except Exception as err:  # a run stopped by an error (a broken invariant, the user's reward) says how it went, and why
+        close_progress(trainer)  # the error's lines start below the bar, not glued to it
+        user = as_user_code_error(err)
+        if user is not None:  # one line naming their function (runtime/commands.py shows their frames)
+            user = user.with_where(f"during step {trainer.state.global_step + 1}")
+        health.stopped_by(user or err, trainer.state)
+        if user is not None:
+            raise user from err
+        raise
     finally:
         for source in sources:
             source.close()

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from coreward.rewards.base import RewardSource, RolloutBatch
+from coreward.runtime.errors import CorewardError
+from coreward.runtime.user_code import claim_module
 
 
 class FunctionReward(RewardSource):
@@ -30,14 +32,27 @@ class FunctionReward(RewardSource):
 
     @classmethod
     def of(cls, function: Callable[..., list[Any]], name: str | None = None) -> type[FunctionReward]:
-        """A source class wrapping `function` (classes, not instances, are what configs name)."""
+        """A source class wrapping `function` (classes, not instances, are what configs name). Its module is the
+        user's code: a traceback through it is shown as theirs (runtime/user_code.py), wherever it is installed."""
+        claim_module(function.__module__)
         return type(f"FunctionReward_{function.__name__}", (cls,),
                     {"function": staticmethod(function), "name": name or function.__name__})
 
     def compute(self, batch: RolloutBatch) -> list[Any]:
         columns = {k: v for k, v in batch.columns.items() if k not in TRL_ARGUMENTS}  # never passed twice
-        return list(self.function(prompts=batch.prompts, completions=batch.completions,
-                                  completion_ids=batch.completion_ids, trainer_state=None, **columns))
+        # an exception raised in the function is the user's: coreward train names the function and shows the
+        # frames of their files (runtime/user_code.py), not the trainer's
+        returned = self.function(prompts=batch.prompts, completions=batch.completions,
+                                 completion_ids=batch.completion_ids, trainer_state=None, **columns)
+        try:
+            values = list(returned)
+        except TypeError:  # not a sequence: None (a forgotten return), a number
+            values = None
+        if values is None or len(values) != len(batch):
+            got = f"{len(values)} values" if values is not None else f"{type(returned).__name__} {returned!r:.40}"
+            raise CorewardError(f"reward function {self.name} returned {got} for {len(batch)} completions: it must "
+                                "return a list with one reward (a number, or None) per completion")
+        return values
 
 
 TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state")  # the arguments TRL names itself

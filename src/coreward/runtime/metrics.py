@@ -162,6 +162,16 @@ def use_compact_progress(trainer) -> None:
         trainer.add_callback(StepLinesCallback())
 
 
+def close_progress(trainer) -> None:
+    """Close the progress bar of a run that stopped on an error (HF closes it only at a normal end), so what is
+    printed next starts on a line of its own."""
+    for callback in trainer.callback_handler.callbacks:
+        bar = getattr(callback, "training_bar", None)
+        if isinstance(callback, ProgressCallback) and bar is not None:
+            bar.close()
+            callback.training_bar = None
+
+
 class RunTensorBoardCallback(TensorBoardCallback):
     """HF's TensorBoard logging, pinned to one run's directory and safe to resume.
 
