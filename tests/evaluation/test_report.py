@@ -202,3 +202,32 @@ def test_axes_show_change_honestly():
     wide.plot([1, 2], [0.0, 0.9])
     honest_axes(wide, [0.0, 0.9])
     assert wide.get_ylim()[1] - wide.get_ylim()[0] < 1.2  # a real change keeps matplotlib's own limits
+
+
+def test_the_report_names_each_figures_smoothing_the_guards_stop_best_and_the_runs_own_evaluation(two_runs, tmp_path):
+    """One run evaluated on 200 demo problems, its guard fired and stopped it, best/ kept; the report says so, and
+    labels every verified accuracy with its smoothing (the table's EMA, the guard's own, or the last step's)."""
+    import yaml
+
+    model = two_runs[1]
+    rows = [row for row in load_run(model).rows if row["step"] <= 14]  # it stopped at the guard's alarm
+    (model / "metrics.jsonl").write_text("".join(json.dumps({**row, "guard/alarm": float(row["step"] == 14)}) + "\n"
+                                                 for row in rows))
+    (model / "config.yaml").write_text(yaml.safe_dump({"data": {"eval": "demo", "eval_split": "test", "eval_limit": 200,
+                                                                "eval_n": 4, "eval_every": 10}}))
+    guard = {"settings": {"smooth": 0.8}, "source": "training rollouts", "fired_at": 14, "stopped_at": 14,
+             "peak": 0.431, "peak_step": 10, "best": {"step": 10, "verified": 0.431}}
+    (model / "guard.json").write_text(json.dumps(guard))
+    (model / "best").mkdir()
+    make_report(two_runs, tmp_path / "out", smooth=0.6, note="A note from the caller.")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "model: avg@4 on 200 problems of demo (test split), every 10 steps" in report
+    assert "500" not in report and "A note from the caller." in report
+    guard_line = next(line for line in report.splitlines() if line.startswith("- **model**: the guard fired at step 14"))
+    assert "training rollouts, EMA 0.8 (the guard's smoothing), whose peak was 43.1% at step 10" in guard_line
+    assert "**the run stopped there** (guard.stop), at step 14" in guard_line
+    assert f"the best model (step 10, verified accuracy 43.1%) is in `{(model / 'best').resolve()}`" in guard_line
+    assert "| Peak verified, EMA 0.6 (step, √KL) | Final verified, EMA 0.6 |" in report
+    assert "Verified acc., last step |" in report
+    assert "| 14 (stopped) |" in report
+    assert "- **rule**" not in report.split("## Overoptimization guard")[1].split("##")[0]  # no guard, no line

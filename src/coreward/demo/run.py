@@ -384,8 +384,9 @@ def seed_summary(seed: int, runs: list[DemoRun], baseline: float, budget: Budget
     write_summary(output_dir, summary)
     for kind, directory in ((False, output_dir / "report"), (True, output_dir / "stress" / "report")):
         run_dirs = [run.run_dir for run in runs if run.stress == kind]
-        if run_dirs:
-            make_report(run_dirs, directory)
+        if run_dirs:  # the report says what each run's periodic evaluation measured; this, what table.md did
+            make_report(run_dirs, directory, note=f"The demo's table.md measures after training: avg@{budget.eval_n} "
+                        f"on {budget.eval_problems} held-out problems of demo (test split).")
     return summary
 
 

@@ -29,6 +29,7 @@ class Run:
     path: Path
     rows: list[dict[str, Any]]
     summary: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)  # the run's config.yaml (what it trained on, evaluated)
 
     def key_like(self, pattern: str) -> str | None:
         """The first logged metric whose name matches `pattern` (e.g. eval/avg@\\d+ for any n)."""
@@ -54,7 +55,18 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
     rows = [row for row in read_metrics(metrics) if isinstance(row.get("step"), int)]
     summary_path = path / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-    return Run(name or path.resolve().name, path, rows, summary)
+    return Run(name or path.resolve().name, path, rows, summary, read_config(path / "config.yaml"))
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A run's config.yaml as a mapping; empty when there is none or it can't be read (a report still draws)."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text()) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def ema(values: list[float], weight: float) -> list[float]:
@@ -158,6 +170,8 @@ def plot_figure(spec: FigureSpec, runs: list[Run], output_dir: Path, smooth: flo
             _draw_run(ax, run, panel, f"C{index % 10}", smooth, LINESTYLES[index % len(LINESTYLES)])
         key = next(k for k in (run.key_like(panel.pattern) for run in group) if k)
         title = panel.title.format(metric=key.rsplit("/", 1)[-1]) + suffix
+        if panel.smooth and smooth > 0:  # the report's tables and the guard name their smoothing: so does a curve
+            title += f", EMA {smooth}"
         if len(panels) > 1:
             ax.set_title(title, fontsize=10)
         else:  # the figure's heading is its title already
