@@ -1,7 +1,7 @@
 """A real OpenAI-compatible chat server on 127.0.0.1 (ephemeral port) that misbehaves on purpose.
 
-It speaks `GET /v1/models` and `POST /v1/chat/completions`. What a request gets is scripted per prompt
-(the content of the request's last message), so one batch can mix healthy and faulty items:
+It speaks `GET /v1/models`, `POST /v1/chat/completions` and `POST /v1/completions` (a raw prompt). What a request
+gets is scripted per prompt (the content of the request's last message, or a completion's `prompt`), so one batch can mix healthy and faulty items:
 
     server.script("q1", "500", "500")   # the first two requests for "q1" get HTTP 500, later ones an answer
     server.script("q2", then="slow")    # every request for "q2" is slow
@@ -111,10 +111,10 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def do_POST(self) -> None:
-        if self.path != "/v1/chat/completions":
+        if self.path not in ("/v1/chat/completions", "/v1/completions"):
             return self._send_json(404, {"error": {"message": f"no route {self.path}"}})
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        prompt = body["messages"][-1]["content"]
+        prompt = body["prompt"] if self.path == "/v1/completions" else body["messages"][-1]["content"]
         owner = self.server.owner
         step = owner._begin(prompt, body, dict(self.headers))
         self._in_flight = True
@@ -173,6 +173,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _completion(body: dict, text: str) -> dict:
+    if "prompt" in body:  # /v1/completions
+        return {"id": "cmpl-test", "object": "text_completion", "model": body.get("model", "test-model"),
+                "choices": [{"index": 0, "text": text, "finish_reason": "stop"}]}
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",

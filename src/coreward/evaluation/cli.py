@@ -51,6 +51,7 @@ def eval_command(
     judge: Annotated[str | None, _setting("judge")] = EvalSettings.judge,
     judge_format: Annotated[str, _setting("judge_format")] = EvalSettings.judge_format,
     judge_mode: Annotated[str, _setting("judge_mode")] = EvalSettings.judge_mode,
+    judge_template: Annotated[str | None, _setting("judge_template")] = EvalSettings.judge_template,
 ) -> None:
     """Sample n completions per problem and report avg@n, pass@k and maj@n (the papers' protocol); on data
     without reference answers, agree@n (majority-answer share) and answered instead.
@@ -65,7 +66,7 @@ def eval_command(
         prompt_format=prompt_format, instruction=instruction, batch_size=batch_size, limit=limit, split=split,
         data_dir=data_dir, columns=parse_columns(columns), backend=backend, device=device, dtype=dtype,
         vllm_memory=vllm_memory, output_dir=output, show_progress=True, judge=judge, judge_format=judge_format,
-        judge_mode=judge_mode,
+        judge_mode=judge_mode, judge_template=judge_template,
     )
     results = evaluate(model, settings)
     typer.echo("")

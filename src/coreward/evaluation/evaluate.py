@@ -411,6 +411,9 @@ class EvalSettings:
     judge_format: str = field(default="plain", metadata={
         "help": "the judge's prompt and verdict format: plain, xverify, compassverifier, compassverifier_cot, "
                 "general_verifier"})
+    judge_template: str | None = field(default=None, metadata={
+        "help": "a file holding the judge format's prompt: needed for xverify and general_verifier, whose authors' "
+                "licences keep their prompts out of coreward (their repository's file, or a text file of it)"})
     judge_mode: str = field(default="hybrid", metadata={
         "help": "hybrid (the judge decides only where the rule verifier rejects) or judge (it decides every sample)"})
 
@@ -441,8 +444,8 @@ class EvalSettings:
             "backend": self.backend,
             "split": self.split,
             "limit": self.limit,
-            **({"judge": self.judge, "judge_format": self.judge_format, "judge_mode": self.judge_mode}
-               if self.judge else {}),
+            **({"judge": self.judge, "judge_format": self.judge_format, "judge_mode": self.judge_mode,
+                "judge_template": self.judge_template} if self.judge else {}),
         }
 
 
@@ -482,8 +485,9 @@ def _open_judge(settings: EvalSettings):
         return None
     from coreward.rm.judge import Judge
 
-    judge = Judge(settings.judge, settings.judge_format)
-    judge.health_check()
+    judge = Judge(settings.judge, settings.judge_format, template=settings.judge_template, key="--judge",
+                  template_key="--judge-template")
+    judge.check()
     return judge
 
 

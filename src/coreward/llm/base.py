@@ -34,6 +34,9 @@ class GenerationRequest:
     # passed to the chat template (e.g. {"enable_thinking": False} for Qwen3); endpoints get it as vLLM's
     # `chat_template_kwargs` body field
     chat_template_kwargs: dict | None = None
+    # the one message's text is the whole prompt, with no chat template: a local model reads it as it is, an endpoint
+    # is asked for a completion (`/completions`), as verifiers trained on raw text are served by their authors
+    raw: bool = False
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -44,6 +47,8 @@ class GenerationRequest:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.raw and len(self.messages) != 1:
+            raise ValueError(f"a raw request is one text, got {len(self.messages)} messages")
 
     @classmethod
     def user(cls, content: str, **sampling) -> GenerationRequest:

@@ -34,7 +34,8 @@ class HFLocalGenerator(TextGenerator):
     `model_name_or_path` is a hub id or directory (loaded with its tokenizer onto `device`, in `dtype`), or an
     already-loaded model, then `tokenizer` is required and the model is used as it is (its device, dtype and
     train/eval mode) unless `device` names one. The chat template is used when `chat_template` is true and
-    the tokenizer has one; otherwise the prompt is the messages' contents joined by newlines.
+    the tokenizer has one; otherwise the prompt is the messages' contents joined by newlines. A raw request's text is
+    the prompt as it is (with the tokenizer's special tokens, as vLLM's `generate(prompt)` reads it).
     """
 
     def __init__(
@@ -62,10 +63,13 @@ class HFLocalGenerator(TextGenerator):
         self.use_chat_template = chat_template and bool(getattr(tokenizer, "chat_template", None))
 
     def _generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
-        results = []
-        for start in range(0, len(requests), self.batch_size):
-            results += self._generate_batch(requests[start : start + self.batch_size])
-        return results
+        results: dict[int, GenerationResult] = {}
+        for raw in (False, True):  # a batch is all chat or all raw: they tokenize with different special tokens
+            rows = [i for i, request in enumerate(requests) if request.raw == raw]
+            for start in range(0, len(rows), self.batch_size):
+                batch = rows[start : start + self.batch_size]
+                results.update(zip(batch, self._generate_batch([requests[i] for i in batch])))
+        return [results[i] for i in range(len(requests))]
 
     def _generate_batch(self, batch: list[GenerationRequest]) -> list[GenerationResult]:
         """One `model.generate` call; a fault in it (OOM, a prompt longer than the model allows) fails its items."""
@@ -87,12 +91,14 @@ class HFLocalGenerator(TextGenerator):
     @torch.inference_mode()
     def _sample(self, batch: list[GenerationRequest]) -> list[str]:
         device = self.model.device
+        raw = batch[0].raw  # _generate batches raw and chat requests apart
         inputs = self.tokenizer(
-            [self._prompt(request.messages, request.chat_template_kwargs) for request in batch],
+            [encodable(request.messages[0]["content"]) if raw else
+             self._prompt(request.messages, request.chat_template_kwargs) for request in batch],
             return_tensors="pt",
             padding=True,
             padding_side="left",
-            add_special_tokens=not self.use_chat_template,  # a chat template writes its own special tokens
+            add_special_tokens=raw or not self.use_chat_template,  # a chat template writes its own special tokens
         ).to(device)
         output = self.model.generate(
             **inputs,

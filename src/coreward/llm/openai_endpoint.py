@@ -1,7 +1,7 @@
 """An OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp, Ollama, OpenAI) as a text generator.
 
-A batch is sent as concurrent `POST {base_url}/chat/completions` requests, at most `max_concurrency` in
-flight. Each request gets `timeout_s` per attempt and is retried with exponential backoff and jitter when
+A batch is sent as concurrent `POST {base_url}/chat/completions` requests (a raw request: `/completions`, the
+text as its `prompt`), at most `max_concurrency` in flight. Each request gets `timeout_s` per attempt and is retried with exponential backoff and jitter when
 another try may help: connection errors, timeouts, HTTP 408, 429 (after the server's Retry-After), 5xx,
 and 200 answers that carry no usable text (malformed JSON, no `choices[0].message.content`, empty text).
 Other 4xx (bad key, unknown model, prompt too long) fail at once. After `deadline_s` the whole batch stops
@@ -153,12 +153,13 @@ class OpenAIEndpointGenerator(TextGenerator):
         return GenerationResult(None, error, time.perf_counter() - started, attempts)
 
     def _payload(self, request: GenerationRequest) -> dict:
+        # message text may be a policy's output: a lone surrogate in it would make the UTF-8 body fail to encode
+        text = {"prompt": encodable(request.messages[0]["content"])} if request.raw else {"messages": [
+            {**m, "content": encodable(m["content"])} if isinstance(m.get("content"), str) else m
+            for m in request.messages
+        ]}
         payload = {
-            # message text may be a policy's output: a lone surrogate in it would make the UTF-8 body fail to encode
-            "messages": [
-                {**m, "content": encodable(m["content"])} if isinstance(m.get("content"), str) else m
-                for m in request.messages
-            ],
+            **text,
             "temperature": request.temperature,
             "top_p": request.top_p,
             "max_tokens": request.max_tokens,
@@ -175,7 +176,8 @@ class OpenAIEndpointGenerator(TextGenerator):
         """One POST; returns the completion text or raises _AttemptFailed saying whether to retry."""
         try:
             async with asyncio.timeout(self.timeout_s):  # total time, not httpx's per-read timeout
-                response = await self._client.post(f"{self.base_url}/chat/completions", json=payload)
+                route = "completions" if "prompt" in payload else "chat/completions"
+                response = await self._client.post(f"{self.base_url}/{route}", json=payload)
         except TimeoutError:
             raise _AttemptFailed(f"timeout after {self.timeout_s:g} s") from None
         except httpx.RequestError as exc:  # connection refused or reset, httpx's own timeouts, bad protocol
@@ -206,13 +208,14 @@ class OpenAIEndpointGenerator(TextGenerator):
 
 
 def _completion_text(response: httpx.Response) -> str:
-    """`choices[0].message.content` of a 2xx answer; anything unusable is a (retryable) failed attempt."""
+    """`choices[0].message.content` (`choices[0].text` from `/completions`) of a 2xx answer; anything unusable is a (retryable) failed attempt."""
     try:
         body = response.json()
     except ValueError:
         raise _AttemptFailed(f"malformed JSON in the response: {response.text[:200]!r}") from None
     try:
-        content = body["choices"][0]["message"]["content"]
+        choice = body["choices"][0]
+        content = choice["text"] if "text" in choice else choice["message"]["content"]  # a completion's, a chat's
     except (KeyError, IndexError, TypeError):
         raise _AttemptFailed(f"response without choices[0].message.content: {response.text[:200]!r}") from None
     if not isinstance(content, str) or not content.strip():

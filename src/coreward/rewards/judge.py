@@ -5,8 +5,9 @@
                    r_i = correct  if J(q, a, o_i) = 1  else incorrect  the rule rejects, or reads no answer
 
 J is the judge LLM's verdict (rm/judge.py): the prompt of a published verifier (xVerify, CompassVerifier, TIGER-Lab's
-general-verifier) or coreward's plain one, shown the question, the reference and the rollout's final answer (or the
-rollout itself). A request that fails after the endpoint's retries and deadline, or a reply that says neither,
+general-verifier; xVerify's and general-verifier's read from the user's `template` file, as their licences keep them
+out of coreward) or coreward's plain one, shown the question, the reference and the rollout's final answer (or the
+rollout itself). Before step 0 (`preflight`) the template reads, an endpoint answers and a local model's files load. A request that fails after the endpoint's retries and deadline, or a reply that says neither,
 scores `incorrect` (`on_failure: skip`: NaN, the engine leaves the rollout out of its group and counts it).
 
 Hybrid is Cooper's hybrid annotation (rm/annotate.py) at reward time: the rule verifier is precise where it reads
@@ -33,7 +34,6 @@ from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.rm.inputs import user_message
 from coreward.rm.judge import Judge, Verdicts
 from coreward.runtime.distributed import on_main_then_broadcast
-from coreward.runtime.errors import CorewardError
 
 
 logger = logging.getLogger(__name__)
@@ -59,6 +59,7 @@ class JudgeReward(RewardSource):
         incorrect: float = 0.0  # reward of a rollout judged wrong
         on_failure: Literal["incorrect", "skip"] = "incorrect"  # a failed request or unreadable verdict: score it incorrect, or skip the rollout (NaN: counted)
         question_field: Literal["question", "prompt"] = "question"  # what the judge reads as the question: the dataset's question, or the prompt's whole user message
+        template: str | None = None  # a file holding the format's prompt: needed for xverify and general_verifier, whose authors' licences keep their prompts out of coreward (their repository's file, or a text file); for the others, a replacement of coreward's copy
 
         def validate(self) -> None:
             if not self.judge or not isinstance(self.judge, (str, dict)):
@@ -73,14 +74,16 @@ class JudgeReward(RewardSource):
     def __init__(self, **params):
         super().__init__(**params)
         p = self.params
-        self.judge = Judge(p.judge, p.format, p.shows, p.max_chars, p.max_tokens, p.temperature)
+        self.judge = Judge(p.judge, p.format, p.shows, p.max_chars, p.max_tokens, p.temperature, p.template)
 
-    def preflight(self) -> None:
-        """A judge on an endpoint answers before training starts: down, every rollout would score `incorrect`."""
-        try:
-            self.judge.health_check()
-        except CorewardError as err:
-            raise CorewardError(f"{self.name}: its judge cannot give verdicts: {err}") from None
+    def preflight(self, key: str | None = None, template_key: str | None = None) -> None:
+        """Before training starts: the prompt template reads, an endpoint judge answers (down, every rollout would
+        score `incorrect`), a local one's files load. Errors name the setting: `key` (default
+        `rewards.N.params.judge`) and `template_key` (beside it) when another reward holds this one (Cooper)."""
+        where = f"reward {self.name!r}: key {self.config_key}.params"
+        self.judge.key = key or f"{where}.judge"
+        self.judge.template_key = template_key or f"{where}.template"
+        self.judge.check()
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         p = self.params
@@ -121,8 +124,9 @@ class JudgeReward(RewardSource):
             batch.log("judge/latency", sum(replies.latencies) / len(replies.latencies))
         batch.log("time/judge", seconds)
         if asked and replies.failed + replies.unreadable == replies.calls:
+            # batch.step counts the steps done before this one; metrics.jsonl numbers this step batch.step + 1
             logger.warning("judge: no verdict in step %d (%d requests failed, %d replies unreadable; last: %s); its "
-                           "judged rollouts score %s", batch.step, replies.failed, replies.unreadable,
+                           "judged rollouts score %s", batch.step + 1, replies.failed, replies.unreadable,
                            replies.last_error or "none given", self.params.on_failure)
 
     def close(self) -> None:

@@ -101,6 +101,9 @@ def eval_command(
     judge_format: Annotated[str, typer.Option(
         "--judge-format", help="the judge's prompt and verdict format: plain, xverify, compassverifier, "
         "compassverifier_cot, general_verifier")] = "plain",
+    judge_template: Annotated[str | None, typer.Option(
+        "--judge-template", help="a file holding the format's prompt: needed for xverify and general_verifier, whose "
+        "authors' licences keep their prompts out of coreward (their repository's file, or a text file of it)")] = None,
 ) -> None:
     """Accuracy, precision, recall and F1 of RMs, the rule verifier and an LLM judge on the same labelled set.
 
@@ -111,9 +114,10 @@ def eval_command(
 
     if not rm and not judge:
         raise CorewardError("give a scorer: --rm (an RM, 'demo' or 'rule', repeatable) and/or --judge")
-    verifier = Judge(judge, judge_format) if judge else None
+    verifier = Judge(judge, judge_format, template=judge_template, key="--judge",
+                     template_key="--judge-template") if judge else None
     if verifier is not None:
-        verifier.health_check()  # a judge endpoint that is down: exit 2 before any RM loads
+        verifier.check()  # a template missing, a judge endpoint that is down: exit 2 before any RM loads
     try:
         report = evaluate_verifiers(data, rm or [], threshold, device, batch_size, limit, judge=verifier)
     finally:

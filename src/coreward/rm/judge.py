@@ -5,25 +5,36 @@ completion's final answer, or the completion itself) and says whether the candid
 
 None: the request failed (endpoint down, timeout: `coreward.llm` retries under its deadline first) or the reply
 says neither. The formats of published verifiers, each the prompt its model was trained on, verbatim (a verifier
-fine-tuned on one wording reads another worse), with its authors' reading of the reply:
+fine-tuned on one wording reads another worse), delivered as its authors deliver it, with their reading of the reply:
 
   plain                coreward's, the hybrid annotation's (rm/annotate.py): reply YES or NO; any chat LLM
-  xverify              IAAR-Shanghai/xVerify: reply "Correct" or "Incorrect"; shown the whole completion
+  xverify              IAAR-Shanghai/xVerify: reply "Correct" or "Incorrect"; shown the whole completion; a chat
+                       user message. Not shipped (CC BY-NC-ND 4.0): read from the user's `template:` file
   compassverifier      OpenCompass/CompassVerifier CV_PROMPT: reply A (correct), B (incorrect), C (invalid)
   compassverifier_cot  CV_COT_PROMPT: an analysis, then "Final Judgment: \\boxed{A}"; for a general LLM too
   general_verifier     TIGER-Lab/general-verifier (General-Reasoner): "Final Decision: Yes" / "Final Decision: No";
-                       shown the final answer (their reward worker extracts the last \\boxed{} first)
+                       shown the final answer (their reward worker extracts the last \\boxed{} first); the raw
+                       "User: ... Assistant:" text, no chat template. Not shipped (no licence): a `template:` file
+
+A `template:` file is the template's text or the authors' own Python file (from a clone of their repository); its
+sha256 is compared with the authors' text, and a file that differs is used with a warning (`read_template`).
 
 Every step asks each distinct prompt once: a confident policy repeats its answers, and with `shows: answer` the
 prompt depends only on (question, reference, final answer), so a group of G rollouts with 2 answers costs 2 calls.
-Used by the `judge` reward (rewards/judge.py) and by `coreward rm eval --judge` (rm/evaluate.py).
+Used by the `judge` reward (rewards/judge.py), Cooper's `positive_judge`, `coreward rm eval --judge` and
+`coreward eval --judge`.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import logging
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from coreward.llm import GenerationRequest, TextGenerator, build_generator
@@ -31,6 +42,8 @@ from coreward.llm.factory import is_endpoint
 from coreward.rm.annotate import JUDGE_PROMPT, parse_verdict
 from coreward.runtime.errors import CorewardError
 
+
+logger = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- reading a reply
 
@@ -78,32 +91,9 @@ def parse_general_verifier(text: str | None) -> int | None:
 
 # --------------------------------------------------------------------------- the formats
 
-# IAAR-Shanghai/xVerify, src/xVerify/prompts/judge_prompt.py (commit 5e3606a), verbatim. xVerify's code and
-# models are CC BY-NC-ND 4.0: the prompt is quoted here, unchanged and attributed, as the interface of the model.
-XVERIFY_PROMPT = '''You are a diligent and precise assistant tasked with evaluating the correctness of responses. You will receive a question, an output sentence, and the correct answer. Your task is to determine if the output sentence accurately answers the question based on the provided correct answer. Respond with either [Correct] or [Incorrect].
--
-Special considerations:
-
-1. **Multiple Answers**: If the output contains multiple answers, evaluate whether later answers modify or correct earlier ones. In such cases, compare the final answer with the correct answer. If the final answer is unclear or incorrect, respond with [Incorrect].
-
-2. **Mathematical Problems**: If the formats differ but the answers are mathematically equivalent, respond with [Correct].
-
-3. **Explicit Options**: If the question provides explicit candidate answers, the output will be considered correct if it clearly indicates the correct option's code or the correct option's content.
-
-4. **No Explicit Options**: If the question does not provide explicit options, the output must align with the correct answer in content and meaning to be considered [Correct].
--
-
-Question: """{question}"""
-
-Output sentence: """{output}"""
-
-Correct answer: {answer}
-
-Judgement:
-'''  # noqa: E501
-
-# open-compass/CompassVerifier, src/prompts.py (commit c5d6700; the models are Apache-2.0), verbatim: CV_PROMPT and
-# CV_COT_PROMPT.
+# open-compass/CompassVerifier, src/prompts.py (commit c5d6700, unchanged at 2d7cba6), verbatim: CV_PROMPT and
+# CV_COT_PROMPT. Apache-2.0, as the repository's README declares it (its licence badge; the repository holds no LICENSE
+# file) and as the CompassVerifier models are published: quoted with attribution (NOTICE).
 COMPASSVERIFIER_PROMPT = """
 Please as a grading expert, judge whether the final answers given by the candidates below are consistent with the standard answers, that is, whether the candidates answered correctly. 
 Here are some evaluation criteria:
@@ -203,38 +193,115 @@ Here is your task.
 Analysis step by step and Final Judgment:
 """  # noqa: E501, W291
 
-# TIGER-Lab/general-verifier's model card and General-Reasoner's reward worker (VERIFIER_PROMPT_TEMPLATE), verbatim:
-# a raw "User: ... Assistant:" text, sent as one user message (as OpenAI-compatible servers are asked for it).
-GENERAL_VERIFIER_PROMPT = (
-    "User: ### Question: {question}\n\n"
-    "### Ground Truth Answer: {ground_truth}\n\n"
-    "### Student Answer: {student_answer}\n\n"
-    "For the above question, please verify if the student's answer is equivalent to the ground truth answer.\n"
-    "Do not solve the question by yourself; just check if the student's answer is equivalent to the ground truth answer.\n"
-    "If the student's answer is correct, output \"Final Decision: Yes\". If the student's answer is incorrect, output "
-    "\"Final Decision: No\". Assistant:"
-)
+@dataclass(frozen=True)
+class AuthorsText:
+    """Where a verifier's authors publish its prompt, and the sha256 of their text (of each copy they publish)."""
+
+    url: str  # the authors' file
+    variable: str | None  # the Python variable that holds the template in that file (None: the file is the template)
+    licence: str
+    sha256: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class JudgeFormat:
-    template: str  # str.format template
+    template: str | None  # str.format template shipped with coreward; None: its licence forbids that (`template:` file)
     fields: tuple[str, str, str]  # its placeholders for the question, the reference answer and the candidate
     parse: Callable[[str | None], int | None]  # the reply's verdict: 1, 0, or None (says neither)
     shows: str  # what its authors show as the candidate: "answer" (the final answer) or "completion"
     max_tokens: int  # the reply's budget: a word for a verdict-only model, room for an analysis otherwise
+    authors: AuthorsText | None = None  # a published verifier's prompt: where it is, and its hash
+    chat: bool = True  # sent as a user message in the model's chat template; False: the raw text (a completion)
 
+
+XVERIFY = AuthorsText(
+    "https://github.com/IAAR-Shanghai/xVerify/blob/5e3606a/src/xVerify/prompts/judge_prompt.py", "PROMPT",
+    "CC BY-NC-ND 4.0: no derivatives, non-commercial",
+    # PROMPT in src/xVerify/prompts/judge_prompt.py; the copy eval/prompts/judge_prompt.txt (no final newline)
+    ("d8a5d3999c304b5ac64690bda8e21444d74cc45ee029078d2141c468ee1179f1",
+     "1ec4447661d80cd662c968650ed52ea855062e3355c41d52bfd164b361d947b6"))
+GENERAL_VERIFIER = AuthorsText(
+    "https://github.com/TIGER-AI-Lab/General-Reasoner/blob/007e44c/verifier.py", "VERIFIER_PROMPT_TEMPLATE",
+    "none given: all rights reserved",
+    ("5db841af5eef8a3f80ec8f463873ac4a77737e4205331b064d937313d505425a",))
+COMPASSVERIFIER = AuthorsText("https://github.com/open-compass/CompassVerifier/blob/c5d6700/src/prompts.py",
+                              "CV_PROMPT", "Apache-2.0",
+                              ("aee9c27520639ca543f0b5077164dc32c1976be0f16c87bee7055f3b7ba45e72",))
+COMPASSVERIFIER_COT = AuthorsText(COMPASSVERIFIER.url, "CV_COT_PROMPT", "Apache-2.0",
+                                  ("3d7456fb730b7517ca1f3bc1a28a3cc8847522ea6cc721a4d709f28bd07b4a10",))
 
 JUDGE_FORMATS: dict[str, JudgeFormat] = {
     "plain": JudgeFormat(JUDGE_PROMPT, ("question", "reference", "completion"), parse_verdict, "answer", 16),
-    "xverify": JudgeFormat(XVERIFY_PROMPT, ("question", "answer", "output"), parse_xverify, "completion", 32),
+    # xVerify's code sends its prompt as the user message (`Model._request_api`; locally, in its model's chat format)
+    "xverify": JudgeFormat(None, ("question", "answer", "output"), parse_xverify, "completion", 32, XVERIFY),
     "compassverifier": JudgeFormat(COMPASSVERIFIER_PROMPT, ("question", "gold_answer", "llm_response"),
-                                   parse_compassverifier, "completion", 32),
+                                   parse_compassverifier, "completion", 32, COMPASSVERIFIER),
     "compassverifier_cot": JudgeFormat(COMPASSVERIFIER_COT_PROMPT, ("question", "gold_answer", "llm_response"),
-                                       parse_compassverifier, "completion", 2048),
-    "general_verifier": JudgeFormat(GENERAL_VERIFIER_PROMPT, ("question", "ground_truth", "student_answer"),
-                                    parse_general_verifier, "answer", 1024),
+                                       parse_compassverifier, "completion", 2048, COMPASSVERIFIER_COT),
+    # General-Reasoner's reward worker hands vLLM the raw "User: ... Assistant:" text (`llm.generate(prompts)`), no
+    # chat template: an endpoint is asked for a completion (/v1/completions), a local model reads the text as it is
+    "general_verifier": JudgeFormat(None, ("question", "ground_truth", "student_answer"), parse_general_verifier,
+                                    "answer", 1024, GENERAL_VERIFIER, chat=False),
 }
+
+
+def read_template(format: str, path: str | os.PathLike | None, key: str = "template") -> str:
+    """The prompt template of `format`: coreward's copy, or the user's file at `path` (`key` names the setting).
+
+    The file is the template's text, or the authors' own Python file (a clone of their repository): the template
+    is then read from the variable that holds it (parsed, not run). A file that differs from the authors' text
+    (its sha256) is used with a warning: a verifier fine-tuned on one wording reads another worse."""
+    fmt = JUDGE_FORMATS[format]
+    if path is None:
+        if fmt.template is None:
+            repository, _, file = fmt.authors.url.partition("/blob/")
+            raise CorewardError(f"{key}: the {format} prompt is not shipped with coreward (its authors' licence: "
+                                f"{fmt.authors.licence}): clone {repository} and set {key.rsplit('.', 1)[-1]}: "
+                                f"<clone>/{file.partition('/')[2]} (or a text file holding its "
+                                f"{fmt.authors.variable})")
+        return fmt.template
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise CorewardError(f"{key}: no such file: {file} (the {format} prompt"
+                            + (f": {fmt.authors.url}, {fmt.authors.variable})" if fmt.authors else ")"))
+    try:
+        source = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CorewardError(f"{key}: cannot read {file}: {err}") from None
+    text = _python_variable(source, file, fmt, key) if file.suffix == ".py" else source
+    try:
+        text.format(**dict.fromkeys(fmt.fields, ""))
+    except (KeyError, IndexError, ValueError) as err:
+        raise CorewardError(f"{key}: {file} is not a {format} template: its placeholders are not "
+                            f"{', '.join('{' + f + '}' for f in fmt.fields)} ({type(err).__name__}: {err})") from None
+    missing = [f for f in fmt.fields if "{" + f + "}" not in text]
+    if missing:
+        raise CorewardError(f"{key}: {file} is not a {format} template: it has no {{{missing[0]}}}")
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if fmt.authors and digest not in fmt.authors.sha256:
+        logger.warning("%s: %s is not the authors' %s prompt (sha256 %s..., theirs %s...: %s): used as it is; a "
+                       "verifier trained on their wording may read another worse", key, file, format, digest[:12],
+                       fmt.authors.sha256[0][:12], fmt.authors.url)
+    return text
+
+
+def _python_variable(source: str, file: Path, fmt: JudgeFormat, key: str) -> str:
+    """The string literal assigned to the authors' variable in their Python file."""
+    name = fmt.authors.variable if fmt.authors else None
+    try:
+        tree = ast.parse(source, str(file))
+    except SyntaxError as err:
+        raise CorewardError(f"{key}: {file} is not a Python file ({err})") from None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                value = None
+            if isinstance(value, str):
+                return value
+    raise CorewardError(f"{key}: {file} assigns no string to {name} (the template's variable in the authors' file): "
+                        "give their file, or the template as a text file")
 
 
 def candidate_text(completion: str, answer: str | None, shows: str, max_chars: int) -> str:
@@ -263,25 +330,36 @@ class Verdicts:
 
 class Judge:
     """A judge LLM (`spec`: an endpoint `http://host:port/v1#model`, a local model path or hub id, or a
-    `coreward.llm` generator dict) asked in `format`. The generator is built on first use."""
+    `coreward.llm` generator dict) asked in `format`, with the template of `read_template(format, template)`.
+    `key` prefixes errors: the setting that holds the judge (`…params.judge`), beside which `template` sits.
+    The template is read, and the generator built, on first use or by `check`."""
 
     def __init__(self, spec: Any, format: str = "plain", shows: str = "auto", max_chars: int = 4000,
-                 max_tokens: int | None = None, temperature: float = 0.0):
+                 max_tokens: int | None = None, temperature: float = 0.0, template: str | os.PathLike | None = None,
+                 key: str = "judge", template_key: str = "template"):
         if format not in JUDGE_FORMATS:
             raise CorewardError(f"judge format must be one of {sorted(JUDGE_FORMATS)}, got {format!r}")
         if not spec or not isinstance(spec, (str, dict)):
             raise CorewardError(f"the judge must be an endpoint URL, a model path or hub id, or a generator dict, "
                                 f"got {spec!r}")
-        self.spec, self.format = spec, JUDGE_FORMATS[format]
+        self.spec, self.format_name, self.format = spec, format, JUDGE_FORMATS[format]
         self.shows = self.format.shows if shows == "auto" else shows
         self.max_chars, self.temperature = max_chars, temperature
         self.max_tokens = max_tokens or self.format.max_tokens
+        self.template_path, self.key, self.template_key = template, key, template_key
+        self._template: str | None = None
         self._generator: TextGenerator | None = None
+
+    @property
+    def template(self) -> str:
+        if self._template is None:
+            self._template = read_template(self.format_name, self.template_path, self.template_key)
+        return self._template
 
     def prompt(self, question: str, reference: str, completion: str, answer: str | None) -> str:
         q, ref, cand = self.format.fields
         text = candidate_text(completion, answer, self.shows, self.max_chars)
-        return self.format.template.format(**{q: question, ref: reference, cand: text})
+        return self.template.format(**{q: question, ref: reference, cand: text})
 
     def ask(self, prompts: Sequence[str]) -> Verdicts:
         """Each distinct prompt once, concurrently (the endpoint's `max_concurrency`, retries and deadline) or in
@@ -291,7 +369,8 @@ class Judge:
             return Verdicts([])
         if self._generator is None:
             self._generator = build_generator(self.spec)
-        requests = [GenerationRequest.user(p, temperature=self.temperature, max_tokens=self.max_tokens) for p in unique]
+        requests = [GenerationRequest.user(p, temperature=self.temperature, max_tokens=self.max_tokens,
+                                           raw=not self.format.chat) for p in unique]
         results = self._generator.generate(requests)
         outcome = Verdicts([], calls=len(unique), latencies=[r.latency_s for r in results])
         by_prompt = {}
@@ -312,18 +391,59 @@ class Judge:
         """The verdict on each (question, reference, completion, its extracted final answer) row."""
         return self.ask([self.prompt(*row) for row in zip(questions, references, completions, answers)])
 
-    def health_check(self) -> None:
-        """An endpoint judge answers and serves the named model (CorewardError naming the URL and the cause); a
-        local model is loaded, and checked, on first use."""
-        if not is_endpoint(self.spec):
+    def check(self) -> None:
+        """Before any work (CorewardError naming `key` or `template_key`): the template reads; an endpoint answers
+        and serves the named model; a local model's files load (`runtime/model_files.py`: no weights read)."""
+        _ = self.template
+        if is_endpoint(self.spec):
+            generator = build_generator(self.spec)
+            try:
+                generator.health_check()
+            except CorewardError as err:
+                raise CorewardError(f"{self.key}: the judge cannot give verdicts: {err}") from None
+            finally:
+                generator.close()
             return
-        generator = build_generator(self.spec)
-        try:
-            generator.health_check()
-        finally:
-            generator.close()
+        if isinstance(self.spec, dict):
+            name, key = self.spec.get("model_name_or_path"), f"{self.key}.model_name_or_path"
+            if not isinstance(name, (str, os.PathLike)):  # an unknown backend or option: the factory says which
+                try:
+                    build_generator(self.spec)
+                except CorewardError as err:
+                    raise CorewardError(f"{self.key}: {err}") from None
+                return
+        else:
+            name, key = self.spec, self.key
+        check_local_judge(str(name), key)
 
     def close(self) -> None:
         if self._generator is not None:
             self._generator.close()
             self._generator = None
+
+
+def check_local_judge(name: str, key: str) -> None:
+    """A judge given as a model directory or hub id loads: the folder's files are whole, and a hub id is in the
+    local cache when the hub is offline (`HF_HUB_OFFLINE`), one line each. An asset name (`demo`) is refused: the
+    demo policy writes arithmetic, never a verdict, so every request would come back unreadable."""
+    import huggingface_hub.constants as hub
+
+    from coreward.runtime.assets import is_asset, is_path_like
+    from coreward.runtime.model_files import check_model
+
+    if is_asset(name) or (":" in name and is_asset(name.partition(":")[0])):
+        raise CorewardError(f"{key}: {name!r} names a demo model, which writes arithmetic, not verdicts: a judge is an "
+                            "instruction-following LLM (an endpoint http://host:port/v1#model, a model directory or "
+                            "a hub id); the CPU demo has none")
+    folder = Path(name).expanduser()
+    if not folder.is_dir() and is_path_like(name):
+        raise CorewardError(f"{key}: no such directory: {name} (give a saved model directory, a hub id, or an "
+                            "endpoint http://host:port/v1#model)")
+    if not folder.is_dir() and hub.HF_HUB_OFFLINE:
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(name, "config.json"), str):
+            raise CorewardError(f"{key}: {name!r} is a hub id, the hub is offline (HF_HUB_OFFLINE) and it is not in "
+                                f"the local cache ({hub.HF_HUB_CACHE}): download it where there is network "
+                                f"(`hf download {name}`), or give a saved model directory")
+    check_model(name, "policy", key=key, assets=False)
