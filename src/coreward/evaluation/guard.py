@@ -9,10 +9,14 @@ On the EMA-smoothed curves (weight `smooth`, TensorBoard's debiased EMA):
     fall  = R − r_t                          ≤ gap_share · drop             (the reward fell far less: the gap opened)
     both for `patience` logged steps in a row; it fires once.
 
-A reward that is the verifier (the rule reward: r = v) falls exactly as far as v, so `fall = drop` and the rule
-never fires on it. A reward off the [0, 1] scale of an accuracy (self-certainty, entropy) is compared by its running
-min-max range: `fall / (max − min)`. The verified signal is the training rollouts' `verified_accuracy` (data with
-references), else the periodic held-out evaluation (`eval/avg@n`), unsmoothed, with a patience of at most 2.
+The reward is read source by source, each source's own unweighted value (`rewards/NAME/mean`), and the falls are
+averaged with the run's weights: a reward that is the verifier (the rule reward, r = v, at any weight) falls exactly
+as far as v, so `fall = drop` and the rule never fires on it. A source off the [0, 1] scale of an accuracy
+(self-certainty, entropy) is compared by its running min-max range: `fall / (max − min)`. The verified signal is the
+training rollouts' `verified_accuracy` (data with references), else the periodic held-out evaluation
+(`eval/avg@n`, a held-out set with references), unsmoothed, with a patience of at most 2. A held-out set without
+references logs `eval/agree@n`, the share of samples on their majority answer: that is what majority voting and
+Co-rewarding reward, and it rises as a policy settles on one wrong answer, so the guard does not read it as accuracy.
 
 The defaults (smooth 0.8, warm-up 10, a drop of 15% of the peak and at least 0.03, the reward falling by at most
 half of that, 3 steps in a row) were chosen on the hackability map's cells at 4x the demo's learning rate
@@ -28,7 +32,9 @@ from typing import Any
 
 
 EVAL_PATTERN = re.compile(r"eval/avg@\d+")
+SOURCE_PATTERN = re.compile(r"rewards/([^/]+)/mean")
 EVAL_PATIENCE = 2
+TRAINING, HELD_OUT = "training rollouts", "held-out evaluation"  # the verified signal the guard watches
 
 
 @dataclass
@@ -97,43 +103,78 @@ class _EMA:
 
 
 class Detector:
-    """The alarm rule of the module docstring, fed one (step, reward, verified) point at a time."""
+    """The alarm rule of the module docstring, fed one (step, rewards, verified) point at a time.
 
-    def __init__(self, settings: GuardSettings, sparse: bool = False):
+    `rewards` is each reward source's own value (its unweighted mean, `rewards/NAME/mean`), or one number. Each
+    source is put on the accuracy's scale by itself (a source whose values stay in [0, 1] is on it; one off it is
+    read by its running range), then the sources are averaged with the run's weights: the fall of a rule reward of
+    weight 0.5 is its verified accuracy's fall, not half of it."""
+
+    def __init__(self, settings: GuardSettings, sparse: bool = False, weights: dict[str, float] | None = None):
         self.settings = settings
-        smooth = 0.0 if sparse else settings.smooth  # evaluation points are not smoothed
+        self.smooth = 0.0 if sparse else settings.smooth  # evaluation points are not smoothed
         self.patience = min(settings.patience, EVAL_PATIENCE) if sparse else settings.patience
-        self._reward, self._verified = _EMA(smooth), _EMA(smooth)
+        self.weights = weights or {}  # a source not named here weighs 1
+        self._rewards: dict[str, _EMA] = {}
+        self._verified = _EMA(self.smooth)
+        self.current: dict[str, float] = {}  # each source's smoothed value (a source missing from a row keeps its last)
+        self.low: dict[str, float] = {}  # each source's range so far (for a source off the [0, 1] scale)
+        self.high: dict[str, float] = {}
         self.peak: float | None = None
         self.peak_step: int | None = None
-        self.reward_at_peak = 0.0
-        self.low = self.high = None  # range of the smoothed reward (for a reward off the [0, 1] scale)
+        self.at_peak: dict[str, float] = {}  # each source's smoothed value at the peak
         self.streak = 0
         self.fired_at: int | None = None
 
-    def observe(self, step: int, reward: float, verified: float) -> Reading:
+    def observe(self, step: int, rewards: float | dict[str, float], verified: float) -> Reading:
         s = self.settings
-        r, v = self._reward(reward), self._verified(verified)
-        self.low = r if self.low is None else min(self.low, r)
-        self.high = r if self.high is None else max(self.high, r)
+        if not isinstance(rewards, dict):
+            rewards = {"reward": rewards}
+        for name, value in rewards.items():
+            r = self._rewards.setdefault(name, _EMA(self.smooth))(value)
+            self.current[name] = r
+            self.low[name] = min(self.low.get(name, r), r)
+            self.high[name] = max(self.high.get(name, r), r)
+        v = self._verified(verified)
         new_best = False
         if step >= s.warmup and (self.peak is None or v > self.peak):
-            self.peak, self.peak_step, self.reward_at_peak, new_best = v, step, r, True
+            self.peak, self.peak_step, self.at_peak, new_best = v, step, dict(self.current), True
         drop = self.peak - v if self.peak is not None else 0.0
-        fall = (self.reward_at_peak - r) / self.reward_scale() if self.peak is not None else 0.0
+        fall = self._fall() if self.peak is not None else 0.0
         opened = (self.peak is not None and drop >= max(s.min_drop, s.rel_drop * self.peak)
                   and fall <= s.gap_share * drop)
         self.streak = self.streak + 1 if opened else 0
         alarm = self.fired_at is None and self.streak >= self.patience
         if alarm:
             self.fired_at = step
-        return Reading(step, r, v, self.peak, self.peak_step, drop, fall, opened, alarm, new_best)
+        return Reading(step, self.reward(), v, self.peak, self.peak_step, drop, fall, opened, alarm, new_best)
 
-    def reward_scale(self) -> float:
-        """1 for a reward on an accuracy's [0, 1] scale; else the smoothed reward's range so far."""
-        if -0.01 <= self.low and self.high <= 1.01:
+    def weight(self, name: str) -> float:
+        return float(self.weights.get(name, 1.0))
+
+    def reward(self) -> float:
+        """The sources' smoothed values, averaged with their weights (the run's reward, per unit of weight)."""
+        total = sum(abs(self.weight(name)) for name in self.current)
+        return sum(self.weight(name) * r for name, r in self.current.items()) / total if total else 0.0
+
+    def _fall(self) -> float:
+        """How far the reward fell since the peak, on the accuracy's scale: each source's fall on its own scale,
+        averaged with the weights."""
+        total = sum(abs(self.weight(name)) for name in self.at_peak)
+        if not total:
+            return 0.0
+        return sum(self.weight(name) * (self.at_peak[name] - self.current[name]) / self.scale(name)
+                   for name in self.at_peak) / total
+
+    def scale(self, name: str) -> float:
+        """1 for a source on an accuracy's [0, 1] scale; else its smoothed values' range so far."""
+        if -0.01 <= self.low[name] and self.high[name] <= 1.01:
             return 1.0
-        return max(self.high - self.low, 1e-12)
+        return max(self.high[name] - self.low[name], 1e-12)
+
+    def off_scale(self) -> bool:
+        """Some source is read by its range (it left the [0, 1] scale)."""
+        return any(self.scale(name) != 1.0 for name in self.current)
 
 
 def _finite(value: Any) -> bool:
@@ -144,44 +185,61 @@ def eval_key(row: dict[str, Any]) -> str | None:
     return next((k for k in row if EVAL_PATTERN.fullmatch(k) and _finite(row[k])), None)
 
 
+def source_rewards(row: dict[str, Any]) -> dict[str, float]:
+    """Each reward source's own value in a training row (`rewards/NAME/mean`, unweighted: TRL logs them beside the
+    weighted sum); a row without them (older runs, hand-made rows) gives its `reward` as one source."""
+    own = {match.group(1): float(value) for key, value in row.items()
+           if (match := SOURCE_PATTERN.fullmatch(key)) and _finite(value)}
+    if own:
+        return own
+    return {"reward": float(row["reward"])} if _finite(row.get("reward")) else {}
+
+
+
 class Watch:
     """Feeds a run's logged rows to the right detector: the training rollouts' verified accuracy when the run logs
-    it, else its held-out evaluation (label-free data)."""
+    it, else its held-out evaluation (label-free training data, a held-out set with references). `source` fixes
+    which (the live guard knows it from its data before step 1); None infers it from the rows (a finished run)."""
 
-    def __init__(self, settings: GuardSettings):
+    def __init__(self, settings: GuardSettings, source: str | None = None, weights: dict[str, float] | None = None):
         self.settings = settings
-        self.dense, self.sparse = Detector(settings), Detector(settings, sparse=True)
-        self.last_reward: float | None = None  # latest smoothed training reward (for evaluation points)
-        self._reward = _EMA(settings.smooth)
-        self.source: str | None = None  # "training rollouts" | "held-out evaluation"
+        self.dense = Detector(settings, weights=weights)
+        self.sparse = Detector(settings, sparse=True, weights=weights)
+        self.last_rewards: dict[str, float] = {}  # each source's latest smoothed training value (for evaluations)
+        self._rewards: dict[str, _EMA] = {}
+        self.source: str | None = source  # TRAINING | HELD_OUT
+        self.fixed = source is not None
 
     def train_row(self, step: int, row: dict[str, Any]) -> Reading | None:
-        """A training step's metrics (reward, verified_accuracy); None when it carries no verified signal."""
-        if _finite(row.get("reward")):
-            self.last_reward = self._reward(float(row["reward"]))
-        if self.source == "held-out evaluation" or not (_finite(row.get("reward"))
-                                                        and _finite(row.get("verified_accuracy"))):
+        """A training step's metrics (each source's reward, verified_accuracy); None when it carries no verified
+        signal."""
+        rewards = source_rewards(row)
+        for name, value in rewards.items():
+            self.last_rewards[name] = self._rewards.setdefault(name, _EMA(self.settings.smooth))(value)
+        if self.source == HELD_OUT or not rewards or not _finite(row.get("verified_accuracy")):
             return None
-        self.source = "training rollouts"
-        return self.dense.observe(step, float(row["reward"]), float(row["verified_accuracy"]))
+        self.source = TRAINING
+        return self.dense.observe(step, rewards, float(row["verified_accuracy"]))
 
     def eval_row(self, step: int, row: dict[str, Any]) -> Reading | None:
         """An evaluation's metrics (eval/avg@n): read only while the training rollouts have no verified signal."""
         key = eval_key(row)
-        if key is None or self.source == "training rollouts" or self.last_reward is None:
+        if key is None or self.source == TRAINING or not self.last_rewards:
             return None
-        self.source = "held-out evaluation"
-        return self.sparse.observe(step, self.last_reward, float(row[key]))
+        self.source = HELD_OUT
+        return self.sparse.observe(step, dict(self.last_rewards), float(row[key]))
 
     @property
     def detector(self) -> Detector:
-        return self.sparse if self.source == "held-out evaluation" else self.dense
+        return self.sparse if self.source == HELD_OUT else self.dense
 
 
-def replay(rows: list[dict[str, Any]], settings: GuardSettings | None = None) -> tuple[Watch, list[Reading]]:
+def replay(rows: list[dict[str, Any]], settings: GuardSettings | None = None, source: str | None = None,
+           weights: dict[str, float] | None = None) -> tuple[Watch, list[Reading]]:
     """The guard run over a finished run's metrics rows (one row per step: training metrics, and evaluation
-    metrics on evaluation steps, which the live guard reads before that step's training metrics)."""
-    watch, readings = Watch(settings or GuardSettings()), []
+    metrics on evaluation steps, which the live guard reads before that step's training metrics). Without
+    `weights` every reward source weighs 1 (the same for a run of one source)."""
+    watch, readings = Watch(settings or GuardSettings(), source, weights), []
     for row in rows:
         step = row.get("step")
         if not isinstance(step, int):

@@ -6,7 +6,8 @@ row) all see them as `eval/avg@n`, `eval/pass@n`, `eval/maj@n` and `time/eval`. 
 answers logs the label-free `eval/agree@n` (majority-class share) and `eval/answered` instead.
 
 Multi-process runs shard the held-out problems: each process samples and verifies its share, the scored
-samples are gathered, and the main process computes and logs the metrics. Shards are padded to equal size so
+samples are gathered, the main process computes the metrics and every process logs them (a callback's `on_log`
+runs on every process, as for the training metrics). Shards are padded to equal size so
 that every process makes the same number of `generate` calls, which ZeRO-3 and FSDP need (every rank takes
 part in every forward pass). Sampling runs under a forked RNG, so evaluating does not change the training
 run's random stream, and with a fixed seed each evaluation draws the same noise: steps differ by the policy only.
@@ -129,11 +130,16 @@ class PeriodicEvalCallback(TrainerCallback):
         if state.global_step % self.every == 0 or state.global_step == state.max_steps:
             self.evaluate(args, state, control)
 
-    def evaluate(self, args, state, control=None) -> dict[str, float] | None:
-        """Run one evaluation on every process; the main process logs and returns the metrics.
+    def evaluate(self, args, state, control=None) -> dict[str, float]:
+        """Run one evaluation on every process; every process logs the main process's metrics and returns them.
 
-        HF's `on_log` clears `control.should_log`; it is restored, or the step's own training log would be skipped.
+        Every process logs them, as HF's own evaluation does: the callbacks' `on_log` then runs on every process
+        equally often, so one that enters a collective there (the guard) is met by all (the loggers write on the
+        main process only). HF's `on_log` clears `control.should_log`; it is restored, or the step's own training
+        log would be skipped.
         """
+        from coreward.runtime.distributed import on_main_then_broadcast
+
         start = time.perf_counter()
         accelerator = self.trainer.accelerator
         problems, real = shard(self.problems, accelerator.process_index, accelerator.num_processes)
@@ -143,11 +149,14 @@ class PeriodicEvalCallback(TrainerCallback):
             from accelerate.utils import gather_object
 
             samples = gather_object(samples)
-        if not state.is_world_process_zero:
-            return None
-        (result,) = summarize(samples, self.verifier).values()
-        values = {f"eval/{key}": value for key, value in result.metrics().items() if key != "pass@1"}
-        values["time/eval"] = time.perf_counter() - start
+
+        def metrics() -> dict[str, float]:
+            (result,) = summarize(samples, self.verifier).values()
+            values = {f"eval/{key}": value for key, value in result.metrics().items() if key != "pass@1"}
+            values["time/eval"] = time.perf_counter() - start
+            return values
+
+        values = on_main_then_broadcast(metrics)
         should_log = control.should_log if control is not None else None
         Trainer.log(self.trainer, dict(values))  # HF's logging, not GRPOTrainer.log (which flushes rollout metrics)
         if control is not None:

@@ -437,7 +437,9 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     trainer.add_callback(health)  # invariants watched per step; health.json at the end
     from coreward.grpo.guard import add_guard
 
-    guard = add_guard(trainer, config.guard, run_dir, tokenizer)  # overoptimization alarm and best/
+    # overoptimization alarm and best/, on the verified signal the run has (it says which)
+    guard = add_guard(trainer, config.guard, run_dir, tokenizer, eval_records, config.data.eval_n,
+                      Path(config.data.eval).stem if config.data.eval else "")
     use_compact_progress(trainer)
     use_run_tensorboard(trainer, run_dir / "tensorboard", checkpoint_step(checkpoint) if checkpoint else None)
     if eval_records is not None:
