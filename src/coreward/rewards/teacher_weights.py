@@ -166,3 +166,164 @@ def export_model(module: Any, adapter: str | None, folder: Path) -> Path:
     else:
         module.save_pretrained(str(folder))
     return folder
+
+
+def check_teacher_setup(policy: Any, as_reference: bool, sharded: bool) -> None:
+    """Refuse the teacher placements that can't work with this policy and engine (one line each, naming the keys)."""
+    if as_reference and policy.kl_beta == 0.0:
+        raise CorewardError(
+            "co_rewarding_2: as_reference: true makes the teacher the KL reference, but grpo.beta is 0, so there "
+            "is no reference: set grpo.beta > 0 (the paper: 0.001) or as_reference: false"
+        )
+    if as_reference and policy.syncs_reference:
+        raise CorewardError("co_rewarding_2: as_reference: true and grpo.sync_ref_model both move the reference: drop one")
+    if sharded and (not as_reference or policy.is_peft):
+        raise CorewardError(
+            "co_rewarding_2: with DeepSpeed ZeRO-3 or FSDP the teacher must be TRL's sharded reference model: "
+            "set as_reference: true and grpo.beta > 0 (LoRA policies are not supported there)"
+        )
+
+
+@torch.no_grad()
+def distance_sums(teacher: list[torch.Tensor], policy: list[torch.Tensor], split: bool = False) -> tuple[float, float]:
+    """(‖θ − θ_T‖², ‖θ‖²) over paired tensors, in float64. `split`: the tensors are this process's shards of models
+    split across processes (FSDP2, ZeRO-3 partitions), whose sums are added up over the processes (collective)."""
+    sums = torch.zeros(2, dtype=torch.float64, device=policy[0].device if policy else "cpu")
+    for t, p in zip(teacher, policy, strict=True):
+        p = p.double()
+        sums[0] += (p - t.double()).pow(2).sum()
+        sums[1] += p.pow(2).sum()
+    if split:
+        import torch.distributed as dist
+
+        dist.all_reduce(sums)
+    return float(sums[0]), float(sums[1])
+
+
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """This process's shard of an FSDP2 DTensor, else the tensor itself."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
+def policy_fp32(policy: torch.Tensor) -> torch.Tensor:
+    """The policy's weights as its optimizer holds them: under DeepSpeed ZeRO-1/2 with a bf16 module, the float32
+    master (collective: every process calls this for the same tensors in the same order), else the tensor itself.
+    Averaged toward the bf16 module instead, the teacher would see the policy move only when its rounding does."""
+    # the attribute, not its value: a process whose partition holds none of this tensor has `_hp_mapping = None`
+    # and still takes part in the all-reduce that assembles it
+    if hasattr(policy, "_hp_mapping") and not hasattr(policy, "ds_id"):
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        full = safe_get_full_fp32_param(policy)
+        if full is not None:
+            return full
+    return policy
+
+
+def master_of(teacher: torch.Tensor, policy: torch.Tensor) -> torch.Tensor:
+    """The float32 average of a 16-bit teacher tensor: a teacher that is still the policy's rounded copy (bound at
+    the start, the usual case) starts from the policy's own float32 weights, not from their rounding; else from
+    itself."""
+    source = policy_fp32(policy)
+    if source.dtype != teacher.dtype and torch.equal(source.detach().to(teacher.dtype), teacher):
+        return source.detach().float().clone()
+    return teacher.detach().float()
+
+
+# ------------------------------------------------------------------ ZeRO-3: float32 averages of each process's partitions
+# A ZeRO-3 parameter of n elements is flattened, padded to a multiple of the N processes, and process r holds the
+# r-th of N equal slices (`ds_tensor`); the policy's and the reference's parameters of one shape are split alike.
+def local_fp32(policy_param: torch.Tensor) -> torch.Tensor:
+    """This process's slice of a ZeRO-3 policy parameter in float32: DeepSpeed's float32 master partition (the
+    weights its optimizer updates), else the 16-bit partition."""
+    from deepspeed.utils import safe_get_local_fp32_param
+
+    local = safe_get_local_fp32_param(policy_param)
+    return (local if local is not None else policy_param.ds_tensor).reshape(-1).float()
+
+
+def zero3_partitions_match(pairs: Pairs) -> bool:
+    try:
+        return all(hasattr(t, "ds_tensor") and local_fp32(p).numel() == t.ds_tensor.numel() for _, t, p in pairs)
+    except (ImportError, AttributeError, RuntimeError):
+        return False
+
+
+def gather_partitions(pairs: Pairs, masters: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """name -> the whole float32 tensor from every process's slice (collective: every process calls it)."""
+    import torch.distributed as dist
+
+    whole = {}
+    for (name, teacher, _), master in zip(pairs, masters):
+        slices = [torch.empty_like(master) for _ in range(dist.get_world_size())]
+        dist.all_gather(slices, master.contiguous())
+        whole[name] = torch.cat(slices)[: teacher.ds_numel].view(teacher.ds_shape).cpu().clone()
+    return whole
+
+
+@torch.no_grad()
+def scatter_partitions(pairs: Pairs, masters: list[torch.Tensor], weights: dict[str, torch.Tensor]) -> None:
+    """This process's slices of saved whole tensors, into the float32 averages."""
+    import torch.distributed as dist
+
+    if sorted(weights) != sorted(name for name, _, _ in pairs):
+        raise CorewardError("co_rewarding_2: the checkpoint's teacher tensors don't match this run's teacher")
+    rank = dist.get_rank()
+    for (name, _, _), master in zip(pairs, masters):
+        flat = weights[name].reshape(-1).float()
+        size = master.numel()
+        flat = torch.nn.functional.pad(flat, (0, size * dist.get_world_size() - flat.numel()))
+        master.copy_(flat[rank * size: (rank + 1) * size].to(master.device))
+
+
+# ------------------------------------------------------------------ float32 averages ("masters") of 16-bit teachers
+def make_masters(pairs: Pairs, zero3: bool, sharded: bool) -> tuple[list[torch.Tensor], bool]:
+    """What the EMA runs on, and whether it runs on each process's ZeRO-3 partitions: float32 copies of 16-bit teacher
+    tensors (`master_of`), else the teacher tensors themselves. Sharded tensors are averaged in place (a full float32
+    copy on every process would undo the sharding), with a warning."""
+    import warnings
+
+    low = [t.dtype in (torch.float16, torch.bfloat16) for _, t, _ in pairs]
+    # ZeRO-3 (DeepSpeed casts the reference to bf16): each process averages its own partition in float32, from
+    # the policy's float32 master partition, and writes the rounding into the teacher's partition; no gather
+    if zero3 and any(low) and zero3_partitions_match(pairs):
+        return [local_fp32(p).detach().clone() for _, _, p in pairs], True
+    if sharded and any(low):
+        warnings.warn("co_rewarding_2: 16-bit sharded teacher: EMA steps with α < 2^-8 may round away", stacklevel=3)
+    return [master_of(t, p) if is_low and not sharded else t for (_, t, p), is_low in zip(pairs, low)], False
+
+
+@torch.no_grad()
+def copy_masters_to_teacher(pairs: Pairs, masters: list[torch.Tensor], partitioned: bool) -> None:
+    """The teacher's tensors (or ZeRO-3 partitions) take the averages' values, rounded to their dtype."""
+    for master, (_, teacher, _) in zip(masters, pairs):
+        if partitioned:
+            teacher.ds_tensor.copy_(master.view_as(teacher.ds_tensor))
+        elif master is not teacher:
+            teacher.copy_(master)
+
+
+@torch.no_grad()
+def restore_partitions(pairs: Pairs, masters: list[torch.Tensor], weights: dict[str, torch.Tensor] | None) -> list[torch.Tensor]:
+    """ZeRO-3: this process's slices of saved whole tensors into the averages; with none saved, the averages restart
+    from the policy's partitions (warned)."""
+    import warnings
+
+    if weights is None:
+        warnings.warn("co_rewarding_2: no saved teacher weights: the teacher restarts from the policy", stacklevel=3)
+        return [local_fp32(p).detach().clone() for _, _, p in pairs]
+    scatter_partitions(pairs, masters, weights)
+    return masters
+
+
+@torch.no_grad()
+def restore_whole(pairs: Pairs, masters: list[torch.Tensor], weights: dict[str, torch.Tensor] | None) -> None:
+    """Saved whole tensors into the averages (inside the caller's gather); with none saved (a sharded run), the
+    teacher restarts from the policy (warned)."""
+    import warnings
+
+    if weights is None:
+        warnings.warn("co_rewarding_2: no saved teacher weights (sharded run): the teacher restarts from the policy",
+                      stacklevel=3)
+        weights = {name: policy for name, _, policy in pairs}
+    load_into(pairs, masters, weights)
