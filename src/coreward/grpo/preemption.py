@@ -55,7 +55,7 @@ class PreemptionCallback(TrainerCallback):
         if self.received is None:
             self.received = number
             if number == signal.SIGINT:
-                print_once("\nCtrl-C: stopping after the current step, with a complete checkpoint "
+                print_once("Ctrl-C: stopping after the current step, with a complete checkpoint "
                            "(press Ctrl-C again to stop at once and lose the steps since the last checkpoint)")
                 sys.stdout.flush()
 

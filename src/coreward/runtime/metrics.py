@@ -110,11 +110,28 @@ EVAL_PREFIX = "eval/avg@"  # the held-out score is logged as eval/avg@N, N the s
 
 class CompactProgressCallback(ProgressCallback):
     """HF's progress bar, with a few numbers as its postfix instead of a dict dumped per step. The latest
-    held-out score stays in the postfix until the next evaluation (it is logged apart from the step's metrics)."""
+    held-out score stays in the postfix until the next evaluation (it is logged apart from the step's metrics).
+
+    The bar moves to step N when step N's metrics arrive, so it never shows N beside the values of N − 1 (HF moves
+    it at the step's end, before the step is logged and before an evaluation that can take a while). While it is on
+    screen, lines printed to stdout (warnings, the guard's line) go above it, each on a line of its own."""
 
     def __init__(self):
         super().__init__()
         self.postfix: dict[str, str] = {}
+        self._stdout: Any = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        super().on_train_begin(args, state, control, **kwargs)
+        if self.training_bar is not None:
+            import sys
+
+            self._stdout = sys.stdout
+            sys.stdout = LinesAboveTheBar(sys.stdout, self.training_bar)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if not control.should_log:  # a step that logs nothing moves the bar now; one that logs, with its values
+            self._advance(state)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and self.training_bar is not None and logs:
@@ -125,6 +142,59 @@ class CompactProgressCallback(ProgressCallback):
             if shown:
                 self.postfix.update(shown)
                 self.training_bar.set_postfix(self.postfix, refresh=False)
+            if "reward" in logs:  # the step's training metrics: the bar shows that step with them
+                self._advance(state)
+            self.training_bar.refresh()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._advance(state)
+        self.close()
+
+    def _advance(self, state) -> None:
+        if state.is_world_process_zero and self.training_bar is not None and state.global_step > self.current_step:
+            self.training_bar.update(state.global_step - self.current_step)
+            self.current_step = state.global_step
+
+    def close(self) -> None:
+        """Close the bar (it stays on screen, ended by a newline) and give stdout back."""
+        import sys
+
+        if self.training_bar is not None:
+            self.training_bar.close()
+            self.training_bar = None
+        if self._stdout is not None:
+            if isinstance(sys.stdout, LinesAboveTheBar):
+                sys.stdout = self._stdout
+            self._stdout = None
+
+
+class LinesAboveTheBar:
+    """sys.stdout while a progress bar is drawn on stderr: on a terminal the two share a line, and a printed line
+    would be glued to the bar's end. Each complete line is written with the bar cleared, then the bar is redrawn
+    below it (tqdm's `write`, for every print)."""
+
+    def __init__(self, stream, bar):
+        self.stream, self.bar, self.pending = stream, bar, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        if "\n" in self.pending:
+            lines, _, self.pending = self.pending.rpartition("\n")
+            with self.bar.get_lock():
+                self.bar.clear(nolock=True)
+                self.stream.write(lines + "\n")
+                self.stream.flush()
+                self.bar.refresh(nolock=True)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.stream.write(self.pending)
+            self.pending = ""
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding: the stream's
+        return getattr(self.stream, name)
 
 
 class StepLinesCallback(TrainerCallback):
@@ -164,11 +234,12 @@ def use_compact_progress(trainer) -> None:
 
 def close_progress(trainer) -> None:
     """Close the progress bar of a run that stopped on an error (HF closes it only at a normal end), so what is
-    printed next starts on a line of its own."""
+    printed next starts on a line of its own, and stdout is the process's again."""
     for callback in trainer.callback_handler.callbacks:
-        bar = getattr(callback, "training_bar", None)
-        if isinstance(callback, ProgressCallback) and bar is not None:
-            bar.close()
+        if isinstance(callback, CompactProgressCallback):
+            callback.close()
+        elif isinstance(callback, ProgressCallback) and callback.training_bar is not None:
+            callback.training_bar.close()
             callback.training_bar = None
 
 

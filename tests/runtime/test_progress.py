@@ -1,0 +1,42 @@
+"""The training progress bar (runtime/metrics.py `CompactProgressCallback`), driven as HF's Trainer drives it, on
+one stream as a terminal shows stdout and stderr: it shows step N beside step N's values, and a line printed while
+it is drawn starts on a line of its own."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+from transformers import TrainerControl, TrainerState, TrainingArguments
+
+from coreward.runtime.metrics import CompactProgressCallback, LinesAboveTheBar
+
+
+def screen_lines(text: str) -> list[str]:
+    """What a terminal shows: each line as the last carriage return left it."""
+    return [line.split("\r")[-1] for line in text.split("\n")]
+
+
+def test_the_bar_shows_the_step_it_finished_and_printed_lines_start_their_own_line(monkeypatch, tmp_path):
+    terminal = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", terminal)  # the bar's stream
+    monkeypatch.setattr(sys, "stdout", terminal)  # print's: the same terminal
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[])
+    state, control = TrainerState(max_steps=2), TrainerControl()
+    bar = CompactProgressCallback()
+    bar.on_train_begin(args, state, control)
+    assert isinstance(sys.stdout, LinesAboveTheBar)
+    for step, reward in ((1, 0.25), (2, 0.75)):
+        state.global_step = step
+        control.should_log = True  # logging_steps 1: HF's flow callback asks for a log at every step's end
+        bar.on_step_end(args, state, control)
+        print(f"eval before step {step}'s log")  # an evaluation at the step's end logs before the step does
+        bar.on_log(args, state, control, logs={"reward": reward, "verified_accuracy": reward})
+        shown = bar.training_bar.format_meter(**bar.training_bar.format_dict)
+        assert f"{step}/2" in shown and f"reward={reward:.3g}" in shown  # this step's values, not the one before
+    print("guard: a summary line")
+    bar.on_train_end(args, state, control)
+    assert sys.stdout is terminal  # given back
+    lines = screen_lines(terminal.getvalue())
+    assert "guard: a summary line" in lines and "eval before step 2's log" in lines  # not glued to the bar's end
+    assert lines[-2].startswith("100%") and "2/2" in lines[-2] and "reward=0.75" in lines[-2]
