@@ -169,7 +169,7 @@ def guard_lines(runs: list[Run]) -> list[str]:
         best = (guard or {}).get("best")
         if best_dir.is_dir():
             held = f" (step {best['step']}, verified accuracy {_percent(best.get('verified'))})" if best else ""
-            parts.append(f"the best model{held} is in `{best_dir.resolve()}`")
+            parts.append(f"the best model{held} is in `{run.path.resolve() / 'best'}`")
         lines.append(f"- **{run.name}**: " + "; ".join(parts) + ".")
     return lines
 

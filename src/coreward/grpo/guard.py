@@ -137,7 +137,7 @@ class GuardCallback(TrainerCallback):
 
     def _alarm(self, reading: Reading, control) -> None:
         change = f"rose by {-reading.fall:.3f}" if reading.fall <= 0 else f"fell by only {reading.fall:.3f}"
-        self.warning = (f"guard: step {reading.step}: verified accuracy ({self.source}) fell from {reading.peak:.3f} "
+        self.warning = (f"guard: step {reading.step}: verified accuracy ({self.signal_name()}) fell from {reading.peak:.3f} "
                         f"(step {reading.peak_step}) to {reading.verified:.3f} while the reward {change}"
                         + (" (on its range so far)" if self.watch.detector.off_scale() else "")
                         + ": the reward is being overoptimized")
@@ -172,13 +172,19 @@ class GuardCallback(TrainerCallback):
         trainer.accelerator.wait_for_everyone()
         self.best_written = reading.verified
 
+    def signal_name(self) -> str:
+        """What the guard calls verified accuracy, with its smoothing: the report, the plots and the progress bar show
+        other smoothings of the same accuracy, each labelled."""
+        smooth = self.watch.detector.smooth
+        return f"{self.source}, " + (f"EMA {smooth}" if smooth else "unsmoothed")
+
     def summary(self) -> dict[str, Any]:
         detector = self.watch.detector
         best = read_best(self.run_dir)
         line = (f"guard: fired at step {detector.fired_at}" if detector.fired_at is not None
                 else "guard: no overoptimization detected")
         if detector.peak is not None:
-            line += f"; verified accuracy ({self.source}) peaked at {detector.peak:.3f} (step {detector.peak_step})"
+            line += f"; verified accuracy ({self.signal_name()}) peaked at {detector.peak:.3f} (step {detector.peak_step})"
         if best:
             line += f"; best/ holds step {best['step']}"
         return {"settings": asdict(self.settings), "source": self.source, "fired_at": detector.fired_at,
