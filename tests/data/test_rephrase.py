@@ -69,26 +69,55 @@ def test_verl_rewrite_file_aligns_row_by_row(tmp_path):
         load_rephrasings(path, originals[:1])
 
 
-def test_authors_prompt_sampling_and_thinking_switch_reach_the_endpoint():
-    """prompt="authors": their instruction + "\\n" + question, their markers and parsing (no number check), top-p
-    and max tokens as passed, and Qwen3's enable_thinking in chat_template_kwargs."""
-    from coreward.data.rephrase import AUTHORS_PROMPT, AUTHORS_SAMPLING, parse_authors_rephrasing
+# a stand-in for the authors' instruction (their repository has no licence: coreward and its tests do not hold it),
+# with their markers; the sha256 of theirs (Co-rewarding-I/rewrite_questions.py at edf278e) is pinned below
+STAND_IN = ("Rewrite the problem below (test stand-in).\n\n### RESULT_START\nORIGINAL:\n<original question>\n"
+            "REWRITE:\n<rewritten question>\n### RESULT_END\n")
+AUTHORS_SHA256 = "298501e3db53a7109656b669b1a1769d325b20c0e06529a93def0e5e62d49ad7"
+
+
+def test_authors_prompt_sampling_and_thinking_switch_reach_the_endpoint(tmp_path):
+    """prompt="authors": their instruction (the user's copy) + "\\n" + question, their markers and parsing (no
+    number check), top-p and max tokens as passed, and Qwen3's enable_thinking in chat_template_kwargs."""
+    from coreward.data.rephrase import AUTHORS_REWRITE, AUTHORS_SAMPLING, parse_authors_rephrasing
     from coreward.llm import OpenAIEndpointGenerator
 
+    assert AUTHORS_REWRITE.sha256 == (AUTHORS_SHA256,)
     assert parse_authors_rephrasing("x ### RESULT_START\nORIGINAL:\nq\nREWRITE:\n new q \n### RESULT_END") == "new q"
     assert parse_authors_rephrasing("### RESULT_START\nORIGINAL: q\n### RESULT_END") is None  # no REWRITE:
     assert parse_authors_rephrasing("### RESULT_END ### RESULT_START") is None
+    instruction = tmp_path / "instruction.txt"
+    instruction.write_text(STAND_IN)
     with LLMTestServer() as server:
         generator = OpenAIEndpointGenerator(server.url, "test-model", backoff_s=0.01, timeout_s=2.0,
                                             max_retries=1, deadline_s=10.0)
+        with pytest.raises(CorewardError, match=r"^--authors-prompt: the Co-rewarding authors' rewrite prompt is not "
+                                                r"shipped with coreward .*clone https://github.com/tmlr-group/"
+                                                r"Co-rewarding and give its file <clone>/Co-rewarding-I/"
+                                                r"rewrite_questions.py as --authors-prompt"):
+            rephrase_records([record(0)], generator, prompt="authors")
         pairs, report = rephrase_records([record(0)], generator, prompt="authors", enable_thinking=False,
-                                         **AUTHORS_SAMPLING)
+                                         authors_prompt=instruction, **AUTHORS_SAMPLING)
         generator.close()
         body = server.bodies[0]
-    assert body["messages"] == [{"role": "user", "content": AUTHORS_PROMPT + "\n" + Q}]
+    assert body["messages"] == [{"role": "user", "content": STAND_IN + "\n" + Q}]
     assert (body["top_p"], body["max_tokens"], body["temperature"]) == (0.8, 20480, 0.7)
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     # the echo carries the template's own placeholder between the markers: the authors' parser keeps it
     assert [q for _, q in pairs] == ["<rewritten question>"] and report.kept == 1
     with pytest.raises(CorewardError, match="rephrasing prompt must be"):
         rephrase_records([record(0)], generator, prompt="mine")
+
+
+def test_a_users_copy_of_the_authors_rewrite_prompt_is_their_text():
+    import hashlib
+    import os
+    from pathlib import Path
+
+    from coreward.data.rephrase import authors_instruction
+
+    root = os.environ.get("COREWARD_JUDGE_PROMPTS")  # a folder with clones of the authors' repositories
+    if not root:
+        pytest.skip("COREWARD_JUDGE_PROMPTS (a folder with a clone of tmlr-group/Co-rewarding) is not set")
+    text = authors_instruction(Path(root) / "Co-rewarding" / "Co-rewarding-I" / "rewrite_questions.py")
+    assert hashlib.sha256(text.encode()).hexdigest() == AUTHORS_SHA256

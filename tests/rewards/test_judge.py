@@ -184,8 +184,9 @@ def test_each_prompt_is_its_authors_text(format):
         assert sha256(assembled(format)) == ASSEMBLED_SHA256[format]
     else:
         with pytest.raises(CorewardError, match=rf"^key x\.template: the {format} prompt is not shipped with coreward "
-                                                rf"\(its authors' licence: .*\): clone https://github\.com/\S+ and set "
-                                                rf"template: <clone>/{re.escape(AUTHORS_FILES[format].split('/', 1)[1])} "):
+                                                rf"\(its authors' licence: .*\): clone https://github\.com/\S+ and give its "
+                                                rf"file <clone>/{re.escape(AUTHORS_FILES[format].split('/', 1)[1])} "
+                                                rf"as template "):
             read_template(format, None, key="key x.template")
     if fmt.authors is not None:
         assert fmt.authors.sha256[0] == AUTHORS_SHA256[format]
@@ -197,7 +198,7 @@ def test_a_users_copy_of_the_authors_prompt_is_checked_against_its_hash(format, 
     if not root:
         pytest.skip("COREWARD_JUDGE_PROMPTS (a folder with clones of xVerify and General-Reasoner) is not set")
     path = Path(root) / AUTHORS_FILES[format]
-    with caplog.at_level(logging.WARNING, logger="coreward.rm.judge"):
+    with caplog.at_level(logging.WARNING, logger="coreward.runtime.authors_text"):
         text = read_template(format, path)
     assert sha256(text) == AUTHORS_SHA256[format] and not caplog.records
     assert sha256(assembled(format, path)) == ASSEMBLED_SHA256[format]
@@ -211,10 +212,10 @@ def test_a_template_file_that_differs_from_the_authors_is_warned_about(tmp_path,
     as_authors.write_text(f'CV_PROMPT = """{shipped}"""\n\nOTHER = "x"\n'.replace("\\", "\\\\"))
     edited = tmp_path / "edited.txt"
     edited.write_text(shipped.replace(rule, ""))
-    with caplog.at_level(logging.WARNING, logger="coreward.rm.judge"):
+    with caplog.at_level(logging.WARNING, logger="coreward.runtime.authors_text"):
         assert read_template("compassverifier", as_authors) == shipped and not caplog.records
         assert read_template("compassverifier", edited) == shipped.replace(rule, "")
-    assert len(caplog.records) == 1 and "is not the authors' compassverifier prompt" in caplog.records[0].getMessage()
+    assert len(caplog.records) == 1 and "is not the authors' text of the compassverifier prompt" in caplog.records[0].getMessage()
     broken = tmp_path / "broken.txt"
     broken.write_text("Question: {question}\nReference: {reference}\n")  # not the format's placeholders
     with pytest.raises(CorewardError, match=r"^template: .*broken\.txt is not a compassverifier template"):

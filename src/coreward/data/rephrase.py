@@ -3,8 +3,9 @@
 An LLM (a local Hugging Face model or an OpenAI-compatible endpoint, see `coreward.llm`) rewrites each
 question once, before training. Its output must sit between fixed markers; a row whose output can't be
 parsed (no markers, empty, or a number of the original missing) is dropped and counted. `--prompt authors`
-uses the Co-rewarding authors' prompt, markers and parsing instead (and `--top-p 0.8 --max-tokens 20480`
-are their sampling).
+uses the Co-rewarding authors' prompt (from the user's clone of their repository, `--authors-prompt`: it has no
+licence, so coreward does not ship it), markers and parsing instead (and `--top-p 0.8 --max-tokens 20480` are their
+sampling).
 
 Output: a parquet file with the original and the rephrased question side by side (`id`, `question`,
 `rephrased`, `answer`, `source`), or, with `--format verl`, a verl parquet of the rephrased questions
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coreward.data.records import Record
+from coreward.runtime.authors_text import AuthorsText, not_shipped, read_authors_text
 from coreward.runtime.errors import CorewardError
 
 
@@ -34,24 +36,13 @@ Rules:
 Problem:
 {question}"""
 
-# The authors' instruction, verbatim (tmlr-group/Co-rewarding, Co-rewarding-I/rewrite_questions.py,
-# `build_prompt_from_message`): the question follows after a newline; the answer sits between their markers.
-AUTHORS_PROMPT = """You are given a math problem. Please rewrite it using different wording and a different real-world scenario, while keeping the underlying mathematical meaning and answer exactly the same.
-
-Guidelines:
-1. Do not change the math logic or the final answer.
-2. Use different words and a new context to make it look like a different problem.
-3. Avoid copying phrases or sentence structures from the original.
-4. Make sure the rewritten question is natural, clear, and solvable.
-5. Output ONLY between the following markers, and strictly in this format (no extra explanation):
-
-### RESULT_START
-ORIGINAL:
-<original question>
-REWRITE:
-<rewritten question>
-### RESULT_END
-"""
+# The authors' instruction (tmlr-group/Co-rewarding, Co-rewarding-I/rewrite_questions.py, `build_prompt_from_message`):
+# the question follows after a newline; the answer sits between their markers. Their repository has no licence (all
+# rights reserved), so coreward does not ship it: it is read from the user's clone (`--authors-prompt`).
+AUTHORS_REWRITE = AuthorsText(
+    "https://github.com/tmlr-group/Co-rewarding/blob/edf278e/Co-rewarding-I/rewrite_questions.py",
+    "build_prompt_from_message.instruction", "none given: all rights reserved",
+    ("298501e3db53a7109656b669b1a1769d325b20c0e06529a93def0e5e62d49ad7",))
 AUTHORS_BEGIN, AUTHORS_END = "### RESULT_START", "### RESULT_END"
 # the authors' sampling (rewrite_questions.py: SamplingParams(temperature=0.7, top_p=0.8, max_tokens=20480))
 AUTHORS_SAMPLING = {"temperature": 0.7, "top_p": 0.8, "max_tokens": 20480}
@@ -59,9 +50,19 @@ AUTHORS_SAMPLING = {"temperature": 0.7, "top_p": 0.8, "max_tokens": 20480}
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
-def build_request_text(question: str, prompt: str = "coreward") -> str:
+def authors_instruction(path: str | Path | None, key: str = "--authors-prompt") -> str:
+    """The Co-rewarding authors' rewrite instruction, from the user's copy at `path` (their rewrite_questions.py, or
+    a text file); a one-line error naming where to get it when none is given."""
+    what = "the Co-rewarding authors' rewrite prompt"
+    if path is None:
+        raise not_shipped(AUTHORS_REWRITE, key, what)
+    return read_authors_text(path, AUTHORS_REWRITE, key, what)
+
+
+def build_request_text(question: str, prompt: str = "coreward", instruction: str | None = None) -> str:
+    """The request for one question: ours, or (`prompt="authors"`) the authors' `instruction` + "\\n" + question."""
     if prompt == "authors":
-        return AUTHORS_PROMPT + "\n" + question.strip()
+        return f"{instruction}\n{question.strip()}"
     return REPHRASE_PROMPT.format(question=question, begin=BEGIN, end=END)
 
 
@@ -108,19 +109,22 @@ class RephraseReport:
 
 
 def rephrase_records(records: list[Record], generator, temperature: float = 0.7, max_tokens: int = 1024,
-                     prompt: str = "coreward", top_p: float = 1.0, enable_thinking: bool | None = None):
+                     prompt: str = "coreward", top_p: float = 1.0, enable_thinking: bool | None = None,
+                     authors_prompt: str | Path | None = None):
     """Rephrase every record; returns (kept pairs as (record, rephrased), report).
 
     `prompt="coreward"`: our prompt and markers, and a rewrite that loses a number of the original (or is
-    the original) is dropped; `"authors"`: theirs, kept whenever the markers parse. `enable_thinking` is
-    Qwen3's chat-template switch (the authors' default: off); None passes nothing.
+    the original) is dropped; `"authors"`: theirs (read from `authors_prompt`, the user's copy), kept whenever
+    the markers parse. `enable_thinking` is Qwen3's chat-template switch (the authors' default: off); None passes
+    nothing.
     """
     from coreward.llm import GenerationRequest
 
     if prompt not in ("coreward", "authors"):
         raise CorewardError(f"rephrasing prompt must be 'coreward' or 'authors', got {prompt!r}")
+    instruction = authors_instruction(authors_prompt) if prompt == "authors" else None
     template_kwargs = None if enable_thinking is None else {"enable_thinking": enable_thinking}
-    requests = [GenerationRequest.user(build_request_text(r.question, prompt), temperature=temperature,
+    requests = [GenerationRequest.user(build_request_text(r.question, prompt, instruction), temperature=temperature,
                                        max_tokens=max_tokens, top_p=top_p, chat_template_kwargs=template_kwargs)
                 for r in records]
     results = generator.generate(requests)

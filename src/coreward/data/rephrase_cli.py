@@ -21,6 +21,7 @@ def rephrase_command(
     prompt: str = typer.Option("coreward", "--prompt", help="coreward, or authors (Co-rewarding's rewrite_questions.py prompt, markers and parsing)"),
     top_p: float = typer.Option(1.0, "--top-p", help="the authors used 0.8"),
     thinking: Optional[bool] = typer.Option(None, "--thinking/--no-thinking", help="Qwen3 chat-template switch (the authors: off); unset passes nothing"),
+    authors_prompt: Optional[str] = typer.Option(None, "--authors-prompt", help="with --prompt authors: their Co-rewarding-I/rewrite_questions.py from a clone of github.com/tmlr-group/Co-rewarding (or a text file of its instruction); not shipped: their repository has no licence"),
 ) -> None:
     """Rewrite each question with new wording and scenario, same numbers and answer.
 
@@ -32,6 +33,10 @@ def rephrase_command(
 
     if fmt not in ("pairs", "verl"):
         raise CorewardError(f"--format must be 'pairs' or 'verl', got {fmt!r}")
+    if prompt == "authors" and model != "demo":
+        from coreward.data.rephrase import authors_instruction
+
+        authors_instruction(authors_prompt)  # missing or unreadable: one line now, before any data or model loads
     records = load_named(input, split, limit, data_dir, key="--input", columns=parse_columns(columns))
     if model == "demo":
         pairs = demo_pairs(records)
@@ -43,7 +48,8 @@ def rephrase_command(
         try:
             if hasattr(generator, "health_check"):
                 generator.health_check()
-            pairs, report = rephrase_records(records, generator, temperature, max_tokens, prompt, top_p, thinking)
+            pairs, report = rephrase_records(records, generator, temperature, max_tokens, prompt, top_p, thinking,
+                                             authors_prompt)
         finally:
             generator.close()
         typer.echo(

@@ -27,9 +27,6 @@ Used by the `judge` reward (rewards/judge.py), Cooper's `positive_judge`, `corew
 
 from __future__ import annotations
 
-import ast
-import hashlib
-import logging
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -40,10 +37,9 @@ from typing import Any
 from coreward.llm import GenerationRequest, TextGenerator, build_generator
 from coreward.llm.factory import is_endpoint
 from coreward.rm.annotate import JUDGE_PROMPT, parse_verdict
+from coreward.runtime.authors_text import AuthorsText, not_shipped, read_authors_text
 from coreward.runtime.errors import CorewardError
 
-
-logger = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- reading a reply
 
@@ -194,16 +190,6 @@ Analysis step by step and Final Judgment:
 """  # noqa: E501, W291
 
 @dataclass(frozen=True)
-class AuthorsText:
-    """Where a verifier's authors publish its prompt, and the sha256 of their text (of each copy they publish)."""
-
-    url: str  # the authors' file
-    variable: str | None  # the Python variable that holds the template in that file (None: the file is the template)
-    licence: str
-    sha256: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class JudgeFormat:
     template: str | None  # str.format template shipped with coreward; None: its licence forbids that (`template:` file)
     fields: tuple[str, str, str]  # its placeholders for the question, the reference answer and the candidate
@@ -252,56 +238,27 @@ def read_template(format: str, path: str | os.PathLike | None, key: str = "templ
     is then read from the variable that holds it (parsed, not run). A file that differs from the authors' text
     (its sha256) is used with a warning: a verifier fine-tuned on one wording reads another worse."""
     fmt = JUDGE_FORMATS[format]
+    what = f"the {format} prompt"
     if path is None:
         if fmt.template is None:
-            repository, _, file = fmt.authors.url.partition("/blob/")
-            raise CorewardError(f"{key}: the {format} prompt is not shipped with coreward (its authors' licence: "
-                                f"{fmt.authors.licence}): clone {repository} and set {key.rsplit('.', 1)[-1]}: "
-                                f"<clone>/{file.partition('/')[2]} (or a text file holding its "
-                                f"{fmt.authors.variable})")
+            raise not_shipped(fmt.authors, key, what)
         return fmt.template
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise CorewardError(f"{key}: no such file: {file} (the {format} prompt"
-                            + (f": {fmt.authors.url}, {fmt.authors.variable})" if fmt.authors else ")"))
-    try:
-        source = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise CorewardError(f"{key}: cannot read {file}: {err}") from None
-    text = _python_variable(source, file, fmt, key) if file.suffix == ".py" else source
+    if fmt.authors is not None:
+        text = read_authors_text(path, fmt.authors, key, what)
+    else:  # coreward's own prompt, replaced by the user's
+        try:
+            text = Path(path).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise CorewardError(f"{key}: cannot read {path}: {err}") from None
     try:
         text.format(**dict.fromkeys(fmt.fields, ""))
     except (KeyError, IndexError, ValueError) as err:
-        raise CorewardError(f"{key}: {file} is not a {format} template: its placeholders are not "
+        raise CorewardError(f"{key}: {path} is not a {format} template: its placeholders are not "
                             f"{', '.join('{' + f + '}' for f in fmt.fields)} ({type(err).__name__}: {err})") from None
     missing = [f for f in fmt.fields if "{" + f + "}" not in text]
     if missing:
-        raise CorewardError(f"{key}: {file} is not a {format} template: it has no {{{missing[0]}}}")
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    if fmt.authors and digest not in fmt.authors.sha256:
-        logger.warning("%s: %s is not the authors' %s prompt (sha256 %s..., theirs %s...: %s): used as it is; a "
-                       "verifier trained on their wording may read another worse", key, file, format, digest[:12],
-                       fmt.authors.sha256[0][:12], fmt.authors.url)
+        raise CorewardError(f"{key}: {path} is not a {format} template: it has no {{{missing[0]}}}")
     return text
-
-
-def _python_variable(source: str, file: Path, fmt: JudgeFormat, key: str) -> str:
-    """The string literal assigned to the authors' variable in their Python file."""
-    name = fmt.authors.variable if fmt.authors else None
-    try:
-        tree = ast.parse(source, str(file))
-    except SyntaxError as err:
-        raise CorewardError(f"{key}: {file} is not a Python file ({err})") from None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                value = None
-            if isinstance(value, str):
-                return value
-    raise CorewardError(f"{key}: {file} assigns no string to {name} (the template's variable in the authors' file): "
-                        "give their file, or the template as a text file")
 
 
 def candidate_text(completion: str, answer: str | None, shows: str, max_chars: int) -> str:
