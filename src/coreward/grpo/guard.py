@@ -92,6 +92,7 @@ class GuardCallback(TrainerCallback):
         self.watch = replay([], settings, source, self.weights)[0]
         self.best_written: float | None = None
         self.stopped_at: int | None = None
+        self.alarm_step: int | None = None
         self.warning: str | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -122,13 +123,15 @@ class GuardCallback(TrainerCallback):
         if logs:
             reading = self.watch.train_row(step, logs) if is_train else self.watch.eval_row(step, logs)
         reading = on_main_then_broadcast(lambda: reading)
-        if is_train:
-            logs["guard/alarm"] = 0.0
+        if reading is not None and reading.alarm:
+            self.alarm_step = reading.step
+        if logs and (is_train or reading is not None):
+            # 1 on the alarm's step: an evaluation's row and its step's training row are one row of metrics.jsonl
+            logs["guard/alarm"] = 1.0 if self.alarm_step == step else 0.0
         if reading is None:
             return control
         logs["guard/verified_drop"] = reading.drop
         if reading.alarm:
-            logs["guard/alarm"] = 1.0
             self._alarm(reading, control)
         if self.settings.keep_best and reading.new_best and (
                 self.best_written is None or reading.verified >= self.best_written + self.settings.best_min_gain):
