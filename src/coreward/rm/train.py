@@ -7,6 +7,11 @@ Training runs on HF's `Trainer` (so `accelerate launch` with a DeepSpeed config 
 our BCE as `compute_loss_func`; the held-out split is grouped by question (no question on both sides)
 and is evaluated every epoch for accuracy, precision, recall and F1. Checkpoints and the final model are
 HF directories, written to a staging directory and renamed into place.
+
+Precision, as for the policy and Cooper's RM (runtime/precision.py): `model.dtype: bfloat16` (or float16) computes
+in that dtype through Trainer's mixed precision (its bf16/fp16 autocast) over float32 weights, so AdamW steps float32
+weights and `final/` holds them; `model.master_weights: none` loads the weights in `model.dtype` and steps them in
+place (the rounding warning says when its learning rate is below half a bf16 step for most weights).
 """
 
 from __future__ import annotations
@@ -25,12 +30,14 @@ from coreward.runtime.config import check_args_keys, load_config, save_yaml
 from coreward.runtime.devices import torch_threads
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.files import commit_staging, staging_for
+from coreward.runtime.precision import is_low_precision, round_away_warning
 
 
 @dataclass
 class RMModelSettings:
     backbone: str = "demo"  # hub id or directory; "demo" = the project's demo policy (a tiny Qwen3)
-    dtype: str = "float32"
+    dtype: str = "float32"  # what the RM computes in: bfloat16/float16 through Trainer's autocast (its bf16/fp16) over float32 weights, unless master_weights is none
+    master_weights: str = "float32"  # float32: AdamW steps float32 weights (a bf16 dtype computes through autocast); none: it steps the dtype's own weights (updates under half a bf16 step round away: warned)
     max_length: int = 1024  # tokens; longer inputs keep their end (the completion's final answer)
     # add the template's tags as whole tokens (for small word-level vocabularies that would read them as <unk>)
     add_template_tokens: bool = False
@@ -65,6 +72,8 @@ class RMTrainConfig:
             raise CorewardError("key data.train: a labelled .parquet or .jsonl file is required")
         if not 0 <= self.data.eval_fraction < 1:
             raise CorewardError(f"key data.eval_fraction must be in [0, 1), got {self.data.eval_fraction}")
+        if self.model.master_weights not in ("float32", "none"):
+            raise CorewardError(f"key model.master_weights must be 'float32' or 'none', got {self.model.master_weights!r}")
         if self.model.cut not in CUTS:
             raise CorewardError(f"key model.cut must be one of {list(CUTS)}, got {self.model.cut!r}")
         if self.data.max_chars is not None and self.data.max_chars < 1:
@@ -145,7 +154,15 @@ def training_arguments(config: RMTrainConfig, run_dir: Path):
         "bf16": on_gpu and torch.cuda.is_bf16_supported(),
         "dataloader_num_workers": 0,
     }
+    dtype = config.model.dtype
+    if is_low_precision(dtype):  # the compute dtype model.dtype names (over float32 weights, or its own)
+        settings.update(bf16=dtype == "bfloat16", fp16=dtype == "float16")
     settings.update(config.training)
+    flag = "bf16" if dtype == "bfloat16" else "fp16"
+    if config.model.master_weights == "float32" and is_low_precision(dtype) and not settings.get(flag):
+        raise CorewardError(f"key model.dtype={dtype} computes in {flag} through mixed precision (float32 weights, "
+                            f"{flag} autocast), but training.{flag} is {settings.get(flag)}: drop training.{flag}, or "
+                            "set model.dtype: float32")
     settings.update(
         output_dir=str(run_dir),
         seed=config.seed,
@@ -169,15 +186,35 @@ def _check_training_keys(training: dict[str, Any]) -> None:
 
 
 
+def weights_dtype(settings: RMModelSettings) -> str:
+    """The dtype the RM's weights are loaded, stepped and saved in: float32 whatever it computes in, unless
+    `master_weights: none` asks AdamW to step `dtype`'s weights themselves."""
+    return "float32" if settings.master_weights == "float32" and is_low_precision(settings.dtype) else settings.dtype
+
+
 def build_rm(settings: RMModelSettings):
     """A fresh VerifyRM on the configured backbone (the device is Trainer's business)."""
     from coreward.rm.model import VerifyRM
 
     backbone = resolve_model(settings.backbone, "policy", key="model.backbone")
     return VerifyRM.from_backbone(
-        backbone, device="cpu", max_length=settings.max_length, dtype=settings.dtype,
+        backbone, device="cpu", max_length=settings.max_length, dtype=weights_dtype(settings),
         add_template_tokens=settings.add_template_tokens, cut=settings.cut,
     )
+
+
+def precision_lines(model, args) -> list[str]:
+    """What the run's weights are, what AdamW steps and what it computes in; the rounding warning for
+    low-precision weights stepped in place."""
+    weights = next(model.parameters()).dtype
+    compute = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else weights
+    name = lambda dtype: str(dtype).removeprefix("torch.")  # noqa: E731
+    lines = [f"rm train: precision: weights {name(weights)} (AdamW steps them), compute {name(compute)}"]
+    if is_low_precision(weights):
+        warning = round_away_warning("the RM", "model.master_weights", model.parameters(), args.learning_rate, weights)
+        if warning:
+            lines.append(warning)
+    return lines
 
 
 @dataclass
@@ -224,6 +261,8 @@ def train_rm(config: RMTrainConfig) -> RMTrainResult:
         compute_metrics=compute_metrics,
         callbacks=[MetricsFileCallback(run_dir)],
     )
+    for line in precision_lines(rm.model, trainer.args):
+        print(line)
     with torch_threads(config.torch_threads):
         output = trainer.train()
     trainer.save_model(str(run_dir / "final"))
