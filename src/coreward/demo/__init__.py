@@ -34,5 +34,15 @@ def _member(k: int):
 
 register_builder("demo", "policy", _policy)
 register_builder("demo", "rm", _rm)
-for _k in range(1, ENSEMBLE_MEMBERS + 1):  # built on first use, cached like the demo RM
-    register_builder(f"demo:{_k}", "rm", _member(_k))
+def _member_build_s(k: int):
+    def build_s():
+        from coreward.demo.rm import member_build_s
+
+        return member_build_s(k)
+
+    return build_s
+
+
+BUILD_AHEAD = "python -m coreward.demo.rm ensemble"  # + names: builds those missing, prints each one's figures
+for _k in range(1, ENSEMBLE_MEMBERS + 1):  # built on first use, cached like the demo RM; a run announces the builds
+    register_builder(f"demo:{_k}", "rm", _member(_k), build_s=_member_build_s(_k), ahead=BUILD_AHEAD)

@@ -313,30 +313,40 @@ def member_hash(k: int, policy_path: Path) -> str:
     return hashlib.sha256(json.dumps([recipe_hash(policy_path), member_recipe(k)]).encode()).hexdigest()[:12]
 
 
+MEMBER_BUILD_S = 900  # a member's build on the 2-core CPU: 916 s and 762 s measured (docs/demo_rm.md)
+ANNOTATION_FILE = "annotation.json"  # the sampling's report, written with verification.jsonl: the sampling is done
+
+
 def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
-    """Sample, train and evaluate member k into `output_dir` (run/final); returns the summary written to member.json."""
+    """Sample, train and evaluate member k into `output_dir` (run/final); returns the summary written to member.json.
+
+    Ctrl-C stops it (runtime/interrupt.py) keeping what is finished: sampled completions are kept (written whole,
+    then renamed), so the same command again goes on with the training; the training itself starts over."""
     import time
 
-    from coreward.demo.policy import ensure_demo_policy
-    from coreward.rm.annotate import write_rows
     from coreward.rm.evaluate import evaluate_verifiers
     from coreward.rm.model import VerifyRM
     from coreward.rm.train import train_rm
+    from coreward.runtime.interrupt import long_phase
 
     recipe, output_dir, started = member_recipe(k), Path(output_dir), time.monotonic()
-    truth_file = ensure_truth_eval()
-    start, end = recipe["questions"]
-    with torch_threads(DEMO_CONFIG["torch_threads"]):
-        rows, report = sample_demo_rows(ensure_demo_policy(), "train", end, recipe["sampling_seed"], start=start)
-        write_rows(rows, output_dir / "verification.jsonl")
+    name, again = f"the demo RM's ensemble member demo:{k}", "run the same command again to go on"
+    with long_phase(f"building {name} (sampling its training data)", f"nothing of it is kept yet; {again}"):
+        truth_file = ensure_truth_eval()
+        annotation = sampled_rows(k, recipe, output_dir)
+    kept = (f"its sampled completions are kept in {output_dir}, its training starts over (about "
+            f"{MEMBER_BUILD_S // 60 - 1} minutes); {again}")
+    with long_phase(f"training {name}", kept), torch_threads(DEMO_CONFIG["torch_threads"]):
         shutil.rmtree(output_dir / "run", ignore_errors=True)  # what a build stopped part-way left
-        result = train_rm(demo_config(output_dir / "verification.jsonl", output_dir / "run", seed=recipe["seed"]))
+        config = demo_config(output_dir / "verification.jsonl", output_dir / "run", seed=recipe["seed"])
+        with training_progress(f"training demo:{k}", output_dir / "run", config.training["num_train_epochs"]):
+            result = train_rm(config)
         truth = evaluate_verifiers(truth_file, [str(result.final_model)], device="cpu")
         rm = VerifyRM.from_pretrained(result.final_model, device="cpu")
         summary = {
             "member": f"demo:{k}",
             "recipe": recipe,
-            "annotation": report.to_dict(),
+            "annotation": annotation,
             "held_out": result.metrics,  # rule-labelled held-out fifth of its questions
             "truth_eval": truth.results[str(result.final_model)],
             "train_examples_per_s": result.train_examples_per_s,
@@ -347,15 +357,84 @@ def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
     return summary
 
 
+def sampled_rows(k: int, recipe: dict, output_dir: Path) -> dict:
+    """Member k's rule-labelled samples in output_dir/verification.jsonl, and the sampling's report: drawn now, or
+    kept from a build that was stopped after drawing them (the report is written last: its presence says both are
+    whole)."""
+    from coreward.demo.policy import ensure_demo_policy
+    from coreward.rm.annotate import write_rows
+
+    done = output_dir / ANNOTATION_FILE
+    if done.is_file() and (output_dir / "verification.jsonl").is_file():
+        print(f"demo:{k}: its sampled completions are kept from a stopped build ({output_dir})", file=sys.stderr)
+        return json.loads(done.read_text())
+    start, end = recipe["questions"]
+    with torch_threads(DEMO_CONFIG["torch_threads"]):
+        rows, report = sample_demo_rows(ensure_demo_policy(), "train", end, recipe["sampling_seed"], start=start)
+    staged = write_rows(rows, output_dir / ".verification.jsonl")
+    os.replace(staged, output_dir / "verification.jsonl")
+    done.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    return report.to_dict()
+
+
+class training_progress:  # noqa: N801 - a context manager, used as `with training_progress(...)`
+    """A progress bar with the time left for an RM's training (`train_rm` prints nothing while it trains): the epoch
+    its run logs to run_dir/metrics.jsonl, read every few seconds by a thread, out of `epochs`."""
+
+    def __init__(self, what: str, run_dir: Path, epochs: float, every_s: float = 2.0):
+        import threading
+
+        self.what, self.metrics, self.epochs, self.every_s = what, Path(run_dir) / "metrics.jsonl", float(epochs), every_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._show, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def epoch(self) -> float:
+        from coreward.runtime.metrics import read_metrics
+
+        return max((row.get("epoch", 0.0) for row in read_metrics(self.metrics)), default=0.0)
+
+    def _show(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("epoch {task.completed:.1f}/{task.total:g}"),
+                   TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
+        with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+            task = progress.add_task(self.what, total=self.epochs)
+            while not self.stop.wait(self.every_s):
+                progress.update(task, completed=min(self.epoch(), self.epochs))
+            progress.update(task, completed=min(self.epoch(), self.epochs))
+
+
 def ensure_demo_rm_member(k: int) -> Path:
     """Member k's model directory, built once (about 15 minutes on the 2-core CPU) and cached under $COREWARD_CACHE."""
+    from coreward.runtime.interrupt import long_phase
+
+    directory = member_directory(k)
+    with long_phase(f"building the demo RM's ensemble member demo:{k}", "run the same command again to go on"):
+        _cached(directory, directory / "member.json", lambda: build_demo_rm_member(k, directory),
+                f"the demo RM's ensemble member demo:{k} (about {MEMBER_BUILD_S // 60} minutes)")
+    return directory / "run" / "final"
+
+
+def member_directory(k: int) -> Path:
     from coreward.demo.policy import ensure_demo_policy
     from coreward.runtime.assets import cache_root
 
-    directory = cache_root() / f"demo_rm_member{k}-{member_hash(k, ensure_demo_policy())}"
-    _cached(directory, directory / "member.json", lambda: build_demo_rm_member(k, directory),
-            f"the demo RM's ensemble member demo:{k} (about 15 minutes)")
-    return directory / "run" / "final"
+    return cache_root() / f"demo_rm_member{k}-{member_hash(k, ensure_demo_policy())}"
+
+
+def member_build_s(k: int) -> float | None:
+    """Seconds member k's build takes before it can be used (None: it is built): what a run announces first."""
+    return None if (member_directory(k) / "member.json").exists() else MEMBER_BUILD_S
 
 
 def member_summary(name: str) -> dict:

@@ -49,8 +49,8 @@ def train_command(
         result = run_training(train_config, output_dir=output_dir, max_steps=max_steps,
                               resume=RESUME_IF_ANY if resume_if_any else resume, allow_config_change=allow_config_change)
         distributed = leave_process_group()
-    except KeyboardInterrupt:  # a second Ctrl-C (the first one stops after the step, below), wherever it lands
-        print_once(f"stopped at once by a second Ctrl-C; {how_to_continue(Path(output_dir or train_config.output_dir))}")
+    except KeyboardInterrupt as stop:  # during training, the first Ctrl-C stops after the step (below), not here
+        print_once(interrupted_line(stop, Path(output_dir or train_config.output_dir)))
         raise typer.Exit(130) from None
     code = 0
     if result.preempted:
@@ -106,6 +106,17 @@ def run_train(arguments: list[str]) -> None:
     app.command("train")(train_command)
     app.command("push")(push_command)  # two commands: typer keeps `train` as a subcommand, as `coreward train`
     run_app(app, arguments)
+
+
+def interrupted_line(stop: KeyboardInterrupt, run_dir: Path) -> str:
+    """What a Ctrl-C that stopped `coreward train` at once stopped, which one it was, and how to continue: a long
+    phase before training (building a demo model) says what it kept; a second Ctrl-C during training is named so."""
+    from coreward.runtime.interrupt import Interrupted, ctrl_c_count
+
+    if isinstance(stop, Interrupted):
+        return stop.line()
+    which = "a second Ctrl-C" if ctrl_c_count() > 1 else "Ctrl-C"
+    return f"stopped at once by {which}; {how_to_continue(run_dir)}"
 
 
 def how_to_continue(run_dir: Path) -> str:

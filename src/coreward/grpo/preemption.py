@@ -22,6 +22,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from coreward.runtime.distributed import print_once
+from coreward.runtime.interrupt import count_ctrl_c
 
 
 PREEMPTED_EXIT = 75
@@ -49,6 +50,8 @@ class PreemptionCallback(TrainerCallback):
         self._previous: dict[int, Any] = {}
 
     def _handle(self, number: int, frame: Any) -> None:
+        if number == signal.SIGINT:
+            count_ctrl_c()  # the closing line says which Ctrl-C stopped the run (grpo/cli.py)
         if number == signal.SIGINT and self.received == signal.SIGINT:  # the second Ctrl-C: stop now
             signal.signal(signal.SIGINT, signal.default_int_handler)
             raise KeyboardInterrupt

@@ -152,8 +152,10 @@ class ModelReward(RewardSource):
     def preflight(self) -> None:
         """Each RM loads (config, weights present and whole, tokenizer), and an ensemble's members read one input
         format: checked before training starts, from the files alone."""
+        from coreward.runtime.assets import announce_builds
         from coreward.runtime.model_files import check_model
 
+        announce_builds(self.params.members, "rm", f"reward {self.name!r}")  # members to build: said first, with the time
         formats = []
         for i, member in enumerate(self.params.members):
             where = check_model(member, "rm", key=self.member_key(i))

@@ -30,6 +30,8 @@ KINDS = ("policy", "rm", "rm_pairs")
 SHIPPED = {"demo": {"policy": "demo_policy", "rm": "demo_rm", "rm_pairs": "demo_rm_heldout_pairs.jsonl"}}
 #: (asset name, kind) -> a function returning the directory to load, building it first when needed
 _BUILDERS: dict[tuple[str, str], Callable[[], Path]] = {}
+#: (asset name, kind) -> (seconds its build takes, or None when it is built; the command that builds it ahead)
+_BUILD_COSTS: dict[tuple[str, str], tuple[Callable[[], float | None], str]] = {}
 
 
 def cache_root() -> Path:
@@ -41,9 +43,42 @@ def is_asset(name: str | os.PathLike) -> bool:
     return str(name) in SHIPPED
 
 
-def register_builder(name: str, kind: str, builder: Callable[[], Path]) -> None:
-    """Let `builder` decide where asset `name` of `kind` lives (and build it when it must)."""
+def register_builder(name: str, kind: str, builder: Callable[[], Path],
+                     build_s: Callable[[], float | None] | None = None, ahead: str = "") -> None:
+    """Let `builder` decide where asset `name` of `kind` lives (and build it when it must). `build_s`: how many
+    seconds that build takes now (None: nothing to build), for `announce_builds`; `ahead`: the command that builds
+    it ahead of time, given the names to build as its last arguments."""
     _BUILDERS[(name, kind)] = builder
+    if build_s is not None:
+        _BUILD_COSTS[(name, kind)] = (build_s, ahead)
+
+
+def announce_builds(names: list[str], kind: str, what: str) -> None:
+    """Say, before the first of them starts, which of `names` must be built first and how long that takes in all,
+    with the command that builds them ahead of time: a run that is about to spend half an hour building
+    ensemble members says so before it does (stderr, so a run's stdout stays its own)."""
+    import sys
+
+    if os.environ.get("RANK", "0") != "0":  # several processes: the main one says it
+        return
+    pending: dict[str, float] = {}  # name -> seconds its build takes
+    for name in dict.fromkeys(names):
+        build_s, _ = _BUILD_COSTS.get((name, kind), (lambda: None, ""))
+        if (seconds := build_s()) is not None:
+            pending[name] = seconds
+    if not pending:
+        return
+    minutes = round(sum(pending.values()) / 60)
+    listed = ", ".join(pending)
+    commands: dict[str, list[str]] = {}  # the command that builds them ahead -> the names it is given
+    for name in pending:
+        if ahead := _BUILD_COSTS[(name, kind)][1]:
+            commands.setdefault(ahead, []).append(name)
+    print(f"{what}: {len(pending)} model(s) must be built before training starts ({listed}): about {minutes} minutes "
+          "in all, once (they are cached). Ctrl-C stops a build and keeps what it finished"
+          + ("; to build them ahead of time: " + "; ".join(f"{ahead} {' '.join(given)}" for ahead, given in
+                                                           commands.items()) if commands else ""),
+          file=sys.stderr, flush=True)
 
 
 def shipped_path(name: str, kind: str) -> Path:
