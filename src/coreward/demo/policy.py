@@ -68,7 +68,10 @@ def ensure_demo_policy(rebuild: bool = False) -> Path:
 def _build(target: Path) -> None:
     """Run the default SFT recipe into `target` (sft_metrics.json, written last, marks it complete)."""
     from coreward.demo.sft import sft_main
+    from coreward.runtime.interrupt import long_phase
 
     print(f"building the demo policy in {target} (first use, about two minutes)", file=sys.stderr)
-    shutil.rmtree(target, ignore_errors=True)
-    sft_main(None, [], str(target))
+    with long_phase("building the demo policy", "it is built whole or not at all (about two minutes): run the same "
+                    "command again to build it"):
+        shutil.rmtree(target, ignore_errors=True)
+        sft_main(None, [], str(target))

@@ -113,7 +113,9 @@ def _build(policy: Path, output_dir: Path) -> dict:
     eval_rows, _ = sample_demo_rows(policy, "test", EVAL_QUESTIONS, ANNOTATION["seed"] + 1)
     write_rows([{**r, "label": r["true_label"]} for r in eval_rows], output_dir / "truth_eval.jsonl")
 
-    result = train_rm(demo_config(output_dir / "verification.jsonl", output_dir / "run"))
+    config = demo_config(output_dir / "verification.jsonl", output_dir / "run")
+    with training_progress("training the demo RM", output_dir / "run", config.training["num_train_epochs"]):
+        result = train_rm(config)
     truth = evaluate_verifiers(output_dir / "truth_eval.jsonl", ["rule", str(result.final_model)], device="cpu")
     rm = VerifyRM.from_pretrained(result.final_model, device="cpu")
     summary = {
@@ -230,7 +232,11 @@ def ensure_demo_rm() -> Path:
         if not (model / "config.json").exists():
             print(f"building the demo reward model in {directory} (its recipe changed: about 8 minutes)",
                   file=sys.stderr)
-            build_demo_rm(directory)
+            from coreward.runtime.interrupt import long_phase
+
+            with long_phase("building the demo reward model", "it is built whole or not at all (about 8 minutes): run "
+                            "the same command again to build it"):
+                build_demo_rm(directory)
     return model
 
 

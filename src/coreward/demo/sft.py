@@ -128,15 +128,18 @@ def trl_args(config: DemoSFTConfig, output_dir: Path):
 
 
 class _PrintProgress(TrainerCallback):
-    """One line per logging step: step, loss, elapsed seconds (the CLI has no progress bar)."""
+    """One line per logging step: step, loss, elapsed seconds and the time left at the pace so far (the CLI has no
+    progress bar)."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "loss" in logs:
+            elapsed = time.perf_counter() - self.start
+            left = elapsed / max(state.global_step, 1) * (state.max_steps - state.global_step)
             print(f"sft step {state.global_step}/{state.max_steps}  loss {logs['loss']:.4f}  "
-                  f"{time.perf_counter() - self.start:.0f}s", flush=True)
+                  f"{elapsed:.0f}s, about {left:.0f}s left", flush=True)
 
 
 @torch.no_grad()
