@@ -124,7 +124,11 @@ class RMLearner:
             if not getattr(rm.model, "supports_gradient_checkpointing", False):
                 raise CorewardError(f"gradient_checkpointing: the RM's model ({type(rm.model).__name__}) does not "
                                     "support it in transformers")
-            rm.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            enable = getattr(rm.model, "activation_checkpointing_enable", None)  # transformers >= 5.23's name
+            if enable is not None:
+                enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                rm.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             rm.model.config.use_cache = False  # an RM never generates; a cache beside checkpointing only warns
         if sharding is not None:
             for key, value in (("param_offload", rm.param_offload), ("max_tokens_per_pass", rm.max_tokens_per_pass)):

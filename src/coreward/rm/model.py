@@ -126,6 +126,9 @@ class VerifyRM:
         self.param_offload = param_offload
         self._uses = 0  # weights_on_device contexts open (nested uses move the weights once)
         if param_offload:
+            if self.device.type == "cpu":
+                logger.warning("reward model: param_offload on a CPU device saves no memory (the weights are copied "
+                               "for each use all the same)")
             self.model = model.to("cpu")
             pin = self.device.type == "cuda"  # page-locked: the copies to and from the GPU can run asynchronously
             self._homes = [(t, t.data.pin_memory() if pin else t.data) for t in self._weights()]
@@ -153,8 +156,8 @@ class VerifyRM:
             return
         self._uses += 1
         try:
-            for t, home in self._homes:
-                t.data = home.to(self.device, non_blocking=True)
+            for t, home in self._homes:  # a copy even on a CPU device (where offload saves nothing): one code path
+                t.data = home.to(self.device, non_blocking=True, copy=True)
             yield
         finally:
             self._uses -= 1
