@@ -90,7 +90,7 @@ WRITTEN_HERE = {
     "TrainConfig.grpo": "any `trl.GRPOConfig` option (next section)",
     "TrainConfig.seed": "seed of the run (policy sampling, data order, reward sources)",
     "TrainConfig.output_dir": "the run directory (`--output-dir` overrides it)",
-    "RMModelSettings.dtype": "the RM's weights' dtype",
+    "RMModelSettings.dtype": "what the RM computes in: bfloat16/float16 through the trainer's autocast over float32 weights (unless `master_weights: none`)",
     "RMDataSettings.eval_fraction": "share of train's questions held out when `eval` is unset",
     "RMTrainConfig.seed": "seed of the split and of training",
     "RMTrainConfig.output_dir": "where the RM is written (`--output-dir` overrides it)",
