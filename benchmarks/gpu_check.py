@@ -24,6 +24,11 @@ that each configuration runs, and measures its cost. The parts, each its own pro
     co_rewarding_2         Co-rewarding-II: the EMA teacher's rollouts sampled by the policy's vLLM engine
     eval_vllm              `coreward eval --backend vllm` of the policy
 
+`--rm-settings gradient_checkpointing=true,max_tokens_per_pass=4096,param_offload=true,optimizer_offload=true` (any
+of them) turns the RM's memory settings on for `rm_update` and the Cooper parts (`cooper_sharded` takes
+gradient_checkpointing and optimizer_offload only: a sharded RM refuses the others); `rm_update` runs the batch it
+asks for (`--pairs` pairs; 4 sequences a pass in the learning check), given to the learner as its `batch_size`.
+
 The learning check (on by default on a GPU, `--learning` on CPU): every training part runs at the papers' policy
 learning rate (1e-6) in bf16 (`model.dtype: bfloat16`: float32 weights, bf16 autocast) and once more as an
 float32 reference (float32 weights and compute, the same seed, steps and batch), and its row gives the update's
@@ -76,6 +81,29 @@ QWEN25_15B = {
 TINY = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
             "num_key_value_heads": 2, "max_position_embeddings": 512, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
             "tie_word_embeddings": True, "hidden_act": "silu"}
+
+# the RM's memory settings `--rm-settings` may turn on (rm/learner.py's LearnerSettings, rm/inputs.py's RMInputSettings)
+RM_SETTINGS = {"gradient_checkpointing": bool, "optimizer_offload": bool, "param_offload": bool, "max_tokens_per_pass": int}
+RM_OPTIONS = ("param_offload", "max_tokens_per_pass")  # the VerifyRM's (RMInputSettings.rm_options); the rest the learner's
+SHARDED_REFUSES = RM_OPTIONS  # an RM sharded like the policy refuses these
+
+
+def parse_rm_settings(text: str) -> dict:
+    """`key=value,...` of RM_SETTINGS into typed values (an unknown key or a bad value: an error naming it)."""
+    settings = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, _, value = item.partition("=")
+        kind = RM_SETTINGS.get(key)
+        if kind is None:
+            raise argparse.ArgumentTypeError(f"unknown {key!r} (known: {', '.join(RM_SETTINGS)})")
+        if kind is bool and value.lower() in ("true", "false"):
+            settings[key] = value.lower() == "true"
+        elif kind is int and value.isdigit():
+            settings[key] = int(value)
+        else:
+            raise argparse.ArgumentTypeError(f"{key} takes {'true or false' if kind is bool else 'a count'}, got {value!r}")
+    return settings
+
 
 LEARNING_LR = 1e-6  # the papers' policy learning rate (Cooper; Co-rewarding: 3e-6)
 LEARNING_BAND = (0.5, 2.0)  # the update norm's ratio to the float32 reference that counts as "learns as fp32"
@@ -181,16 +209,19 @@ def has_vllm() -> bool:
 
 
 def part_command(part: str, policy: Path, rm: Path, run_dir: Path, steps: int, tiny: bool, gpus: int,
-                 use_vllm: bool, learning: bool = False, reference: bool = False) -> list[str] | None:
+                 use_vllm: bool, learning: bool = False, reference: bool = False,
+                 rm_settings: dict | None = None) -> list[str] | None:
     """The command of one part (None: it cannot run here). `learning`: at lr 1e-6 in bf16 with the entropy reward
-    added (see the module's docstring); `reference`: that run's float32 reference."""
+    added (see the module's docstring); `reference`: that run's float32 reference; `rm_settings`: RM_SETTINGS."""
     batch = TINY_BATCH if tiny else GPU_BATCH
+    rm_settings = rm_settings or {}
     if part == "rm_update":
         device = "cuda:1" if gpus >= 2 else "cuda:0" if gpus else "cpu"
         return [sys.executable, str(Path(__file__).resolve()), "--rm-child", str(rm), "--device", device,
                 "--steps", str(max(steps, 2)), "--dtype", "float32" if tiny and not learning else "bfloat16",
                 "--pairs", str(batch["prompts"]), "--text-chars", "100" if tiny else "1000",
-                "--out", str(run_dir / "rm_update.json"), *(["--learning"] if learning else [])]
+                "--out", str(run_dir / "rm_update.json"), "--rm-settings", json.dumps(rm_settings),
+                *(["--learning"] if learning else [])]
     if part == "eval_vllm":
         if not use_vllm:
             return None
@@ -221,6 +252,9 @@ def part_command(part: str, policy: Path, rm: Path, run_dir: Path, steps: int, t
         overrides += [f"rewards.0.params.rm={rm}", "rewards.0.params.eval_every=0",
                       f"rewards.0.params.rm_dtype={'float32' if tiny or reference else 'bfloat16'}",
                       f"rewards.0.params.batch_size={min(32, batch['prompts'] * batch['generations'])}"]
+    if method == "cooper":
+        overrides += [f"rewards.0.params.{key}={json.dumps(value)}" for key, value in rm_settings.items()
+                      if part != "cooper_sharded" or key not in SHARDED_REFUSES]
     if part == "cooper_rm_own_device":
         overrides += ["rewards.0.params.device=cuda:1"] if gpus >= 2 else \
             ["rewards.0.params.optimizer_offload=true"] if gpus == 1 else ["rewards.0.params.device=cpu"]
@@ -259,13 +293,13 @@ def engine_line(log: str) -> str | None:
 
 
 def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bool, gpus: int,
-             use_vllm: bool, timeout_s: float, learning: bool = False) -> dict:
+             use_vllm: bool, timeout_s: float, learning: bool = False, rm_settings: dict | None = None) -> dict:
     run_dir = root / part
     # on CPU the sharded part generates with transformers: vLLM's CPU build needs the one-process test wrapper
     use_vllm = use_vllm and (gpus > 0 or part != "cooper_sharded")
     if part == "rm_update":
         run_dir.mkdir(parents=True, exist_ok=True)
-    command = part_command(part, policy, rm, run_dir, steps, tiny, gpus, use_vllm, learning)
+    command = part_command(part, policy, rm, run_dir, steps, tiny, gpus, use_vllm, learning, rm_settings=rm_settings)
     if command is None:
         return {"part": part, "status": "skipped", "why": "vllm is not installed"}
     start = time.perf_counter()
@@ -289,7 +323,8 @@ def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bo
         result["engine"] = engine_line(text)
         result["precision"] = next((line for line in text.splitlines() if line.startswith("precision:")), None)
         if learning:
-            result["learning"] = learning_check(part, policy, rm, root, run_dir, steps, tiny, gpus, use_vllm, timeout_s)
+            result["learning"] = learning_check(part, policy, rm, root, run_dir, steps, tiny, gpus, use_vllm, timeout_s,
+                                                rm_settings)
     if result["status"] == "ok" and "learning" in result and not result["learning"]["ok"]:
         result["status"] = "failed (learning)"
     import shutil
@@ -328,13 +363,14 @@ def moved(initial: dict, final_file: Path) -> float:
 
 
 def learning_check(part: str, policy: Path, rm: Path, root: Path, run_dir: Path, steps: int, tiny: bool, gpus: int,
-                   use_vllm: bool, timeout_s: float) -> dict:
-    """The part's bf16 run against its float32 reference: the policy's update norm (and the EMA teacher's), as a
-    ratio; `ok` when each ratio lies in LEARNING_BAND."""
+                   use_vllm: bool, timeout_s: float, rm_settings: dict | None = None) -> dict:
+    """The part's bf16 run against its float32 reference (the same `rm_settings`): the policy's update norm (and the
+    EMA teacher's), as a ratio; `ok` when each ratio lies in LEARNING_BAND."""
     from safetensors.torch import load_file
 
     reference_dir = root / f"{part}-fp32"
-    command = part_command(part, policy, rm, reference_dir, steps, tiny, gpus, use_vllm, True, reference=True)
+    command = part_command(part, policy, rm, reference_dir, steps, tiny, gpus, use_vllm, True, reference=True,
+                           rm_settings=rm_settings)
     returncode, text, _ = run_logged(command, gpus, timeout_s)
     if returncode != 0:
         return {"ok": False, "why": f"the float32 reference failed ({returncode})", "log_tail": text[-4000:]}
@@ -352,8 +388,9 @@ def learning_check(part: str, policy: Path, rm: Path, root: Path, run_dir: Path,
 
 
 def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_chars: int, out: Path,
-             learning: bool = False) -> None:
-    """`steps` RM updates on `pairs` synthetic pairs (one AdamW step each); median seconds after the first."""
+             learning: bool = False, rm_settings: dict | None = None) -> None:
+    """`steps` RM updates on `pairs` synthetic pairs (one AdamW step each); median seconds after the first.
+    `rm_settings`: RM_SETTINGS, the VerifyRM's and the learner's."""
     import random
 
     import torch
@@ -368,9 +405,19 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
 
     batches = [[Pair(question=text()[:40], reference=text()[:8], positive=text(), negative=text()) for _ in range(pairs)]
                for _ in range(steps)]
-    # learning: 4 sequences per forward pass, so a float32 1.5B RM's activations fit beside its AdamW state
-    learner = RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=dtype,
-                                                 batch_size=4 if learning else 2 * pairs), lr=1e-5)
+    # learning: 4 sequences per forward pass, so a float32 1.5B RM's activations fit beside its AdamW state; the
+    # learner's batch_size is what its update runs (the VerifyRM's is for scoring)
+    batch_size = 4 if learning else 2 * pairs
+    rm_settings = rm_settings or {}
+    rm_options = {k: v for k, v in rm_settings.items() if k in RM_OPTIONS}
+    learner_settings = {k: v for k, v in rm_settings.items() if k not in RM_OPTIONS}
+
+    def load(load_dtype: str, **settings) -> RMLearner:
+        return RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=load_dtype, batch_size=batch_size,
+                                                  **rm_options), lr=1e-5, batch_size=batch_size,
+                         **learner_settings, **settings)
+
+    learner = load(dtype)
     before = rm_updated_weights(learner)
     times = []
     for batch in batches:
@@ -383,7 +430,8 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
         times.append(time.perf_counter() - start)
         assert metrics and learner.updates > 0, "the RM made no optimizer step"
     timed = times[1:] or times
-    report = {"rm_update": statistics.median(timed), "steps_timed": len(timed), "rm_optimizer_steps": learner.updates}
+    report = {"rm_update": statistics.median(timed), "steps_timed": len(timed), "rm_optimizer_steps": learner.updates,
+              "sequences_per_pass": learner.batch_size, "rm_settings": rm_settings}
     if learning:  # the same pairs: float32 RM (the reference) and the authors' pure bf16 RM, against this run's
         import gc
 
@@ -396,8 +444,7 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
             gc.collect()
             if device.startswith("cuda"):
                 torch.cuda.empty_cache()  # the previous learner's weights and moments go before the next loads
-            other = RMLearner(VerifyRM.from_pretrained(str(rm), device=device, dtype=load_dtype, batch_size=4),
-                              lr=1e-5, **settings)
+            other = load(load_dtype, **settings)
             start = rm_updated_weights(other)
             for batch in batches:
                 other.update(batch)
@@ -448,7 +495,8 @@ def table(report: dict) -> str:
     lines = [f"# GPU check, {report['date']}", "",
              f"- machine: {', '.join(m['gpus']) or 'no GPU'}; {m['cpu']}",
              f"- commit: {report['commit']}", f"- command: `{report['command']}`",
-             f"- models: {report['models']}; steps per part: {report['steps']}; {report['batch']}", "",
+             f"- models: {report['models']}; steps per part: {report['steps']}; {report['batch']}",
+             f"- RM settings: {json.dumps(report.get('rm_settings') or {})}", "",
              "| part | status | generation | step s | generation s | reward s | (teacher s) | (RM update s) | update s | peak memory GiB |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 
@@ -504,8 +552,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("--steps", "--pairs", "--text-chars"):
             child.add_argument(name, type=int)
         child.add_argument("--learning", action="store_true")
+        child.add_argument("--rm-settings", type=json.loads, default={})
         a = child.parse_args(argv)
-        rm_child(Path(a.rm_child), a.device, a.steps, a.dtype, a.pairs, a.text_chars, Path(a.out), a.learning)
+        rm_child(Path(a.rm_child), a.device, a.steps, a.dtype, a.pairs, a.text_chars, Path(a.out), a.learning,
+                 a.rm_settings)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (the default without CUDA)")
@@ -516,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="completion length per rollout (default: 512 on GPU, 16 tiny)")
     parser.add_argument("--learning", action=argparse.BooleanOptionalAction, default=None,
                         help="the learning check (bf16 against a float32 reference at lr 1e-6); default: on a GPU only")
+    parser.add_argument("--rm-settings", type=parse_rm_settings, default={},
+                        help="the RM's memory settings for rm_update and the Cooper parts, e.g. "
+                             "gradient_checkpointing=true,max_tokens_per_pass=4096,param_offload=true,optimizer_offload=true")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per part before it is stopped")
     parser.add_argument("--budget", type=float, default=1440, help="seconds in all: parts not started by then are skipped")
@@ -540,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
                          "random Qwen2.5-1.5B shape, bf16 (policy and RM)"),
               "batch": f"{batch['prompts']} prompts x {batch['generations']} completions of "
                        f"{batch['completion_tokens']} tokens per step", "steps": steps, "learning": learning,
+              "rm_settings": args.rm_settings,
               "parts": []}
     print(f"gpu_check: {report['models']}; {gpus} GPU(s); generation with {'vllm' if use_vllm else 'transformers'}",
           flush=True)
@@ -550,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
             if time.perf_counter() - started > args.budget:
                 report["parts"].append({"part": part, "status": "skipped", "why": f"the --budget of {args.budget:.0f} s was spent"})
                 continue
-            result = run_part(part, policy, rm, Path(tmp), steps, tiny, gpus, use_vllm, args.timeout, learning)
+            result = run_part(part, policy, rm, Path(tmp), steps, tiny, gpus, use_vllm, args.timeout, learning,
+                              args.rm_settings)
             report["parts"].append(result)
             print(f"  {part}: {result['status']} ({result.get('seconds', 0)} s)", flush=True)
     report["total_s"] = round(time.perf_counter() - started, 1)

@@ -113,8 +113,10 @@ def test_gpu_check_runs_the_vllm_parts(tmp_path, _):
 @pytest.mark.slow
 def test_gpu_check_learning_check_compares_bf16_with_a_float32_reference(tmp_path):
     """`--learning`: the rule part at lr 1e-6 in bf16 against its float32 reference, and Cooper's RM learner in bf16
-    (float32 masters) and the authors' pure bf16 against a float32 RM; each row's ratio lands in the report."""
-    report, table = gpu_check(tmp_path, "rule,rm_update", "--no-vllm", "--learning")
+    (float32 masters) and the authors' pure bf16 against a float32 RM; each row's ratio lands in the report. The RM
+    learner runs the batch the part asks for (4 sequences a pass) and the memory settings given to it."""
+    report, table = gpu_check(tmp_path, "rule,rm_update", "--no-vllm", "--learning", "--rm-settings",
+                              "gradient_checkpointing=true,max_tokens_per_pass=4096")
     by_part = check_report(report, table, ["rule", "rm_update"])
     check_training_parts(by_part)
     assert "teacher_generation" not in by_part["rule"]["phases_s"]
@@ -126,4 +128,7 @@ def test_gpu_check_learning_check_compares_bf16_with_a_float32_reference(tmp_pat
     rm = by_part["rm_update"]["learning"]
     assert rm["ok"] and 0.5 <= rm["ratios"]["bfloat16"] <= 2.0, rm
     assert rm["ratios"]["bfloat16, master_weights none"] < rm["ratios"]["bfloat16"], rm  # the authors' bf16 steps lose some
+    phases = by_part["rm_update"]["phases_s"]
+    assert phases["sequences_per_pass"] == 4, phases
+    assert phases["rm_settings"] == {"gradient_checkpointing": True, "max_tokens_per_pass": 4096}, phases
     assert "Learning check" in table and "| rule | policy |" in table
