@@ -1,22 +1,39 @@
-"""The overoptimization guard (grpo/guard.py): its rule on curves of known shape, then two real runs against rewards
-whose hackability is known by construction (tests/helpers/guard_rewards.py): one the policy satisfies without
-solving the problem (the alarm fires, the run stops there with guard.stop, best/ is the model before the fall),
-one noisy but unbiased (no alarm)."""
+"""The overoptimization guard (grpo/guard.py): its rule on curves of known shape, what it watches (and says it
+watches), best/ on disk, then real runs: two against rewards whose hackability is known by construction
+(tests/helpers/guard_rewards.py): one the policy satisfies without solving the problem (the alarm fires, the run
+stops there with guard.stop, best/ is the model before the fall), one noisy but unbiased (no alarm); a run killed
+after an alarm and a best/ write and resumed from the checkpoint before them; a run with nothing verified to watch.
+Two processes, every engine: test_every_option.py."""
 
 from __future__ import annotations
 
 import json
 import math
 import random
+import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
-from coreward.evaluation.guard import Detector, GuardSettings, alarm_step, replay
+from coreward.data.records import Record
+from coreward.evaluation.guard import HELD_OUT, TRAINING, Detector, GuardSettings, alarm_step, replay
+from coreward.grpo.checkpoints import mark_complete
 from coreward.grpo.config import as_train_config
-from coreward.grpo.guard import BEST_DIR, BEST_INFO, GUARD_FILE
+from coreward.grpo.guard import (
+    BEST_DIR,
+    BEST_INFO,
+    GUARD_FILE,
+    guard_signal,
+    read_best,
+    recover_best,
+    replace_best,
+)
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.files import COMPLETE_MARKER
 from coreward.runtime.metrics import read_metrics
-from tests.helpers.runs import coreward, tiny_train_args
+from tests.helpers.kill_resume import launch, train_command
+from tests.helpers.runs import RULE_CONFIG, coreward, tiny_train_args
 
 
 def rows_of(verified, reward, noise=0.0, seed=0):
@@ -81,6 +98,95 @@ def test_label_free_runs_are_watched_on_their_held_out_evaluation():
     assert watch.detector.fired_at is not None and verified[watch.detector.fired_at - 1] > 0.31
 
 
+def test_a_weighted_rule_reward_is_read_on_its_own_scale():
+    """A rule reward of weight 0.5 logs reward = 0.5·v: read as that sum, it falls half as far as v, which the rule
+    takes for a gap (an honest decline fired the alarm). Read as the source's own value (rewards/rule/mean = v), it
+    falls as far as v: no alarm. A hackable source beside it still fires, weighted as the run weighs it."""
+    verified, hacked = collapse()
+    rows = [{"step": step, "verified_accuracy": v, "rewards/rule/mean": v, "reward": 0.5 * v}
+            for step, v in enumerate(verified, start=1)]
+    assert alarm_step([{k: r[k] for k in ("step", "verified_accuracy", "reward")} for r in rows]) is not None
+    assert alarm_step(rows) is None
+    mixed = [{**row, "rewards/hack/mean": h, "reward": 0.5 * row["verified_accuracy"] + 0.5 * h}
+             for row, h in zip(rows, hacked)]
+    assert alarm_step(mixed) is not None
+    watch, _ = replay(mixed, weights={"rule": 0.5, "hack": 0.5})
+    assert watch.detector.fired_at == alarm_step(mixed)  # equal weights: the same as unweighted
+    assert replay(mixed, weights={"rule": 1.0, "hack": 0.0})[0].detector.fired_at is None  # the hack weighs nothing
+
+
+def test_the_guard_names_its_signal():
+    """Training data with references: its rollouts' verified accuracy. Without: a held-out set with references
+    (avg@N), else nothing, saying why (agree@N is no accuracy; no held-out set at all)."""
+    from datasets import Dataset
+
+    def trainer(answers):
+        return SimpleNamespace(train_dataset=Dataset.from_dict({"prompt": ["q"] * len(answers), "answer": answers}),
+                               reference_column="answer")
+
+    labelled = [Record("a", "1+1?", "2", "mine", "test")]
+    label_free = [Record("a", "1+1?", "", "mine", "test")]
+    source, line = guard_signal(trainer(["2", "3"]), label_free, 4)
+    assert source == TRAINING and "training rollouts' verified accuracy" in line
+    source, line = guard_signal(trainer(["", ""]), labelled, 4, "mine")
+    assert source == HELD_OUT and "the held-out set mine's eval/avg@4" in line
+    source, line = guard_signal(trainer(["", ""]), label_free, 4, "mine")
+    assert source is None and "watches nothing" in line and "eval/agree@4" in line and "no accuracy" in line
+    source, line = guard_signal(trainer(["", ""]), None, 4)
+    assert source is None and "no held-out set is evaluated (data.eval, data.eval_every)" in line
+
+
+def write_best_dir(run_dir, step: int):
+    written = run_dir / f".best-{step}"
+    written.mkdir(parents=True)
+    (written / "model.safetensors").write_bytes(b"x" * 1000)
+    (written / BEST_INFO).write_text(json.dumps({"step": step, "verified": step / 100}))
+    mark_complete(written)
+    return written
+
+
+def test_best_is_swapped_whole_by_one_rename(tmp_path):
+    """A reader polling best/ while it is replaced 200 times always finds a complete best/ of some step, and in
+    the end the last one; nothing of the replaced ones is left."""
+    replace_best(tmp_path, write_best_dir(tmp_path, 1))
+    seen, stop = [], threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            best = read_best(tmp_path)
+            seen.append(None if best is None else best["step"])
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for step in range(2, 202):
+            replace_best(tmp_path, write_best_dir(tmp_path, step))
+    finally:
+        stop.set()
+        thread.join()
+    assert seen and None not in seen and len(set(seen)) > 1
+    assert read_best(tmp_path)["step"] == 201
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".best-201", BEST_DIR]
+
+
+def test_recovery_drops_what_a_kill_left_and_keeps_best(tmp_path):
+    replace_best(tmp_path, write_best_dir(tmp_path, 3))
+    (tmp_path / ".best-5").mkdir()  # killed while writing step 5's, before its rename
+    (tmp_path / ".best.link").symlink_to(".best-5")
+    recover_best(tmp_path)
+    assert read_best(tmp_path)["step"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".best-3", BEST_DIR]
+    # an older coreward's best/, a directory: it becomes a link, its record read as before
+    legacy = tmp_path / "older"
+    (legacy / BEST_DIR).mkdir(parents=True)
+    (legacy / BEST_DIR / BEST_INFO).write_text(json.dumps({"step": 7, "verified": 0.5}))
+    (legacy / BEST_DIR / COMPLETE_MARKER).write_text("{}")
+    recover_best(legacy)
+    assert (legacy / BEST_DIR).is_symlink() and read_best(legacy)["step"] == 7
+    replace_best(legacy, write_best_dir(legacy, 9))
+    assert read_best(legacy)["step"] == 9 and sorted(p.name for p in legacy.iterdir()) == [".best-9", BEST_DIR]
+
+
 def test_the_detector_fires_once():
     detector = Detector(GuardSettings(warmup=1, patience=1))
     alarms = [detector.observe(t, r, v).alarm for t, (v, r) in enumerate(zip(*collapse()), start=1)]
@@ -120,7 +226,7 @@ def test_a_hackable_reward_fires_the_alarm_and_stops_the_run_with_its_best_model
     assert summary["fired_at"] == summary["stopped_at"] == step
     settings = GuardSettings(**summary["settings"])
     assert alarm_step(rows, settings) == step  # replayed on its metrics, the rule fires where the run's guard did
-    best = json.loads((run_dir / BEST_DIR / BEST_INFO).read_text())
+    best = read_best(run_dir)
     assert best["step"] < step and (run_dir / BEST_DIR / "config.json").is_file()
     watch, readings = replay(rows, settings)
     at_best = next(r for r in readings if r.step == best["step"])
@@ -142,3 +248,56 @@ def test_a_noisy_but_unbiased_reward_does_not_fire(tmp_path):
     assert all(row["guard/alarm"] == 0 for row in rows)
     assert json.loads((run_dir / GUARD_FILE).read_text())["fired_at"] is None
     assert "no overoptimization detected" in result.stdout
+
+
+# the rule with no drop required: the alarm fires at the first reading at or after the warm-up (drop 0, fall 0)
+ALARM_AT_FIRST_READING = ["guard.min_drop=0", "guard.rel_drop=0", "guard.patience=1"]
+
+
+def test_a_guarded_run_resumes_from_before_its_alarm_and_best(memorized_policy, tmp_path):
+    """The alarm and best/ at step 2, after checkpoint-1; killed while checkpoint-2 is written, the run resumes from
+    checkpoint-1: best/ of step 2 is a step it trains again (dropped), the alarm fires again at step 2, once in
+    metrics.jsonl, best/ is rewritten, and guard.json and best/ agree with the rule replayed over the metrics."""
+    run_dir = tmp_path / "run"
+    overrides = [f"model.name_or_path={memorized_policy}", "data.limit=4", "data.eval_every=0",
+                 "grpo.num_generations=4", "grpo.per_device_train_batch_size=8", "grpo.max_completion_length=16",
+                 "grpo.save_steps=1", "torch_threads=1", "guard.warmup=2", *ALARM_AT_FIRST_READING]
+    killed = launch(train_command(RULE_CONFIG, run_dir, overrides, 3, resume=False), run_dir, kill="checkpoint:2")
+    assert killed.killed, killed.log[-3000:]
+    assert killed.log.count("guard: watches the training rollouts' verified accuracy") == 1
+    assert "guard: step 2:" in killed.log and read_best(run_dir)["step"] == 2
+
+    started = time.time()
+    resumed = launch(train_command(RULE_CONFIG, run_dir, overrides, 3, resume=True), run_dir)
+    assert resumed.returncode == 0, resumed.log[-3000:]
+    assert resumed.resumed_from == str(run_dir / "checkpoint-1")
+    assert "guard: step 2:" in resumed.log
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [1, 2, 3]
+    assert [row["guard/alarm"] for row in rows] == [0, 1, 0]
+    summary = json.loads((run_dir / GUARD_FILE).read_text())
+    assert summary["fired_at"] == 2 and summary["source"] == TRAINING
+    best = read_best(run_dir)
+    assert best["step"] == 2 and json.loads((run_dir / BEST_DIR / COMPLETE_MARKER).read_text())["time"] > started
+    at_best = next(r for r in replay(rows, GuardSettings(**summary["settings"]))[1] if r.step == 2)
+    assert math.isclose(best["verified"], at_best.verified)
+
+
+def test_nothing_verified_to_watch_is_said_once_and_logs_no_guard_metrics(tiny_policy, tmp_path):
+    """Label-free training data and a label-free held-out set (it logs eval/agree@N): the guard says it watches
+    nothing, and why, once; no guard/* metric, no best/, no guard.json."""
+    data = tmp_path / "unlabeled.jsonl"
+    data.write_text("".join(json.dumps({"problem": f"{a}+{a}=?"}) + "\n" for a in range(4)))
+    run_dir = tmp_path / "run"
+    overrides = [f"model.name_or_path={tiny_policy}", f"data.train={data}", "data.columns.question=problem",
+                 f"data.eval={data}", "data.eval_columns.question=problem", "data.eval_every=1", "data.eval_n=2",
+                 "rewards=[{name: majority}]", "grpo.num_generations=4", "grpo.per_device_train_batch_size=8",
+                 "grpo.max_completion_length=8", "grpo.save_steps=10", "torch_threads=1", "guard.warmup=1"]
+    run = launch(train_command(RULE_CONFIG, run_dir, overrides, 2, resume=False), run_dir)
+    assert run.returncode == 0, run.log[-3000:]
+    assert run.log.count("guard: watches nothing") == 1 and "eval/agree@2" in run.log
+    assert "guard:" not in run.log.replace("guard: watches nothing", "")
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    assert any("eval/agree@2" in row for row in rows) and len([row for row in rows if "reward" in row]) == 2
+    assert not any(key.startswith("guard/") for row in rows for key in row)
+    assert not (run_dir / BEST_DIR).exists() and not (run_dir / GUARD_FILE).exists()

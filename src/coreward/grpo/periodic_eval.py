@@ -198,3 +198,16 @@ class PeriodicEvalCallback(TrainerCallback):
                 return sample(backend, problems, self.n, self.temperature, self.top_p, max_new_tokens, self.seed)
             finally:
                 model.train(was_training)
+                reshard(wrapped)
+
+
+def reshard(model) -> None:
+    """Put an FSDP2 policy back in shards after forward passes with no backward. FSDP2 leaves the root module's
+    parameters gathered after a forward, for the backward that follows in training: after sampling they stayed
+    whole, plain tensors beside the DTensor shards of the rest, and the next step's first reader of the parameters
+    (Co-rewarding-II's EMA teacher, pairing the policy's tensors with its own shards) failed on the mix."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
