@@ -474,8 +474,10 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
             export_source_models(sources, final, tokenizer)  # Cooper's RM, the EMA teacher: loadable folders
             write_model_card(run_dir)
             mark_complete(final)  # last: a final/ without it (a kill while writing) is rebuilt on --resume
-    except Exception as err:  # a run stopped by an error (a broken invariant, the user's reward) says how it went, and why
-        close_progress(trainer)  # the error's lines start below the bar, not glued to it
+    except BaseException as err:  # a run stopped by an error (a broken invariant, the user's reward) says how it went
+        close_progress(trainer)  # the lines after it start below the bar, and stdout is the process's again
+        if not isinstance(err, Exception):  # a second Ctrl-C: grpo/cli.py says so
+            raise
         user = as_user_code_error(err)
         if user is not None:  # one line naming their function (runtime/commands.py shows their frames)
             user = user.with_where(f"during step {trainer.state.global_step + 1}")
