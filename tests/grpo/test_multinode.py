@@ -1,6 +1,6 @@
 """Two "machines" on this one: two `accelerate launch`es of configs/accelerate/multi_node_cpu.yaml
 (`num_machines: 2`, one gloo process each, `--machine_rank` 0 and 1, rendezvous at 127.0.0.1) training rule,
-Cooper and Co-rewarding-II into one shared run directory, as configs/slurm/train_multinode.sbatch does on a
+Cooper, Co-rewarding-II and a frozen RM, with periodic evaluation and the guard on, into one shared run directory, as configs/slurm/train_multinode.sbatch does on a
 cluster. Machine 1 dies mid-step (SIGKILL before the optimizer step of step 2), machine 0 is stopped as a
 scheduler would, both resume; the run ends where a one-machine run of two processes ends.
 
@@ -33,7 +33,7 @@ from coreward.grpo.run_dir import LOCK_FILE, RunLock
 from coreward.grpo.trainer import TRAINER_STATE
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.metrics import read_metrics
-from tests.grpo.test_sharded import assert_close, three_methods
+from tests.grpo.test_sharded import GUARDED, assert_close, assert_guard_fired_at_step_1, labelled_methods
 from tests.helpers.kill_resume import launch, train_command
 from tests.helpers.multinode import REPO, launch_nodes
 
@@ -43,7 +43,7 @@ MAX_STEPS = 3
 
 
 def settings(policy: Path) -> list[str]:
-    return [f"model.name_or_path={policy}", "data.limit=4", "data.eval_every=0", "grpo.num_generations=4",
+    return [f"model.name_or_path={policy}", "data.limit=4", *GUARDED, "grpo.num_generations=4",
             "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=16", "grpo.save_steps=1",
             "grpo.num_iterations=2", "grpo.learning_rate=1e-3", "grpo.beta=0.01", "torch_threads=1"]
 
@@ -72,12 +72,13 @@ def lock_probe(outcome: dict):
 
 @pytest.mark.slow
 def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, tiny_rm_path, tmp_path):
-    config, overrides = three_methods(tmp_path, tiny_rm_path), settings(memorized_policy)
+    config, overrides = labelled_methods(tmp_path, tiny_rm_path), settings(memorized_policy)
 
     # one machine, two processes: what the two machines must reproduce
     single = launch(train_command(config, tmp_path / "one_machine", overrides, MAX_STEPS, resume=False, nproc=2),
                     tmp_path / "one_machine")
     assert single.returncode == 0, single.log[-3000:]
+    assert_guard_fired_at_step_1(tmp_path / "one_machine", evaluated=(0, 2, 3))
 
     run_dir = tmp_path / "shared"
     lock = {}
@@ -110,7 +111,8 @@ def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, 
     assert "finished at step 3" in resumed[0].log and "finished at step" not in resumed[1].log
 
     # written once: the global main process's files hold each step once; per-process files, one per global rank
-    assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == list(range(1, MAX_STEPS + 1))
+    assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == list(range(MAX_STEPS + 1))  # 0: eval
+    assert_guard_fired_at_step_1(run_dir, evaluated=(0, 2, 3))
     for checkpoint in complete_checkpoints(run_dir):
         assert sorted(p.name for p in checkpoint.glob("rng_state*.pth")) == ["rng_state_0.pth", "rng_state_1.pth"]
         assert sorted(p.name for p in checkpoint.glob(TRAINER_STATE.format(rank="*"))) == [

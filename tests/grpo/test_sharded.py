@@ -1,8 +1,10 @@
 """Sharded training engines on CPU (2 gloo processes, `accelerate launch` with the shipped CPU configs):
 DeepSpeed ZeRO-2, ZeRO-3 (every parameter partitioned) and FSDP2 (DTensor shards), each running rule,
-Cooper and Co-rewarding-II together (one run, three reward sources, so their state is all exercised), each
-killed (SIGKILL in the reward phase of step 2) and resumed: the resumed run ends where an uninterrupted run of
-the same engine ends — policy weights, EMA teacher, Cooper's RM, its optimizer and counters.
+Cooper, Co-rewarding-II and a frozen RM (`model`) together (one run, four reward sources, so their state is all
+exercised), with periodic evaluation and the overoptimization guard on (it fires at step 1 and writes best/,
+a collective save), each killed (SIGKILL in the reward phase of step 2) and resumed: the resumed run ends where an
+uninterrupted run of the same engine ends — policy weights, EMA teacher, Cooper's RM, its optimizer and counters.
+test_every_option.py has the same engines on label-free data (its docstring: which options meet where).
 
 Cooper's RM is sharded like the policy (rm/sharding.py): its checkpoint holds the whole RM (gathered, written
 once, `VerifyRM.from_pretrained` loads it) and the resume scatters it back into the shards, with its optimizer
@@ -33,10 +35,10 @@ ACCELERATE = REPO / "configs" / "accelerate"
 MAX_STEPS = 2  # killed at step 2 and resumed from checkpoint 1: the resumed launch makes a whole step
 
 
-def three_methods(tmp_path: Path, rm: Path) -> Path:
-    """A run with the rule reward, Cooper (a learning RM) and Co-rewarding-II (an EMA teacher that is the
-    KL reference: the only teacher a sharded engine can hold)."""
-    config = tmp_path / "three_methods.yaml"
+def labelled_methods(tmp_path: Path, rm: Path) -> Path:
+    """A run with the rule reward, Cooper (a learning RM), Co-rewarding-II (an EMA teacher that is the KL reference:
+    the only teacher a sharded engine can hold) and a frozen RM (`model`)."""
+    config = tmp_path / "labelled_methods.yaml"
     config.write_text(f"""
 base: {REPO / "configs" / "demo" / "rule.yaml"}
 rewards:
@@ -45,14 +47,34 @@ rewards:
     params: {{rm: {rm}, assistant: perturb, positive: first, negative: assistant, lr: 0.001}}
   - name: co_rewarding_2
     params: {{alpha_start: 0.05, alpha_end: 0.005, as_reference: true, match: verified}}
+  - name: model
+    params: {{path: {rm}}}
 """)
     return config
 
 
 def overrides(policy: Path) -> list[str]:
-    return [f"model.name_or_path={policy}", "data.limit=4", "data.eval_every=0", "grpo.num_generations=4",
+    return [f"model.name_or_path={policy}", "data.limit=4", *GUARDED, "grpo.num_generations=4",
             "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=24", "grpo.save_steps=1",
             "grpo.learning_rate=1e-3", "grpo.beta=0.01", "torch_threads=1"]
+
+
+# periodic evaluation (2 demo problems with answers, 2 samples, every 2 steps) and the guard, set to fire at its first
+# reading (step 1: no drop required) and write best/ there, once (no later gain reaches best_min_gain 1)
+GUARDED = ["data.eval_split=train", "data.eval_limit=2", "data.eval_n=2", "data.eval_every=2", "guard.warmup=1",
+           "guard.min_drop=0", "guard.rel_drop=0", "guard.patience=1", "guard.best_min_gain=1"]
+
+
+def assert_guard_fired_at_step_1(run_dir: Path, evaluated: tuple[int, ...] = (0, 2)) -> None:
+    """The guard (on the training rollouts' verified accuracy) fired at step 1 and best/ holds step 1; the held-out
+    set was evaluated at the steps `evaluated`."""
+    from coreward.grpo.guard import GUARD_FILE, read_best
+
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    assert [row["step"] for row in rows if row.get("guard/alarm") == 1] == [1]
+    assert tuple(sorted(row["step"] for row in rows if "eval/avg@2" in row)) == evaluated
+    assert json.loads((run_dir / GUARD_FILE).read_text())["fired_at"] == 1
+    assert read_best(run_dir)["step"] == 1 and (run_dir / "best" / "model.safetensors").is_file()
 
 
 def engine_line(log: str) -> tuple[str, dict[str, tuple[int, int]]]:
@@ -95,13 +117,14 @@ needs_deepspeed = pytest.mark.skipif(not has_deepspeed(), reason='the deepspeed 
 
 @pytest.mark.parametrize("engine", [pytest.param("zero2", marks=needs_deepspeed),
                                     pytest.param("zero3", marks=needs_deepspeed), "fsdp2"])
-def test_sharded_engine_runs_three_methods_and_resumes_exactly(engine, memorized_policy, tiny_rm_path, tmp_path):
+def test_sharded_engine_runs_labelled_methods_guarded_and_resumes_exactly(engine, memorized_policy, tiny_rm_path, tmp_path):
     accelerate_config = ACCELERATE / f"{engine}_cpu.yaml"
-    config, settings = three_methods(tmp_path, tiny_rm_path), overrides(memorized_policy)
+    config, settings = labelled_methods(tmp_path, tiny_rm_path), overrides(memorized_policy)
 
     straight = launch(train_command(config, tmp_path / "reference", settings, MAX_STEPS, resume=False,
                                     accelerate_config=accelerate_config), tmp_path / "reference")
     assert straight.returncode == 0, straight.log[-3000:]
+    assert_guard_fired_at_step_1(tmp_path / "reference")
     name, counts = engine_line(straight.log)
     policy_partial, policy_total = counts["policy"]
     rm_partial, rm_total = counts["rm"]
@@ -126,7 +149,8 @@ def test_sharded_engine_runs_three_methods_and_resumes_exactly(engine, memorized
     assert attempts[0].killed, attempts[0].log[-3000:]
     assert attempts[1].returncode == 0, attempts[1].log[-3000:]
     assert attempts[1].resumed_from == attempts[1].expected_from is not None
-    assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")] == list(range(1, MAX_STEPS + 1))
+    assert [row["step"] for row in read_metrics(run_dir / "metrics.jsonl") if "reward" in row] == list(range(1, MAX_STEPS + 1))
+    assert_guard_fired_at_step_1(run_dir)  # the alarm and best/ of step 1, from before the checkpoint, kept
     assert "restarts from the policy" not in attempts[1].log  # the teacher came back from the checkpoint
 
     ours, theirs = run_dir / f"checkpoint-{MAX_STEPS}", tmp_path / "reference" / f"checkpoint-{MAX_STEPS}"
