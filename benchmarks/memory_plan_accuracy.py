@@ -5,17 +5,21 @@ with few layers (random weights: nothing downloaded).
 
 For each case (a shape × 1, 2 or 4 layers × policy or reward model × dtype × attention × gradient checkpointing)
 it builds the model from its configuration (transformers' Qwen2/Qwen3/Llama classes), runs one update pass of
-`--rows` × `--seq` tokens and prints predicted / measured with their ratio:
+`--rows` × `--seq` tokens (a padded batch: the last row right-padded by an eighth, so the attention mask is a real
+one, as in training) and prints predicted / measured with their ratio:
 
 - kept: the bytes the forward keeps for the backward, counted exactly with `torch.autograd.graph.saved_tensors_hooks`
   (each saved tensor's storage once; the model's own parameters excluded: they are state), plus, under gradient
   checkpointing, the checkpointed layers' inputs (non-reentrant checkpointing keeps them outside the hooks).
   Predicted: `coreward.runtime.memory.activation_bytes`.
+  With checkpointing, "measured" adds one layer's kept bytes without it (2 layers' less 1 layer's): the layer
+  backward recomputes, which the planner's figure includes.
 - peak: the process's resident peak over the forward and backward (VmHWM, reset before the pass) above the
   resident bytes before it, with every gradient dropped as soon as it is accumulated (the gradients are a state
-  term, counted from the tensors): the kept bytes plus the transients (attention scores, logits tiles, the head's
-  float32 gradient buffer, recomputed layers). Printed beside the prediction, not held to it, where the planner
-  has no transient term.
+  term, counted from the tensors), at the fewest layers: the kept bytes plus the transients (logits tiles, the
+  head's float32 gradient buffers, a tied embedding's two gradients summed in autograd's buffer, recomputed
+  layers). Beside it the planner's activation bytes plus `lm_head_tile_bytes` (policy); informational, not held
+  to the tolerance.
 - state (policy and reward model, float32 weights or bf16 weights with float32 masters): weights, gradients,
   AdamW moments and masters counted from the tensors after one optimizer step, and the process's resident bytes
   then, against `parameter_count` × bytes per parameter.
@@ -67,13 +71,20 @@ GIB = 1 << 30
 
 def resident() -> tuple[int, int]:
     """(VmRSS, VmHWM) of this process, bytes."""
+    values = status()
+    return values["VmRSS:"], values["VmHWM:"]
+
+
+def status() -> dict[str, int]:
+    """/proc/self/status's memory lines, bytes (RssAnon: the heap and tensors, without the mapped libraries' pages
+    that the first passes touch)."""
     values = {}
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(("VmRSS:", "VmHWM:")):
+    with open("/proc/self/status") as lines:
+        for line in lines:
+            if line.startswith(("VmRSS:", "VmHWM:", "RssAnon:", "RssFile:")):
                 key, kib, _ = line.split()
                 values[key] = int(kib) * 1024
-    return values["VmRSS:"], values["VmHWM:"]
+    return values
 
 
 def reset_peak() -> None:
@@ -92,8 +103,21 @@ def build(shape: str, layers: int, head: str, dtype: str, attn: str):
         config.num_labels = 1
     torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
     factory = AutoModelForSequenceClassification if head == "score" else AutoModelForCausalLM
-    torch.manual_seed(0)
-    model = factory.from_config(config, dtype=torch_dtype)
+    try:  # transformers' normal init is slow at these widths: skip it, then fill every weight (so it is resident)
+        from transformers.initialization import no_init_weights
+    except ImportError:
+        import contextlib
+
+        no_init_weights = contextlib.nullcontext
+    with no_init_weights():
+        model = factory.from_config(config, dtype=torch_dtype)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.fill_(1.0)
+            else:
+                p.uniform_(-0.02, 0.02, generator=generator)
     if head == "lm":
         from trl.trainer.utils import add_fused_lm_head
 
@@ -140,18 +164,24 @@ def measure_pass(model, head: str, dtype: str, rows: int, seq: int, checkpointin
     generator = torch.Generator().manual_seed(1)
     input_ids = torch.randint(1, model.config.vocab_size, (rows, seq), generator=generator)
     attention_mask = torch.ones_like(input_ids)
+    if rows > 1:  # a padded batch, as real ones are: the last row ends an eighth early (right padding)
+        attention_mask[-1, seq - seq // 8:] = 0
+        input_ids[-1, seq - seq // 8:] = model.config.pad_token_id
     prompt = seq // 4
     params = list(model.parameters())
     param_storages = {p.untyped_storage().data_ptr() for p in params}
-    weight_shapes = {tuple(sorted(p.shape)) for p in params if p.dim() == 2}
     saved: dict[int, tuple[int, str]] = {}  # storage address -> (bytes, kind)
 
     def pack(tensor):
         storage = tensor.untyped_storage()
         address = storage.data_ptr()
         if address and address not in param_storages and address not in saved:
-            # a 2-D tensor shaped like a weight is autocast's low-precision copy of it (saved for the backward)
-            kind = "weight_copy" if tensor.dim() == 2 and tuple(sorted(tensor.shape)) in weight_shapes else "tokens"
+            # autocast's low-precision copy of a weight: a cast whose input is a parameter (an AccumulateGrad leaf)
+            # (saved as a view of it: its transpose)
+            cast = (tensor._base if tensor._base is not None else tensor).grad_fn
+            copy = type(cast).__name__ == "ToCopyBackward0" and any(
+                type(f).__name__ == "AccumulateGrad" for f, _ in cast.next_functions)
+            kind = "weight_copy" if copy else "tokens"
             saved[address] = (storage.nbytes(), kind)
         return tensor
 
@@ -224,7 +254,7 @@ def measure_state(model, dtype: str, process_base: int) -> dict:
         with torch.no_grad():
             for master, p in zip(masters, params):
                 p.copy_(master)
-    now, peak = resident()
+    now, peak = status()["RssAnon:"], resident()[1] - status()["RssFile:"]
 
     def size(tensors):
         return sum(t.numel() * t.element_size() for t in tensors if torch.is_tensor(t))
@@ -232,7 +262,8 @@ def measure_state(model, dtype: str, process_base: int) -> dict:
     result = {"parameters": sum(p.numel() for p in params), "weight_bytes": size(params),
               "grad_bytes": size(p.grad for p in params) + size(m.grad for m in masters or []),
               "moment_bytes": size(v for s in optimizer.state.values() for v in s.values() if v.dim()),
-              "master_bytes": size(masters or []), "resident": now - process_base, "step_peak": peak - process_base}
+              "master_bytes": size(masters or []), "resident": now - process_base,
+              "step_peak": peak - process_base}  # the peak's anonymous part: VmHWM less the mapped files' pages now
     optimizer.zero_grad(set_to_none=True)
     for p in params:
         p.grad = None
@@ -245,7 +276,7 @@ def worker(spec: dict) -> None:
     import torch
 
     torch.set_num_threads(int(os.environ.get("COREWARD_BENCH_THREADS", "2")))
-    process_base, _ = resident()
+    process_base = status()["RssAnon:"]
     started = time.perf_counter()
     layer_counts = sorted({p[0] for p in spec["passes"]}, reverse=True)
     model = build(spec["shape"], layer_counts[0], spec["head"], spec["dtype"], "sdpa")
@@ -284,7 +315,7 @@ def run_group(spec: dict, timeout: float) -> list[dict]:
         if time.monotonic() > deadline:
             proc.kill()
     proc.wait()
-    if proc.returncode != 0:
+    if proc.returncode != 0:  # a failed or killed group: what it measured is kept
         print(f"group {spec['shape']} {spec['head']} {spec['dtype']} failed ({proc.returncode}):\n"
               f"{proc.stderr.read()[-2000:]}", file=sys.stderr)
     return rows
@@ -314,7 +345,9 @@ def groups(args) -> list[dict]:
                 out.append({"shape": shape, "head": head, "dtype": dtype, "passes": passes,
                             "state": dtype != "autocast" and state_estimate(shape, counts[0], head, dtype)
                             < args.max_gib * GIB})
-    return out
+    priority = {("score", "bf16"): 0, ("lm", "autocast"): 1, ("score", "fp32"): 2, ("lm", "fp32"): 3,
+                ("score", "autocast"): 4, ("lm", "bf16"): 5}  # Cooper's RM, coreward's policy, then the rest
+    return sorted(out, key=lambda g: priority.get((g["head"], g["dtype"]), 9))
 
 
 def parameter_estimate(shape: str, layers: int, head: str) -> int:
@@ -357,12 +390,37 @@ def model_shape(memory, shape: str, layers: int):
 
 
 def predict_pass(memory, row: dict) -> int | None:
+    """The planner's activation bytes of a pass (with gradient checkpointing: the layers' inputs and the one layer
+    that backward recomputes at a time)."""
     if memory is None:
         return None
-    dtype = {"fp32": "float32", "bf16": "bfloat16", "autocast": "autocast"}[row["dtype"]]
+    dtype = "float32" if row["dtype"] == "fp32" else "bfloat16"
     return memory.activation_bytes(model_shape(memory, row["shape"], row["layers"]), row["rows"], row["seq"],
-                                   dtype=dtype, attn_implementation=row["attn"],
-                                   gradient_checkpointing=row["checkpointing"], head=row["head"])
+                                   dtype=dtype, weights_dtype="bfloat16" if row["dtype"] == "bf16" else "float32",
+                                   attn_implementation=row["attn"], gradient_checkpointing=row["checkpointing"],
+                                   head=row["head"])
+
+
+def predict_transient(memory, row: dict) -> int:
+    """The planner's transients of a pass beyond its kept activations: TRL's fused head's tiles and float32
+    gradient buffers for a policy (none modelled for a reward model)."""
+    if memory is None or row["head"] != "lm" or not hasattr(memory, "lm_head_tile_bytes"):
+        return 0
+    dtype = "float32" if row["dtype"] == "fp32" else "bfloat16"
+    return memory.lm_head_tile_bytes(model_shape(memory, row["shape"], row["layers"]), row["tokens"], dtype=dtype,
+                                     on_gpu=False, backward=True)
+
+
+def comparable(rows: list[dict], row: dict) -> int:
+    """The measured counterpart of `predict_pass`: the kept bytes, and with checkpointing also one layer's kept
+    bytes without it (the layer backward recomputes: 2 layers' kept bytes less 1 layer's, same shape and tokens)."""
+    if not row["checkpointing"]:
+        return row["kept_bytes"]
+    same = {r["layers"]: r["kept_bytes"] for r in rows if r.get("event") == "pass" and not r["checkpointing"]
+            and all(r[k] == row[k] for k in ("shape", "head", "dtype", "attn", "rows", "seq"))}
+    if 1 not in same or 2 not in same:
+        return 0
+    return row["kept_bytes"] + same[2] - same[1]
 
 
 def predict_state(memory, row: dict) -> int | None:
@@ -386,19 +444,21 @@ def report(rows: list[dict], memory, tolerance: float) -> int:
     passes = [r for r in rows if r.get("event") == "pass"]
     states = [r for r in rows if r.get("event") == "state"]
     outside = 0
-    print("| shape | head | dtype | attn | ckpt | layers | rows×seq | kept MiB | predicted MiB | ratio "
-          "| kept B/token | pass peak MiB | peak / predicted |")
-    print("|" + "---|" * 13)
+    print("| shape | head | dtype | attn | ckpt | layers | rows×seq | kept MiB | measured MiB | predicted MiB | ratio "
+          "| kept B/token | pass peak MiB | predicted peak MiB | peak ratio |")
+    print("|" + "---|" * 15)
     for r in passes:
         predicted = predict_pass(memory, r)
-        q = ratio(predicted, r["kept_bytes"])
+        measured = comparable(passes, r)
+        q = ratio(predicted, measured)
         bad = q is not None and abs(q - 1) > tolerance
         outside += bad
-        peak_q = ratio(r["pass_peak"], predicted) if predicted else None
+        peak_predicted = None if predicted is None else predicted + predict_transient(memory, r)
+        peak_q = ratio(peak_predicted, r["pass_peak"]) if r["pass_peak"] else None
         print(f"| {r['shape']} | {r['head']} | {r['dtype']} | {r['attn']} | {'on' if r['checkpointing'] else 'off'} "
-              f"| {r['layers']} | {r['rows']}×{r['seq']} | {mib(r['kept_bytes'])} | {mib(predicted)} "
-              f"| {'-' if q is None else f'{q:.3f}'}{' OUTSIDE' if bad else ''} "
-              f"| {r['kept_bytes'] / r['tokens']:,.0f} | {mib(r['pass_peak'])} "
+              f"| {r['layers']} | {r['rows']}×{r['seq']} | {mib(r['kept_bytes'])} | {mib(measured or None)} "
+              f"| {mib(predicted)} | {'-' if q is None else f'{q:.3f}'}{' OUTSIDE' if bad else ''} "
+              f"| {r['kept_bytes'] / r['tokens']:,.0f} | {mib(r['pass_peak'])} | {mib(peak_predicted)} "
               f"| {'-' if peak_q is None else f'{peak_q:.2f}'} |")
     if states:
         print()
@@ -436,6 +496,7 @@ def main() -> int:
     parser.add_argument("--raw", action="store_true", help="measure only: no planner, no ratios")
     parser.add_argument("--json", type=Path, help="write every measurement to this file")
     parser.add_argument("--from-json", type=Path, nargs="+", help="print the table from --json files, no measuring")
+    parser.add_argument("--resume", action="store_true", help="keep --json's measurements, measure the groups it lacks")
     parser.add_argument("--tolerance", type=float, default=0.15)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per measurement process")
     args = parser.parse_args()
@@ -449,11 +510,14 @@ def main() -> int:
     if args.from_json:
         rows = [row for path in args.from_json for row in json.loads(path.read_text())]
     else:
-        rows = []
+        rows = json.loads(args.json.read_text()) if args.resume and args.json and args.json.is_file() else []
+        done = {(r["shape"], r["head"], r["dtype"]) for r in rows if "shape" in r}
         for spec in groups(args):
+            if (spec["shape"], spec["head"], spec["dtype"]) in done:
+                continue
             started = time.perf_counter()
             rows += run_group(spec, args.timeout)
-            print(f"measured {spec['shape']} {spec['head']} {spec['dtype']} layers {spec['layers']} in "
+            print(f"measured {spec['shape']} {spec['head']} {spec['dtype']} ({len(spec['passes'])} passes) in "
                   f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
