@@ -6,25 +6,27 @@ save) follows a row that only the evaluation produces: before every process logg
 entered the guard's broadcast alone and the run hung at its first evaluation. The guard is set to fire at its first
 reading (`ALARM_AT_FIRST_READING`: no drop required), so each launch makes an alarm and writes best/ on every engine.
 
-The runs of this file and the two-process runs of test_sharded.py and test_multinode.py (which have periodic
-evaluation and the guard on too) cover each pair of these options once (a covering design):
+The runs of this file and the two-process runs of test_sharded.py and test_multinode.py (periodic evaluation of a
+labelled held-out set and the guard on in all of them) form one covering design:
 
-    | launch                                 | engine | training data | resumed | reward methods                    |
-    |----------------------------------------|--------|---------------|---------|-----------------------------------|
-    | test_multinode one machine / two       | DDP    | labelled      | no/yes  | rule, cooper, co_rewarding_2      |
-    | test_sharded zero2 straight / killed   | ZeRO-2 | labelled      | no/yes  | rule, cooper, co_rewarding_2      |
-    | test_sharded zero3 straight / killed   | ZeRO-3 | labelled      | no/yes  | rule, cooper, co_rewarding_2      |
-    | test_sharded fsdp2 straight / killed   | FSDP2  | labelled      | no/yes  | rule, cooper, co_rewarding_2      |
-    | here: ddp (killed after its alarm)     | DDP    | unlabelled    | yes     | LABEL_FREE + model-free ...       |
-    | here: fsdp2                            | FSDP2  | unlabelled    | no      | LABEL_FREE                        |
-    | here: zero2                            | ZeRO-2 | unlabelled    | no      | LABEL_FREE                        |
-    | here: zero3 (guard.stop: true)         | ZeRO-3 | unlabelled    | no      | LABEL_FREE                        |
-    | here: fsdp2 labelled (one step)        | FSDP2  | labelled      | no      | model                             |
+    | launch                                  | engine | training data | resumed  | reward methods                      |
+    |-----------------------------------------|--------|---------------|----------|-------------------------------------|
+    | test_multinode: one machine; two        | DDP    | labelled      | no; yes  | rule, cooper, co_rewarding_2, model |
+    | test_sharded[zero2]: straight; killed   | ZeRO-2 | labelled      | no; yes  | rule, cooper, co_rewarding_2, model |
+    | test_sharded[zero3]: straight; killed   | ZeRO-3 | labelled      | no; yes  | rule, cooper, co_rewarding_2, model |
+    | test_sharded[fsdp2]: straight; killed   | FSDP2  | labelled      | no; yes  | rule, cooper, co_rewarding_2, model |
+    | test_trainer: every stateless source    | DDP    | labelled      | no       | LABEL_FREE, model                   |
+    | here: DDP, killed after its alarm       | DDP    | unlabelled    | yes      | LABEL_FREE                          |
+    | here: FSDP2                             | FSDP2  | unlabelled    | no       | LABEL_FREE                          |
+    | here: ZeRO-2                            | ZeRO-2 | unlabelled    | no       | LABEL_FREE                          |
+    | here: ZeRO-3, guard.stop                | ZeRO-3 | unlabelled    | no       | LABEL_FREE                          |
 
-LABEL_FREE = majority, self_certainty, entropy, co_rewarding_1, co_rewarding_2. Every launch has a labelled held-out
-set evaluated during training and the guard on. So every engine meets both kinds of training data, resuming and not,
-and every reward method; every reward method meets both kinds of data where it can (rule, cooper and model score
-against reference answers: unlabelled data is refused for them before any model loads, test_train_unlabeled.py).
+LABEL_FREE = majority, self_certainty, entropy, co_rewarding_1. Every engine meets both kinds of training data,
+resumed and not, and every reward method; both kinds of data meet resumed and straight runs and every method that
+can train on them. Pairs left out: rule, cooper and model with unlabelled data (refused before any model loads:
+test_train_unlabeled.py), and co_rewarding_2 with unlabelled data (on one process: test_train_unlabeled.py), to keep
+the launches few. The guard sees the training rollouts' verified accuracy in the labelled
+runs and the held-out avg@N here: both of its sources, under every engine.
 """
 
 from __future__ import annotations
