@@ -92,8 +92,11 @@ def push_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Attach `train` and `push` to the main app."""
+    """Attach `train`, `plan` and `push` to the main app."""
+    from coreward.grpo.plan_cli import plan_command
+
     app.command("train")(train_command)
+    app.command("plan")(plan_command)
     app.command("push")(push_command)
 
 

@@ -1,0 +1,43 @@
+"""Command `coreward plan`: the memory plan of a training run (grpo/plan.py), without loading any weights."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from coreward.grpo.cli import CONFIG_HELP, SET_HELP
+
+
+def plan_command(
+    config: str = typer.Option(..., "--config", help=CONFIG_HELP),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs (processes) the run trains on (default: the "
+                                       "config's `# gpus: N x SIZE` comment, else 1)"),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="memory of one GPU, e.g. 80GiB (default: the "
+                                             "config's `# gpus:` comment, else 80GiB); with --device cpu, the RAM"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="one | ddp | fsdp2 | zero2 | zero3 (default: the "
+                                         "config's `# engine:` comment, else one process / DDP)"),
+    device: str = typer.Option("cuda", "--device", help="cuda: plan for the GPUs above; cpu: this machine's RAM, "
+                               "one process, as `coreward train` runs here (its peak resident memory)"),
+    as_json: bool = typer.Option(False, "--json", help="print the plan as JSON (peak_bytes, device_bytes, fits, "
+                                 "peak_phase, items, suggestions)"),
+) -> None:
+    """Predict the peak memory per device of one training step, item by item, from the models' config.json only.
+
+    Example: coreward plan --config configs/paper/cooper_gsm8k_qwen2.5-1.5b.yaml --gpus 1 --gpu-memory 80GiB
+    """
+    from coreward.grpo.config import as_train_config
+    from coreward.grpo.plan import plan_with_suggestions, resolve_hardware
+    from coreward.runtime.errors import CorewardError
+
+    if device not in ("cuda", "cpu"):
+        raise CorewardError(f"--device must be cuda or cpu, got {device!r}")
+    train_config = as_train_config(config, set_)
+    hardware = resolve_hardware(config, gpus, gpu_memory, engine, device)
+    plan = plan_with_suggestions(train_config, hardware)
+    if as_json:
+        typer.echo(json.dumps(plan.to_json(), indent=2))
+    else:
+        typer.echo(plan.render())
