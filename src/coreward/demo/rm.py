@@ -31,6 +31,7 @@ import os
 import random
 import shutil
 import sys
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -83,12 +84,53 @@ def sample_demo_rows(policy_path: Path, split: str, questions: int, seed: int, s
     from coreward.verify import get_verifier
 
     a = ANNOTATION
-    with HFLocalGenerator(str(policy_path), device="cpu", batch_size=256) as policy:
-        rows, report = annotate(policy, load_demo(split, questions)[start:], a["samples"], get_verifier(),
+    records = load_demo(split, questions)[start:]
+    with HFLocalGenerator(str(policy_path), device="cpu", batch_size=SAMPLING_BATCH) as policy, \
+            sampling_progress(f"sampling {len(records) * a['samples']:,} completions ({split} split)",
+                              len(records) * a["samples"]) as advance:
+        rows, report = annotate(ChunkedGenerator(policy, advance), records, a["samples"], get_verifier(),
                                 temperature=a["temperature"], max_tokens=a["max_tokens"], seed=seed, instruction=None)
     for row in rows:
         row["true_label"] = int(demo_answer_in_any_format(row["completion"]) == row["reference_answer"])
     return rows, report
+
+
+SAMPLING_BATCH = 256  # completions the demo policy samples per generate call
+
+
+class ChunkedGenerator:
+    """A generator's `generate` over a few of its own batches at a time, calling `advance(count)` after each: the
+    same batches in the same order (so the same samples, request by request), with progress in between."""
+
+    def __init__(self, generator, advance, batches: int = 4):
+        self.generator, self.advance, self.chunk = generator, advance, SAMPLING_BATCH * batches
+
+    def generate(self, requests: list) -> list:
+        results = []
+        for start in range(0, len(requests), self.chunk):
+            results += self.generator.generate(requests[start:start + self.chunk])
+            self.advance(len(requests[start:start + self.chunk]))
+        return results
+
+
+@contextmanager
+def sampling_progress(what: str, total: int):
+    """A progress bar with the time left (stderr), advanced by the function it yields."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("left"), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True)) as progress:
+        task = progress.add_task(what, total=total)
+        yield lambda count: progress.update(task, advance=count)
 
 
 def build_demo_rm(output_dir: str | Path) -> dict:
