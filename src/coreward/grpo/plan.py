@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -565,16 +566,12 @@ def _cooper_items(config, i, params, hardware, shard, engine, n, notes) -> list[
         head="score"), ("RM update",),
         f"{rows} sequences (pairs' two sides) x {length} tokens per pass, gradient checkpointing "
         f"{'on' if checkpointing else 'off'}"))
-    step = 0
     if not optimizer_offload:
-        if keeps_masters:
-            step += count * 4 // divide  # the float32 gradient copies AdamW reads
-        # torch's AdamW: multi-tensor (foreach) on a GPU makes one float32 temporary per parameter; on the CPU, per tensor
-        largest = shape.vocab_size * shape.hidden_size
-        step += (count * 4 // divide) if on_gpu else largest * 4
-    if step:
-        items.append(Item(f"rewards.{i} Cooper RM optimizer step", step, ("RM step",),
-                          "float32 gradient copies and AdamW's temporaries"))
+        # rm/learner.py steps AdamW one tensor at a time: the largest tensor's float32 gradient (for masters) and
+        # AdamW's temporaries for it (~2 float32 copies), never a copy of every gradient at once
+        largest = max(shape.vocab_size * shape.hidden_size, shape.hidden_size * shape.intermediate_size) // divide
+        items.append(Item(f"rewards.{i} Cooper RM optimizer step", largest * ((4 if keeps_masters else 0) + 8),
+                          ("RM step",), "one tensor at a time: its float32 gradient and AdamW's temporaries"))
     score_rows, _ = _rm_passes(params, int(getattr(params, "batch_size", 32)), RM_MAX_LENGTH)
     items.append(Item(f"rewards.{i} Cooper RM scoring pass", scoring_bytes(shape, score_rows, length, dtype),
                       ("reward scoring",), "no grad: one layer's working set"))
@@ -665,6 +662,20 @@ def candidate_settings(config: TrainConfig, plan: Plan) -> list[tuple[list[str],
     return out
 
 
+@contextmanager
+def processes(hardware: Hardware):
+    """WORLD_SIZE set to the planned processes while a config is built: its batch checks count the global batch."""
+    before = os.environ.get("WORLD_SIZE")
+    os.environ["WORLD_SIZE"] = str(hardware.gpus if hardware.device != "cpu" else 1)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("WORLD_SIZE", None)
+        else:
+            os.environ["WORLD_SIZE"] = before
+
+
 def suggest(config: TrainConfig, plan: Plan, limit: int = 6) -> list[Suggestion]:
     """The candidate settings with which the plan fits, each planned again; the cheapest kinds first, as listed."""
     from coreward.runtime.config import apply_overrides, build, to_dict
@@ -679,7 +690,8 @@ def suggest(config: TrainConfig, plan: Plan, limit: int = 6) -> list[Suggestion]
             elif s.startswith("--engine"):
                 hardware = dataclasses.replace(hardware, engine=s.split()[1])
         try:
-            changed = build(TrainConfig, apply_overrides(to_dict(config), sets)) if sets else config
+            with processes(hardware):
+                changed = build(TrainConfig, apply_overrides(to_dict(config), sets)) if sets else config
             again = plan_run(changed, hardware)
         except (CorewardError, ValueError, KeyError):
             continue

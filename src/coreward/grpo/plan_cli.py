@@ -29,13 +29,14 @@ def plan_command(
     Example: coreward plan --config configs/paper/cooper_gsm8k_qwen2.5-1.5b.yaml --gpus 1 --gpu-memory 80GiB
     """
     from coreward.grpo.config import as_train_config
-    from coreward.grpo.plan import plan_with_suggestions, resolve_hardware
+    from coreward.grpo.plan import plan_with_suggestions, processes, resolve_hardware
     from coreward.runtime.errors import CorewardError
 
     if device not in ("cuda", "cpu"):
         raise CorewardError(f"--device must be cuda or cpu, got {device!r}")
-    train_config = as_train_config(config, set_)
     hardware = resolve_hardware(config, gpus, gpu_memory, engine, device)
+    with processes(hardware):  # the config's batch checks count every planned process
+        train_config = as_train_config(config, set_)
     plan = plan_with_suggestions(train_config, hardware)
     if as_json:
         typer.echo(json.dumps(plan.to_json(), indent=2))

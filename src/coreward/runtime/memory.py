@@ -10,6 +10,7 @@ same with RMSNorms on q and k). In bf16 (e = 2 bytes an element), counted with `
     RMSNorms (2)   each keeps its float32 input copy (4 h), the normed value and its output (e h each): 16 h
     attention      q after RoPE and the attention output (q each), k and v (kv each): 4 q + 4 kv
     SDPA's mask    a padded batch's attention mask in the compute dtype:            e × seq_len (+ 2 h)
+                   and, with it, k and v expanded to every query head (repeat_kv):  8 q in place of 4 q + 4 kv
     eager attention  the score matrix (e) and its float32 softmax, per head:        (e + 4) × heads × seq_len
     Qwen3          the q/k RMSNorms:                                                 6 q + 6 kv
 
@@ -169,8 +170,12 @@ def _layer(e: int, *, norms: float, qk_norm: bool, attn: str) -> LayerBytes:
     """A layer in compute dtype of `e` bytes (see the module docstring for each term)."""
     scores = (e + 4) if attn == "eager" else 0.0  # eager attention's score matrix and float32 softmax, per head
     mask = e if attn == "sdpa" else 0.0  # SDPA's additive mask for a padded batch (flash-attention takes lengths)
-    return LayerBytes(hidden=norms + (2 if attn == "sdpa" else 0), intermediate=4 * e, q=2 * e + (3 * e if qk_norm else 0),
-                      kv=2 * e + (3 * e if qk_norm else 0), seq=mask, head_seq=scores)
+    # SDPA with a padded batch's mask (transformers' sdpa path) keeps k and v expanded to every query head (GQA's
+    # repeat_kv): at q width, not kv width; flash-attention and eager's kv-width k and v
+    expanded = attn == "sdpa"
+    return LayerBytes(hidden=norms + (2 if attn == "sdpa" else 0), intermediate=4 * e,
+                      q=(4 * e if expanded else 2 * e) + (3 * e if qk_norm else 0),
+                      kv=(0 if expanded else 2 * e) + (3 * e if qk_norm else 0), seq=mask, head_seq=scores)
 
 
 # (family, attention implementation, mode, gradient checkpointing) -> LayerBytes. mode: "bfloat16" (bf16 weights and
