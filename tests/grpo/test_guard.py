@@ -146,7 +146,7 @@ def write_best_dir(run_dir, step: int):
 
 
 def test_best_is_swapped_whole_by_one_rename(tmp_path):
-    """A reader polling best/ while it is replaced 200 times always finds a complete best/ of some step, and in
+    """A reader polling best/ while it is replaced 50 times always finds a complete best/ of some step, and in
     the end the last one; nothing of the replaced ones is left."""
     replace_best(tmp_path, write_best_dir(tmp_path, 1))
     seen, stop = [], threading.Event()
@@ -159,14 +159,14 @@ def test_best_is_swapped_whole_by_one_rename(tmp_path):
     thread = threading.Thread(target=reader)
     thread.start()
     try:
-        for step in range(2, 202):
+        for step in range(2, 52):
             replace_best(tmp_path, write_best_dir(tmp_path, step))
     finally:
         stop.set()
         thread.join()
     assert seen and None not in seen and len(set(seen)) > 1
-    assert read_best(tmp_path)["step"] == 201
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".best-201", BEST_DIR]
+    assert read_best(tmp_path)["step"] == 51
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".best-51", BEST_DIR]
 
 
 def test_recovery_drops_what_a_kill_left_and_keeps_best(tmp_path):
@@ -262,19 +262,19 @@ def test_a_guarded_run_resumes_from_before_its_alarm_and_best(memorized_policy, 
     overrides = [f"model.name_or_path={memorized_policy}", "data.limit=4", "data.eval_every=0",
                  "grpo.num_generations=4", "grpo.per_device_train_batch_size=8", "grpo.max_completion_length=16",
                  "grpo.save_steps=1", "torch_threads=1", "guard.warmup=2", *ALARM_AT_FIRST_READING]
-    killed = launch(train_command(RULE_CONFIG, run_dir, overrides, 3, resume=False), run_dir, kill="checkpoint:2")
+    killed = launch(train_command(RULE_CONFIG, run_dir, overrides, 2, resume=False), run_dir, kill="checkpoint:2")
     assert killed.killed, killed.log[-3000:]
     assert killed.log.count("guard: watches the training rollouts' verified accuracy") == 1
     assert "guard: step 2:" in killed.log and read_best(run_dir)["step"] == 2
 
     started = time.time()
-    resumed = launch(train_command(RULE_CONFIG, run_dir, overrides, 3, resume=True), run_dir)
+    resumed = launch(train_command(RULE_CONFIG, run_dir, overrides, 2, resume=True), run_dir)
     assert resumed.returncode == 0, resumed.log[-3000:]
     assert resumed.resumed_from == str(run_dir / "checkpoint-1")
     assert "guard: step 2:" in resumed.log
     rows = read_metrics(run_dir / "metrics.jsonl")
-    assert [row["step"] for row in rows] == [1, 2, 3]
-    assert [row["guard/alarm"] for row in rows] == [0, 1, 0]
+    assert [row["step"] for row in rows] == [1, 2]
+    assert [row["guard/alarm"] for row in rows] == [0, 1]
     summary = json.loads((run_dir / GUARD_FILE).read_text())
     assert summary["fired_at"] == 2 and summary["source"] == TRAINING
     best = read_best(run_dir)
