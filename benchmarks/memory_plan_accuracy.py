@@ -15,11 +15,11 @@ one, as in training) and prints predicted / measured with their ratio:
   With checkpointing, "measured" adds one layer's kept bytes without it (2 layers' less 1 layer's): the layer
   backward recomputes, which the planner's figure includes.
 - peak: the process's resident peak over the forward and backward (VmHWM, reset before the pass) above the
-  resident bytes before it, with every gradient dropped as soon as it is accumulated (the gradients are a state
-  term, counted from the tensors), at the fewest layers: the kept bytes plus the transients (logits tiles, the
-  head's float32 gradient buffers, a tied embedding's two gradients summed in autograd's buffer, recomputed
-  layers). Beside it the planner's activation bytes plus `lm_head_tile_bytes` (policy); informational, not held
-  to the tolerance.
+  resident bytes before it, at the fewest layers, less the gradients the backward made (counted from the tensors:
+  a state term): the kept activations and the transients (logits tiles, the head's float32 buffers, recomputed
+  layers). Where weights + gradients would not fit in --max-gib the gradients are dropped as each is accumulated
+  instead (marked "dropped": that peak still holds gradients waiting in autograd's buffers). Beside it the
+  planner's activation bytes plus `lm_head_tile_bytes` (policy); informational, not held to the tolerance.
 - state (policy and reward model, float32 weights or bf16 weights with float32 masters): weights, gradients,
   AdamW moments and masters counted from the tensors after one optimizer step, and the process's resident bytes
   then, against `parameter_count` × bytes per parameter.
@@ -41,6 +41,7 @@ tensor bytes rather than what the allocator keeps. Exit status 1 when a kept or 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -153,9 +154,10 @@ def update_loss(model, head: str, input_ids, attention_mask, prompt: int):
     return -torch.nn.functional.logsigmoid(scores[:half] - scores[half:]).mean()
 
 
-def measure_pass(model, head: str, dtype: str, rows: int, seq: int, checkpointing: bool, backward: bool = True) -> dict:
-    """Kept bytes (saved tensors) and the resident peak of one forward (+ backward, gradients dropped as they are
-    accumulated)."""
+def measure_pass(model, head: str, dtype: str, rows: int, seq: int, checkpointing: bool, backward: bool = True,
+                 keep_gradients: bool = True) -> dict:
+    """Kept bytes (saved tensors) and the resident peak of one forward (+ backward, its gradients kept, as in
+    training, or, where they would not fit, dropped as soon as each is accumulated)."""
     import contextlib
 
     import torch
@@ -202,7 +204,8 @@ def measure_pass(model, head: str, dtype: str, rows: int, seq: int, checkpointin
         dropped[0] += param.grad.numel() * param.grad.element_size()
         param.grad = None
 
-    handles += [p.register_post_accumulate_grad_hook(drop) for p in params if p.requires_grad]
+    if not keep_gradients:
+        handles += [p.register_post_accumulate_grad_hook(drop) for p in params if p.requires_grad]
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "autocast" else contextlib.nullcontext()
     start = time.perf_counter()
     base, _ = resident()
@@ -221,11 +224,15 @@ def measure_pass(model, head: str, dtype: str, rows: int, seq: int, checkpointin
     for nbytes, kind in saved.values():
         kinds[kind] = kinds.get(kind, 0) + nbytes
     del loss
+    if keep_gradients:
+        dropped[0] = sum(p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None)
+        for p in params:
+            p.grad = None
     return {"rows": rows, "seq": seq, "tokens": rows * seq, "checkpointing": checkpointing,
             "kept_bytes": sum(kinds.values()), "kept_by_kind": kinds,
             "resident_after_forward": after_forward - base, "forward_peak": forward_peak - base,
             "pass_peak": None if pass_peak is None else pass_peak - base, "gradient_bytes": dropped[0],
-            "seconds": round(seconds, 2)}
+            "gradients_kept": keep_gradients, "seconds": round(seconds, 2)}
 
 
 def measure_state(model, dtype: str, process_base: int) -> dict:
@@ -274,30 +281,36 @@ def worker(spec: dict) -> None:
     """Measure one group (a shape, head, dtype) in this process: one model with the most layers asked for,
     cut to fewer for the smaller cases."""
     import torch
+    import transformers  # noqa: F401 (imported before the baseline: the state is what the model adds)
+    import trl.trainer.utils  # noqa: F401
 
     torch.set_num_threads(int(os.environ.get("COREWARD_BENCH_THREADS", "2")))
     process_base = status()["RssAnon:"]
     started = time.perf_counter()
-    layer_counts = sorted({p[0] for p in spec["passes"]}, reverse=True)
-    model = build(spec["shape"], layer_counts[0], spec["head"], spec["dtype"], "sdpa")
+    fewest = min(p[0] for p in spec["passes"]) if spec["passes"] else spec.get("state_layers", 1)
+    if spec.get("state"):  # first, on a model of its own (the passes' leftovers would blur the resident bytes)
+        model = build(spec["shape"], fewest, spec["head"], spec["dtype"], "sdpa")
+        result = measure_state(model, spec["dtype"], process_base)
+        result.update(event="state", shape=spec["shape"], head=spec["head"], dtype=spec["dtype"], layers=fewest)
+        print(json.dumps(result), flush=True)
+        del model
+        gc.collect()
+    if not spec["passes"]:
+        return
+    model = build(spec["shape"], max(p[0] for p in spec["passes"]), spec["head"], spec["dtype"], "sdpa")
     all_layers = model.model.layers
     measure_pass(model, spec["head"], spec["dtype"], 2, 16, False)  # thread pools and kernels allocate once
     print(json.dumps({"event": "built", "seconds": round(time.perf_counter() - started, 1)}), flush=True)
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     for layers, attn, checkpointing, rows, seq, backward in spec["passes"]:
         model.model.layers = all_layers[:layers]
         model.config.num_hidden_layers = layers
         model.set_attn_implementation(attn)
-        result = measure_pass(model, spec["head"], spec["dtype"], rows, seq, checkpointing, backward)
+        keep = resident_estimate(spec["shape"], layers, spec["head"], spec["dtype"]) + weight_bytes < (
+            spec.get("max_gib", 12) * GIB)  # the gradients (as many bytes as the weights) fit beside the pass
+        result = measure_pass(model, spec["head"], spec["dtype"], rows, seq, checkpointing, backward, keep)
         result.update(event="pass", shape=spec["shape"], head=spec["head"], dtype=spec["dtype"], attn=attn,
                       layers=layers)
-        print(json.dumps(result), flush=True)
-    if spec.get("state"):  # at the fewest layers: the rest of the model's weights dropped first
-        model.model.layers = all_layers[: layer_counts[-1]]
-        del all_layers
-        model.set_attn_implementation("sdpa")
-        result = measure_state(model, spec["dtype"], process_base)
-        result.update(event="state", shape=spec["shape"], head=spec["head"], dtype=spec["dtype"],
-                      layers=layer_counts[-1])
         print(json.dumps(result), flush=True)
 
 
@@ -334,17 +347,18 @@ def groups(args) -> list[dict]:
             rows, seq = (args.rows, args.policy_seq) if head == "lm" else (args.rows, args.seq)
             for dtype in dtypes.split(","):
                 counts = [n for n in layers if resident_estimate(shape, n, head, dtype) < args.max_gib * GIB]
-                if head == "lm":
-                    counts = counts[:2] if shape != args.shapes.split(",")[0] else counts
-                if not counts:
+                if head == "lm" and shape != "qwen2.5-1.5b":  # its layers are the RM's: 4 layers at one shape
+                    counts = counts[:2]
+                state = dtype != "autocast" and bool(counts) and state_estimate(shape, counts[0], head, dtype) < (
+                    args.max_gib * GIB)
+                if not counts or (args.state_only and not state):
                     continue
                 passes = [[n, "sdpa", ckpt, rows, seq, n == counts[0]] for n in counts for ckpt in (False, True)]
                 if head == "score" and shape in args.eager_shapes.split(","):
                     longer = [max(1, rows // 2), seq * rows // max(1, rows // 2)]
                     passes += [[n, "eager", False, *tokens, False] for n in counts[:2] for tokens in ([rows, seq], longer)]
-                out.append({"shape": shape, "head": head, "dtype": dtype, "passes": passes,
-                            "state": dtype != "autocast" and state_estimate(shape, counts[0], head, dtype)
-                            < args.max_gib * GIB})
+                out.append({"shape": shape, "head": head, "dtype": dtype, "state_layers": counts[0],
+                            "passes": [] if args.state_only else passes, "state": state})
     priority = {("score", "bf16"): 0, ("lm", "autocast"): 1, ("score", "fp32"): 2, ("lm", "fp32"): 3,
                 ("score", "autocast"): 4, ("lm", "bf16"): 5}  # Cooper's RM, coreward's policy, then the rest
     return sorted(out, key=lambda g: priority.get((g["head"], g["dtype"]), 9))
@@ -370,7 +384,8 @@ def resident_estimate(shape: str, layers: int, head: str, dtype: str) -> int:
 
 def state_estimate(shape: str, layers: int, head: str, dtype: str) -> int:
     per_parameter = 20 if dtype == "bf16" else 16  # bf16: weights 2, grads 2 + 4, masters 4, moments 8
-    return parameter_estimate(shape, layers, head) * per_parameter + GIB
+    largest = SHAPES[shape]["vocab_size"] * SHAPES[shape]["hidden_size"] * 4  # AdamW's per-tensor temporaries
+    return parameter_estimate(shape, layers, head) * per_parameter + 3 * largest + GIB
 
 
 # ------------------------------------------------------------------------------------------ predictions and tables
@@ -439,13 +454,42 @@ def mib(n: int | None) -> str:
     return "-" if n is None else f"{n / (1 << 20):,.1f}"
 
 
+def slopes(passes: list[dict]) -> None:
+    """Per layer and outside the layers: kept bytes per token per layer (the slope from the fewest to the most
+    layers measured, autocast's weight copies apart, per layer) and the intercept per token (outside the layers)."""
+    cases: dict[tuple, dict[int, dict]] = {}
+    for r in passes:
+        key = (r["shape"], r["head"], r["dtype"], r["attn"], r["checkpointing"], r["rows"], r["seq"])
+        cases.setdefault(key, {})[r["layers"]] = r
+    print()
+    print("| shape | head | dtype | attn | ckpt | rows×seq | layers | kept B/token/layer | weight copies B/layer "
+          "| outside the layers B/token | resident after forward / kept |")
+    print("|" + "---|" * 11)
+    for key, by_layers in cases.items():
+        if len(by_layers) < 2:
+            continue
+        few, most = min(by_layers), max(by_layers)
+        a, b = by_layers[few], by_layers[most]
+        copies = [r["kept_by_kind"].get("weight_copy", 0) if r["dtype"] == "autocast" else 0 for r in (a, b)]
+        tokens_a, tokens_b = a["kept_bytes"] - copies[0], b["kept_bytes"] - copies[1]
+        per_layer = (tokens_b - tokens_a) / (most - few) / a["tokens"]
+        copies_per_layer = (copies[1] - copies[0]) / (most - few)
+        outside = tokens_a / a["tokens"] - few * per_layer
+        fit = max(r["resident_after_forward"] / r["kept_bytes"] for r in by_layers.values())
+        shape, head, dtype, attn, ckpt, rows, seq = key
+        print(f"| {shape} | {head} | {dtype} | {attn} | {'on' if ckpt else 'off'} | {rows}×{seq} "
+              f"| {','.join(map(str, sorted(by_layers)))} | {per_layer:,.0f} | {copies_per_layer:,.0f} "
+              f"| {outside:,.0f} | {fit:.3f} |")
+
+
 def report(rows: list[dict], memory, tolerance: float) -> int:
     """Print predicted / measured per case; return the number of cases outside the tolerance."""
-    passes = [r for r in rows if r.get("event") == "pass"]
-    states = [r for r in rows if r.get("event") == "state"]
+    passes = list({tuple(r[k] for k in ("shape", "head", "dtype", "attn", "checkpointing", "layers", "rows", "seq")): r
+                   for r in rows if r.get("event") == "pass"}.values())  # a case measured again: the last one
+    states = list({(r["shape"], r["head"], r["dtype"]): r for r in rows if r.get("event") == "state"}.values())
     outside = 0
     print("| shape | head | dtype | attn | ckpt | layers | rows×seq | kept MiB | measured MiB | predicted MiB | ratio "
-          "| kept B/token | pass peak MiB | predicted peak MiB | peak ratio |")
+          "| kept B/token | pass peak beyond gradients MiB | predicted peak MiB | peak ratio |")
     print("|" + "---|" * 15)
     for r in passes:
         predicted = predict_pass(memory, r)
@@ -454,12 +498,16 @@ def report(rows: list[dict], memory, tolerance: float) -> int:
         bad = q is not None and abs(q - 1) > tolerance
         outside += bad
         peak_predicted = None if predicted is None else predicted + predict_transient(memory, r)
-        peak_q = ratio(peak_predicted, r["pass_peak"]) if r["pass_peak"] else None
+        kept_gradients = r.get("gradients_kept", False)
+        peak = None if r["pass_peak"] is None else r["pass_peak"] - (r["gradient_bytes"] if kept_gradients else 0)
+        peak_q = ratio(peak_predicted, peak) if peak else None
         print(f"| {r['shape']} | {r['head']} | {r['dtype']} | {r['attn']} | {'on' if r['checkpointing'] else 'off'} "
               f"| {r['layers']} | {r['rows']}×{r['seq']} | {mib(r['kept_bytes'])} | {mib(measured or None)} "
               f"| {mib(predicted)} | {'-' if q is None else f'{q:.3f}'}{' OUTSIDE' if bad else ''} "
-              f"| {r['kept_bytes'] / r['tokens']:,.0f} | {mib(r['pass_peak'])} | {mib(peak_predicted)} "
+              f"| {r['kept_bytes'] / r['tokens']:,.0f} | {mib(peak)}{'' if kept_gradients or peak is None else ' dropped'} "
+              f"| {mib(peak_predicted)} "
               f"| {'-' if peak_q is None else f'{peak_q:.2f}'} |")
+    slopes(passes)
     if states:
         print()
         print("| shape | head | dtype | layers | parameters | weights+grads+moments+masters MiB | predicted MiB "
@@ -496,6 +544,7 @@ def main() -> int:
     parser.add_argument("--raw", action="store_true", help="measure only: no planner, no ratios")
     parser.add_argument("--json", type=Path, help="write every measurement to this file")
     parser.add_argument("--from-json", type=Path, nargs="+", help="print the table from --json files, no measuring")
+    parser.add_argument("--state-only", action="store_true", help="measure the state terms only (no passes)")
     parser.add_argument("--resume", action="store_true", help="keep --json's measurements, measure the groups it lacks")
     parser.add_argument("--tolerance", type=float, default=0.15)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per measurement process")

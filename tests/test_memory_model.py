@@ -1,8 +1,9 @@
 """The memory plan's activation term (runtime/memory.py `activation_bytes`) against what a real forward keeps for
 its backward, counted with `torch.autograd.graph.saved_tensors_hooks` on a small random Qwen2 (2 layers): the
 policy's pass through TRL's fused log-probability head and the reward model's through its score head, float32 and
-float32 weights under bf16 autocast, gradient checkpointing off and on. benchmarks/memory_plan_accuracy.py does the
-same at the papers' models' real widths."""
+float32 weights under bf16 autocast, gradient checkpointing off and on; and `parameter_count` against the built
+models (Qwen2, Qwen3, Llama; tied and untied). benchmarks/memory_plan_accuracy.py does the same at the papers'
+models' real widths."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, Qwen2Config
 
-from coreward.runtime.memory import ModelShape, activation_bytes
+from coreward.runtime.memory import ModelShape, activation_bytes, parameter_count
 
 
 CONFIG = {"model_type": "qwen2", "vocab_size": 2048, "hidden_size": 384, "intermediate_size": 1024,
@@ -99,3 +100,18 @@ def test_kept_activations_match_the_plan(head, autocast):
     checkpointed = kept_bytes(build(head, 2), head, autocast, checkpointing=True)
     assert checkpointed < one
     assert predicted(head, autocast, True) == pytest.approx(checkpointed + (two - one), rel=TOLERANCE)
+
+
+@pytest.mark.parametrize("model_type, extra", [("qwen2", {}), ("qwen3", {"head_dim": 32}),
+                                               ("llama", {"head_dim": 16, "tie_word_embeddings": False})])
+@pytest.mark.parametrize("head", ["lm", "score"])
+def test_parameter_count_is_the_models(model_type, extra, head):
+    from transformers import AutoConfig
+
+    spec = {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": True, **extra}
+    config = AutoConfig.for_model(model_type, pad_token_id=0, num_labels=1, **spec)
+    factory = AutoModelForSequenceClassification if head == "score" else AutoModelForCausalLM
+    model = factory.from_config(config)
+    shape = ModelShape.from_config({"model_type": model_type, **spec})
+    assert parameter_count(shape, head) == sum(p.numel() for p in model.parameters())
