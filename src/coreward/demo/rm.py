@@ -369,12 +369,14 @@ def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
     """Sample, train and evaluate member k into `output_dir` (run/final); returns the summary written to member.json.
 
     Ctrl-C stops it (runtime/interrupt.py) keeping what is finished: sampled completions are kept (written whole,
-    then renamed), so the same command again goes on with the training; the training itself starts over."""
+    then renamed), and so is the training's newest complete checkpoint (rm/train.py; the first Ctrl-C writes one of
+    the step in progress): the same command again resumes the training from it."""
     import time
 
     from coreward.rm.evaluate import evaluate_verifiers
     from coreward.rm.model import VerifyRM
-    from coreward.rm.train import train_rm
+    from coreward.rm.train import RESUME_IF_ANY, train_rm
+    from coreward.runtime.checkpoints import checkpoint_step, last_complete_checkpoint
     from coreward.runtime.interrupt import long_phase
 
     recipe, output_dir, started = member_recipe(k), Path(output_dir), time.monotonic()
@@ -382,13 +384,19 @@ def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
     with long_phase(f"building {name} (sampling its training data)", f"nothing of it is kept yet; {again}"):
         truth_file = ensure_truth_eval()
         annotation = sampled_rows(k, recipe, output_dir)
-    kept = (f"its sampled completions are kept in {output_dir}, its training starts over (about "
-            f"{MEMBER_BUILD_S // 60 - 1} minutes); {again}")
+    kept = f"its sampled completions are kept in {output_dir}; {again} (its training resumes from its newest checkpoint)"
     with long_phase(f"training {name}", kept), torch_threads(DEMO_CONFIG["torch_threads"]):
-        shutil.rmtree(output_dir / "run", ignore_errors=True)  # what a build stopped part-way left
+        checkpoint = last_complete_checkpoint(output_dir / "run") if (output_dir / "run").is_dir() else None
+        if checkpoint is None:
+            shutil.rmtree(output_dir / "run", ignore_errors=True)  # what a build stopped before any checkpoint left
+        else:
+            print(f"demo:{k}: its training resumes from step {checkpoint_step(checkpoint)}, kept from a stopped build "
+                  f"({checkpoint})", file=sys.stderr)
         config = demo_config(output_dir / "verification.jsonl", output_dir / "run", seed=recipe["seed"])
         with training_progress(f"training demo:{k}", output_dir / "run", config.training["num_train_epochs"]):
-            result = train_rm(config)
+            result = train_rm(config, resume=RESUME_IF_ANY, what=f"training {name}",
+                              again=f"its sampled completions are kept in {output_dir}; {again} (the training resumes "
+                              "from this checkpoint)")
         truth = evaluate_verifiers(truth_file, [str(result.final_model)], device="cpu")
         rm = VerifyRM.from_pretrained(result.final_model, device="cpu")
         summary = {
@@ -457,6 +465,8 @@ class training_progress:  # noqa: N801 - a context manager, used as `with traini
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
         with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
             task = progress.add_task(self.what, total=self.epochs)
+            # a resumed training starts at its checkpoint's epoch: shown done, not counted in the pace
+            progress.reset(task, total=self.epochs, completed=min(self.epoch(), self.epochs))
             while not self.stop.wait(self.every_s):
                 progress.update(task, completed=min(self.epoch(), self.epochs))
             progress.update(task, completed=min(self.epoch(), self.epochs))

@@ -21,14 +21,21 @@ def train_command(
         "--set", help="override a config key, e.g. --set training.learning_rate=1e-5")] = None,
     output_dir: Annotated[str | None, typer.Option(
         "--output-dir", help="run directory (default: the config's)")] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="continue the run in the run directory from its newest complete checkpoint (model, optimizer, "
+        "scheduler, RNG and trainer state), with the same config")] = False,
 ) -> None:
     """Train a VerifyRM with BCE on (question, reference_answer, completion, label) rows.
+
+    Checkpoints are complete (what --resume needs) and written atomically, each epoch (training.save_strategy); the
+    newest two are kept (training.save_total_limit). The first Ctrl-C stops after the step in progress with a
+    checkpoint of it and prints the command that continues; a second stops at once, keeping the newest checkpoint.
 
     Example: coreward rm train --config configs/rm/demo.yaml
     """
     from coreward.rm.train import train_main
 
-    result = train_main(config, set_ or [], output_dir)
+    result = train_main(config, set_ or [], output_dir, resume)
     typer.echo(_metrics_line("held-out", result.metrics))
     typer.echo(f"training throughput {result.train_examples_per_s:.1f} examples/s; final model in {result.final_model}")
 
