@@ -55,14 +55,17 @@ def test_verified_matching_accepts_equivalent_forms(verifier):
     assert CrossViewReward(match="exact").compute(batch) == [0, 0, 0, 0]
 
 
-def test_a_group_without_its_other_view_gets_no_reward_and_is_counted(verifier):
+def test_a_group_without_its_other_view_gets_no_reward_and_is_counted(verifier, caplog):
     """Both views of every pair belong in one batch (the paired sampler's invariant); a group whose other view is
     missing has no label: its rollouts get no reward (None, "not applicable"), the rest are scored as usual, and the
     step counts it (grpo/health.py warns)."""
     batch = paired_batch([("p", 0, ["\\boxed{1}", "\\boxed{2}"], "1"), ("q", 1, ["\\boxed{1}", "\\boxed{1}"], "1"),
                           ("p", 1, ["\\boxed{1}", "\\boxed{1}"], "1")], verifier)
-    assert CrossViewReward().compute(batch) == [1, 0, None, None, 1, 1]
+    batch.step = 4  # steps done before this one: metrics.jsonl logs it as step 5, and so must the warning
+    with caplog.at_level("WARNING", logger="coreward.rewards.co_rewarding_1"):
+        assert CrossViewReward().compute(batch) == [1, 0, None, None, 1, 1]
     assert batch.metrics["co_rewarding_1/unpaired_groups"] == 1.0
+    assert "co_rewarding_1: step 5: 1 of 3 prompt groups have no other view" in caplog.text
     paired = paired_batch([("p", 0, ["\\boxed{1}", "\\boxed{2}"], "1"), ("p", 1, ["\\boxed{1}", "\\boxed{1}"], "1")],
                           verifier)
     CrossViewReward().compute(paired)

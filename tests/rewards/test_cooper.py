@@ -268,7 +268,7 @@ FAST = {"backoff_s": 0.01, "timeout_s": 2.0, "max_retries": 1, "deadline_s": 10.
 
 
 
-def test_endpoint_assistant_faults_drop_pairs_and_are_counted(tiny_rm, verifier, monkeypatch):
+def test_endpoint_assistant_faults_drop_pairs_and_are_counted(tiny_rm, verifier, monkeypatch, caplog):
     from tests.helpers.llm_test_server import LLMTestServer
 
     monkeypatch.delenv("COREWARD_API_KEY", raising=False)
@@ -296,7 +296,9 @@ def test_endpoint_assistant_faults_drop_pairs_and_are_counted(tiny_rm, verifier,
     down = CooperReward(rm=str(tiny_rm), assistant={"backend": "openai", "base_url": f"http://127.0.0.1:{free_port()}/v1",
                                                     **FAST}, device="cpu")
     batch = batch_of(groups, "14", verifier, step=1)
-    assert len(down.compute(batch)) == 8
+    with caplog.at_level("WARNING", logger="coreward.rewards.cooper"):
+        assert len(down.compute(batch)) == 8
+    assert "no assistant request of step 2 gave a negative" in caplog.text  # step 1 done before it: metrics.jsonl's 2
     assert batch.metrics["assistant/failures"] == 3 and batch.metrics["rm/valid_pair_rate"] == 0
     assert down.learner.updates == 0 and "rm/loss" not in batch.metrics
     down.close()

@@ -62,9 +62,9 @@ class CrossViewReward(RewardSource):
         rewards: list[float | None] = [None] * len(batch)
         unpaired = [g for g, other in enumerate(partner) if other is None]
         batch.log("co_rewarding_1/unpaired_groups", float(len(unpaired)))
-        if unpaired:
+        if unpaired:  # batch.step counts the steps done before this one; metrics.jsonl numbers this step batch.step + 1
             logger.warning("co_rewarding_1: step %d: %d of %d prompt groups have no other view in the batch (pairs %s); "
-                           "their rollouts get no reward", batch.step, len(unpaired), len(groups),
+                           "their rollouts get no reward", batch.step + 1, len(unpaired), len(groups),
                            ", ".join(str(batch.columns["pair_id"][groups[g].start]) for g in unpaired[:5]))
         for g, rows in enumerate(groups):
             if partner[g] is None:

@@ -224,8 +224,9 @@ class CooperReward(RMOwner, RewardSource):
         if negatives.latencies:
             batch.log("assistant/latency", sum(negatives.latencies) / len(negatives.latencies))
         if requests and negatives.failures and not any(negatives.texts):
+            # batch.step counts the steps done before this one; metrics.jsonl numbers this step batch.step + 1
             logger.warning("cooper: no assistant request of step %d gave a negative (%d failed; last error: %s); its "
-                           "pairs are dropped", batch.step, negatives.failures, negatives.last_error or "none given")
+                           "pairs are dropped", batch.step + 1, negatives.failures, negatives.last_error or "none given")
         return pairs
 
     def _rollout_pairs(self, batch: RolloutBatch, scores: list[float], questions: list[str], correct: list[bool],
