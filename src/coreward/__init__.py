@@ -53,16 +53,18 @@ def __dir__() -> list[str]:
 
 
 def train(config: Any, *, overrides: list[str] | None = None, output_dir: str | None = None,
-          max_steps: int | None = None, resume: bool | str = False, allow_config_change: bool = False):
+          max_steps: int | None = None, resume: bool | str = False, allow_config_change: bool = False,
+          plan_check: bool = True):
     """`coreward train` from Python. `config` is a `TrainConfig`, a mapping with the YAML's keys, or a YAML
     path; `overrides` are `--set` items (`"grpo.learning_rate=1e-6"`); `resume=True` is `--resume` (a complete
-    checkpoint must be there), `resume="if_any"` is `--resume-if-any`. Returns a `TrainResult`."""
+    checkpoint must be there), `resume="if_any"` is `--resume-if-any`; `plan_check=False` is `--no-plan-check`.
+    Returns a `TrainResult`."""
     _quiet()
     from coreward.grpo.config import as_train_config
     from coreward.grpo.train import run_training
 
     return run_training(as_train_config(config, overrides), output_dir=output_dir, max_steps=max_steps, resume=resume,
-                        allow_config_change=allow_config_change)
+                        allow_config_change=allow_config_change, plan_check=plan_check)
 
 
 def _quiet() -> None:

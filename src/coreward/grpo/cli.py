@@ -23,6 +23,8 @@ def train_command(
                                        "if there is one, else start: for a job a scheduler may start again"),
     allow_config_change: bool = typer.Option(False, "--allow-config-change",
                                              help="with --resume: accept a config that differs from the run's"),
+    no_plan_check: bool = typer.Option(False, "--no-plan-check", help="train even where the memory plan (`coreward "
+                                       "plan`) exceeds the GPU's memory (refused before any weights load otherwise)"),
     debug: bool = typer.Option(False, "--debug", help="when your reward code raises, print the whole traceback "
                                "(not only your code's frames); the same as COREWARD_DEBUG=1"),
 ) -> None:
@@ -47,7 +49,8 @@ def train_command(
     train_config = as_train_config(config, set_)
     try:
         result = run_training(train_config, output_dir=output_dir, max_steps=max_steps,
-                              resume=RESUME_IF_ANY if resume_if_any else resume, allow_config_change=allow_config_change)
+                              resume=RESUME_IF_ANY if resume_if_any else resume, allow_config_change=allow_config_change,
+                              plan_check=not no_plan_check)
         distributed = leave_process_group()
     except KeyboardInterrupt as stop:  # during training, the first Ctrl-C stops after the step (below), not here
         print_once(interrupted_line(stop, Path(output_dir or train_config.output_dir)))

@@ -391,7 +391,7 @@ def plan_run(config: TrainConfig, hardware: Hardware) -> Plan:
     if prompt is None:
         prompt = 256
         notes.append("prompts planned at 256 tokens: set data.max_prompt_tokens to plan (and enforce) their length")
-    seq = prompt + completion
+    seq = min(prompt + completion, policy.max_position_embeddings)
     use_vllm = bool(_grpo(config, "use_vllm", False))
     vllm_mode = str(_grpo(config, "vllm_mode", "server"))
     if use_vllm and vllm_mode == "colocate":
@@ -485,10 +485,15 @@ def lora_parameter_count(shape: ModelShape, r: int, target_modules: Any) -> int:
 
 def _rm_shape(path: str, key: str, notes: list[str]) -> ModelShape:
     """A reward model's shape; a paper RM that `coreward rm train` has not written yet is planned with the backbone
-    of the shipped rm-train config that writes it."""
+    of the shipped rm-train config that writes it; a demo ensemble member (`demo:2`, built on first use) as the demo
+    RM it is trained like."""
+    from coreward.runtime.assets import SHIPPED
+
     try:
         return _shape(path, "rm", key)
     except CorewardError:
+        if ":" in str(path) and str(path).split(":")[0] in SHIPPED:
+            return _shape(str(path).split(":")[0], "rm", key)
         backbone = _rm_train_backbone(path)
         if backbone is None:
             raise
@@ -560,7 +565,8 @@ def _cooper_items(config, i, params, hardware, shard, engine, n, notes) -> list[
                           f"2 x {state} bytes per parameter"))
     items.append(Item(f"rewards.{i} Cooper RM gradients", count * e // divide, ("RM update", "RM step"),
                       f"in {dtype}, until the RM's optimizer step"))
-    rows, length = _rm_passes(params, int(getattr(params, "batch_size", 32)), RM_MAX_LENGTH)
+    rows, length = _rm_passes(params, int(getattr(params, "batch_size", 32)),
+                              min(RM_MAX_LENGTH, shape.max_position_embeddings))
     items.append(Item(f"rewards.{i} Cooper RM update activations", activation_bytes(
         shape, rows, length, dtype=dtype, attn_implementation="sdpa", gradient_checkpointing=checkpointing,
         head="score"), ("RM update",),
@@ -572,7 +578,7 @@ def _cooper_items(config, i, params, hardware, shard, engine, n, notes) -> list[
         largest = max(shape.vocab_size * shape.hidden_size, shape.hidden_size * shape.intermediate_size) // divide
         items.append(Item(f"rewards.{i} Cooper RM optimizer step", largest * ((4 if keeps_masters else 0) + 8),
                           ("RM step",), "one tensor at a time: its float32 gradient and AdamW's temporaries"))
-    score_rows, _ = _rm_passes(params, int(getattr(params, "batch_size", 32)), RM_MAX_LENGTH)
+    score_rows, _ = _rm_passes(params, int(getattr(params, "batch_size", 32)), length)
     items.append(Item(f"rewards.{i} Cooper RM scoring pass", scoring_bytes(shape, score_rows, length, dtype),
                       ("reward scoring",), "no grad: one layer's working set"))
     return items
@@ -594,7 +600,8 @@ def _static_rm_items(i, params, on_gpu, notes) -> list[Item]:
         label = f"rewards.{i} static RM" + (f" member {m}" if len(members) > 1 else "") + " weights"
         items.append(Item(label, parameter_count(shape, "score") * DTYPE_BYTES[dtype],
                           ("reward scoring",) if param_offload else ALL, f"{dtype}, frozen"))
-    rows, length = _rm_passes(params, int(getattr(params, "batch_size", 64)), RM_MAX_LENGTH)
+    rows, length = _rm_passes(params, int(getattr(params, "batch_size", 64)),
+                              min(RM_MAX_LENGTH, shape.max_position_embeddings))
     items.append(Item(f"rewards.{i} static RM scoring pass", scoring_bytes(shape, rows, length, "float32"),
                       ("reward scoring",), f"{rows} sequences per pass, no grad"))
     return items
@@ -723,3 +730,48 @@ def resolve_hardware(config_file: str | Path | None, gpus: int | None, gpu_memor
     if gpus < 1:
         raise CorewardError(f"--gpus must be >= 1, got {gpus}")
     return Hardware(gpus=gpus, device_bytes=size, engine=engine, device="cuda")
+
+
+# ------------------------------------------------------------------------------------------------- at train time
+def running_hardware() -> Hardware:
+    """The hardware this process trains on: its GPU's total memory and the launch's processes and engine (from
+    accelerate's environment), or the CPU's RAM."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return Hardware(gpus=1, device_bytes=machine_ram_bytes(), engine="one", device="cpu")
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        engine = "zero3" if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3" else "zero2"
+    elif os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+        engine = "fsdp2"
+    else:
+        engine = "ddp" if processes > 1 else "one"
+    _, total = torch.cuda.mem_get_info()
+    return Hardware(gpus=processes, device_bytes=total, engine=engine, device="cuda")
+
+
+def check_before_loading(config: TrainConfig, plan_check: bool = True) -> str:
+    """The run log's `memory:` line, from the plan of `config` on this process's hardware (before any weights
+    load). On a GPU, a plan over the device's memory is an error naming its largest items and the settings that
+    would fit, unless `plan_check` is false (`--no-plan-check`). A model the plan cannot find offline is said, not
+    refused."""
+    import torch
+
+    hardware = running_hardware()
+    try:
+        plan = plan_run(config, hardware)
+    except CorewardError as err:
+        return f"memory: not planned ({err})"
+    where = f"cuda:{torch.cuda.current_device()}" if hardware.device == "cuda" else "CPU RAM"
+    line = (f"memory: planned peak {format_bytes(plan.peak_bytes)} per device ({plan.peak_phase}), "
+            f"{format_bytes(plan.device_bytes)} on {where}")
+    if plan.fits or hardware.device == "cpu" or not plan_check:
+        return line + ("" if plan.fits else " (over: --no-plan-check)")
+    plan.suggestions = suggest(config, plan)
+    largest = ", ".join(f"{i.name} {format_bytes(i.bytes)}" for i in plan.largest_items(4))
+    fixes = "; ".join(f"{s.command_line()} ({format_bytes(s.peak_bytes)}: {s.cost})" for s in plan.suggestions[:4])
+    raise CorewardError(f"the memory plan of this run needs {format_bytes(plan.peak_bytes)} per GPU in its "
+                        f"{plan.peak_phase} phase, over the {format_bytes(plan.device_bytes)} of {where} (largest: "
+                        f"{largest}). " + (f"Settings that would fit: {fixes}. " if fixes else "")
+                        + "`coreward plan --config ...` shows the whole plan; --no-plan-check trains anyway")

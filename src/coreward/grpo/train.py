@@ -264,11 +264,14 @@ def run_training(
     resume: bool | str = False,
     extra_callbacks: list | None = None,
     allow_config_change: bool = False,
+    plan_check: bool = True,
 ) -> TrainResult:
     """Train one job, `config` (its one settings object: `grpo.config.as_train_config` makes it from a path, a
     mapping and `--set` items). The engine behind both entries: `coreward train` and `coreward.train(...)`.
     `resume`: True continues from the run's newest complete checkpoint and refuses a directory without one
-    (`--resume`); "if_any" (`run_dir.RESUME_IF_ANY`, `--resume-if-any`) continues if there is one, else starts."""
+    (`--resume`); "if_any" (`run_dir.RESUME_IF_ANY`, `--resume-if-any`) continues if there is one, else starts.
+    `plan_check`: on a GPU, a run whose memory plan (grpo/plan.py) exceeds the device is refused before any weights
+    load; false trains anyway (`--no-plan-check`)."""
     from dataclasses import replace
 
     from coreward.grpo.periodic_eval import load_eval_records
@@ -291,6 +294,9 @@ def run_training(
     resume_checkpoint(config, run_dir, resume)  # a bad grpo.resume_from_checkpoint fails before any model path check
     model_path = resolve_model(config.model.name_or_path, "policy", key="key model.name_or_path")
     check_model(model_path, "policy", key="key model.name_or_path", trust_remote_code=config.model.trust_remote_code)
+    from coreward.grpo.plan import check_before_loading
+
+    print_once(check_before_loading(config, plan_check))  # the `memory:` line; over a GPU's memory: exit 2 here
     lock = RunLock(run_dir, enabled=int(os.environ.get("RANK", "0")) == 0)  # one writer: the main process holds it
     created = not run_dir.exists()
     try:

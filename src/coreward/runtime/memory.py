@@ -55,6 +55,7 @@ class ModelShape:
     tie_word_embeddings: bool
     model_type: str = "qwen2"
     attention_bias: bool = True  # q, k, v biases (Qwen2's)
+    max_position_embeddings: int = 1 << 20  # no sequence is longer
 
     @property
     def family(self) -> str:
@@ -87,6 +88,7 @@ class ModelShape:
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
             model_type=model_type,
             attention_bias=bool(config.get("attention_bias", model_type == "qwen2")),
+            max_position_embeddings=int(config.get("max_position_embeddings") or 1 << 20),
         )
 
     @classmethod
