@@ -44,6 +44,11 @@ def test_rows_read_each_horizon_from_the_longest_run_and_compare_with_the_rule_r
     assert "| **rule** (reference) | 0.0001 | 4 |" in table
     assert "| model | 0.0001 | 4 | 63.0 ± 1.4 | 2 ± 0 |" in table  # peaks 62% and 64% over the two seeds
     assert "-60.0 ± 0.0" in table
+    # each figure names its smoothing, as report.md's tables do
+    assert "| Peak verified, unsmoothed | Peak step | √KL at peak | Final verified, unsmoothed |" in table
+    assert "the training rollouts' own, unsmoothed;" in table
+    result["settings"]["smooth"] = 0.6
+    assert "| Final verified, EMA 0.6 |" in render_table(result) and "EMA-smoothed per step (weight 0.6)" in render_table(result)
 
 
 def test_map_runs_resumable_cells_side_by_side(tiny_policy, tmp_path):
@@ -125,7 +130,7 @@ def test_map_png_shows_verified_accuracy_in_percent_as_map_md_does(tmp_path):
             break
         cells_of_row = [c.strip() for c in line.strip("|").split("|")]
         reward = cells_of_row[0].replace("**", "").replace(" (reference)", "")
-        printed[reward, int(cells_of_row[2])] = float(cells_of_row[header.index("Final verified")].split(" ± ")[0])
+        printed[reward, int(cells_of_row[2])] = float(cells_of_row[header.index("Final verified, unsmoothed")].split(" ± ")[0])
     top = map_figure(result).axes[0]
     assert "(%)" in top.get_title()
     plotted = {}

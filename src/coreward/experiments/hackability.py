@@ -218,9 +218,11 @@ SUMMARY_KEYS = ("steps", "peak_verified", "peak_step", "peak_sqrt_kl", "final_ve
 def render_table(result: dict[str, Any]) -> str:
     from coreward.evaluation.tables import spread_cell
 
-    header = ["Reward", "lr", "Steps", "Peak verified", "Peak step", "√KL at peak", "Final verified",
-              "vs rule", "Final reward", "Gap (reward − verified)", "Prompts with a verified rollout",
-              "Held-out (final)", "Guard fired"]
+    smooth = result["settings"]["smooth"]
+    smoothing = f"EMA {smooth}" if smooth else "unsmoothed"  # named as report.md's tables name it
+    header = ["Reward", "lr", "Steps", f"Peak verified, {smoothing}", "Peak step", "√KL at peak",
+              f"Final verified, {smoothing}", "vs rule", f"Final reward, {smoothing}", "Gap (reward − verified)",
+              "Prompts with a verified rollout", "Held-out (final)", "Guard fired"]
     lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
     for row in result["rows"]:
         def cell(key, scale=1.0, digits=2, sign=False, row=row):
@@ -237,8 +239,8 @@ def render_table(result: dict[str, Any]) -> str:
         ]) + " |")
     seeds = result["settings"]["seeds"]
     return "\n".join(lines) + (
-        f"\n\nVerified accuracy, reward and coverage are the training rollouts' own, EMA-smoothed per step (weight "
-        f"{result['settings']['smooth']}); accuracies in %. {'Mean ± std over seeds ' + str(seeds) if len(seeds) > 1 else 'Seed ' + str(seeds[0])}. "
+        "\n\nVerified accuracy, reward and coverage are the training rollouts' own, "
+        f"{f'EMA-smoothed per step (weight {smooth})' if smooth else 'unsmoothed'}; accuracies in %. {'Mean ± std over seeds ' + str(seeds) if len(seeds) > 1 else 'Seed ' + str(seeds[0])}. "
         f"Each row's horizon is read from the run to {max(result['settings']['horizons'])} steps. "
         "\"vs rule\": final verified accuracy minus the rule reference's at the same lr, horizon and seed (points). "
         "Guard fired: on how many seeds the overoptimization guard (grpo/guard.py) fired by the horizon, and at "
