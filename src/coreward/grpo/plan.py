@@ -751,19 +751,19 @@ def running_hardware() -> Hardware:
     return Hardware(gpus=processes, device_bytes=total, engine=engine, device="cuda")
 
 
-def check_before_loading(config: TrainConfig, plan_check: bool = True) -> str:
+def check_before_loading(config: TrainConfig, plan_check: bool = True, hardware: Hardware | None = None) -> str:
     """The run log's `memory:` line, from the plan of `config` on this process's hardware (before any weights
-    load). On a GPU, a plan over the device's memory is an error naming its largest items and the settings that
-    would fit, unless `plan_check` is false (`--no-plan-check`). A model the plan cannot find offline is said, not
-    refused."""
+    load; `hardware`: this process's, unless given). On a GPU, a plan over the device's memory is an error naming its
+    largest items and the settings that would fit, unless `plan_check` is false (`--no-plan-check`). A model the
+    plan cannot find offline is said, not refused."""
     import torch
 
-    hardware = running_hardware()
+    hardware = hardware or running_hardware()
     try:
         plan = plan_run(config, hardware)
     except CorewardError as err:
         return f"memory: not planned ({err})"
-    where = f"cuda:{torch.cuda.current_device()}" if hardware.device == "cuda" else "CPU RAM"
+    where = "CPU RAM" if hardware.device == "cpu" else f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cuda"
     line = (f"memory: planned peak {format_bytes(plan.peak_bytes)} per device ({plan.peak_phase}), "
             f"{format_bytes(plan.device_bytes)} on {where}")
     if plan.fits or hardware.device == "cpu" or not plan_check:

@@ -1,0 +1,188 @@
+"""`coreward plan`: the memory plan of a training step (grpo/plan.py, runtime/memory.py).
+
+What is checked: every paper config fits the hardware its comment declares with at least 10% to spare; the plan's
+terms mean what they say (ZeRO-3 on 8 GPUs holds about an eighth of one process's model states, the RM's gradient
+checkpointing lowers the RM-update phase by the activation difference, vLLM's reservation is utilization × device
+memory, each proposed setting fits when planned again); the papers' models plan offline from their shipped
+config.json and a directory holding only a config.json is enough; and on this CPU the plan of `coreward train` in
+one process predicts its peak resident memory (ru_maxrss, what `/usr/bin/time -v` reports) within ±20%.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coreward.grpo.plan import SPARE, declared_hardware
+from coreward.runtime.memory import GIB, ModelShape, activation_bytes, parameter_count
+from tests.helpers.runs import RULE_CONFIG, coreward_here
+
+
+REPO = Path(__file__).resolve().parents[2]
+PAPER = sorted((REPO / "configs" / "paper").glob("*.yaml"))
+COOPER = REPO / "configs" / "paper" / "cooper_gsm8k_qwen2.5-1.5b.yaml"
+MATH = REPO / "configs" / "paper" / "gt_grpo_math_qwen.yaml"
+GSM8K = REPO / "configs" / "paper" / "gt_grpo_gsm8k_qwen2.5-1.5b.yaml"
+# Cooper's paper config as it was before its RM memory settings: the authors' RM without their offload
+COOPER_AS_WRITTEN = ["rewards.0.params.param_offload=false", "rewards.0.params.optimizer_offload=false",
+                     "rewards.0.params.max_tokens_per_pass=null"]
+
+
+def plan(config: Path, *sets: str, **options: str | int) -> dict:
+    """`coreward plan --json` of `config` with `sets` (--set items) and `options` (gpus=8, engine="zero3", ...)."""
+    args = ["plan", "--config", config, "--json"]
+    for item in sets:
+        args += ["--set", item]
+    for name, value in options.items():
+        args += [f"--{name.replace('_', '-')}", value]
+    result = coreward_here(*args)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def item(planned: dict, name: str) -> dict:
+    return next(i for i in planned["items"] if i["name"] == name)
+
+
+@pytest.mark.parametrize("config", PAPER, ids=[p.stem for p in PAPER])
+def test_every_paper_config_fits_its_declared_gpus_with_room_to_spare(config):
+    declared = declared_hardware(config)
+    assert {"gpus", "device_bytes", "engine"} <= declared.keys(), f"{config.name}: no # gpus: / # engine: comment"
+    planned = plan(config)  # the hardware from the comments
+    assert planned["hardware"]["gpus"] == declared["gpus"] and planned["hardware"]["engine"] == declared["engine"]
+    assert planned["device_bytes"] == declared["device_bytes"] == 80 * GIB
+    assert planned["fits"] and planned["peak_bytes"] <= (1 - SPARE) * planned["device_bytes"], planned["phases"]
+
+
+def test_cooper_as_the_authors_wrote_it_does_not_fit_one_gpu_and_the_plan_says_what_would():
+    planned = plan(COOPER, *COOPER_AS_WRITTEN)
+    assert not planned["fits"] and planned["peak_phase"] == "RM update"
+    assert planned["suggestions"], "a config over the device must come with settings that fit"
+    proposed = [s["set"] for s in planned["suggestions"]]
+    assert any("rewards.0.params.param_offload=true" in s and "rewards.0.params.optimizer_offload=true" in s
+               for s in proposed), proposed  # the authors' own offload, with what it still needs
+    for suggestion in planned["suggestions"]:  # each one fits when planned again
+        sets = [s for s in suggestion["set"] if not s.startswith("--")]
+        options = dict(s[2:].split(" ", 1) for s in suggestion["set"] if s.startswith("--"))
+        again = plan(COOPER, *COOPER_AS_WRITTEN, *sets, **options)
+        assert again["fits"] and again["peak_bytes"] == suggestion["peak_bytes"], suggestion
+
+
+def test_zero3_on_eight_gpus_holds_an_eighth_of_one_process_model_states():
+    def states(planned: dict) -> int:
+        names = ("policy weights", "policy float32 master weights", "policy AdamW moments", "policy gradients")
+        return sum(i["bytes"] for i in planned["items"] if i["name"] in names)
+
+    one, sharded = plan(MATH, gpus=1, engine="one"), plan(MATH, gpus=8, engine="zero3")
+    assert 0.10 <= states(sharded) / states(one) <= 0.16  # 16 bytes/parameter in one process; (2+4+8+2)/8 sharded
+    assert item(sharded, "KL reference (TRL, beta > 0)")["bytes"] < item(one, "KL reference (TRL, beta > 0)")["bytes"] / 7
+
+
+def test_rm_gradient_checkpointing_lowers_the_rm_update_by_the_activation_difference():
+    off = plan(COOPER, *COOPER_AS_WRITTEN)
+    on = plan(COOPER, *COOPER_AS_WRITTEN, "rewards.0.params.gradient_checkpointing=true")
+    rm = ModelShape.from_path("Qwen/Qwen2.5-Math-1.5B-Instruct")  # the VerifyRM's backbone (configs/rm/paper_verifyrm.yaml)
+    kept = {ckpt: activation_bytes(rm, 8, 1024, dtype="bfloat16", attn_implementation="sdpa",
+                                   gradient_checkpointing=ckpt, head="score") for ckpt in (False, True)}
+    drop = off["phases"]["RM update"] - on["phases"]["RM update"]
+    assert drop == pytest.approx(kept[False] - kept[True], rel=0.01)
+    assert drop > 15 * GIB  # 8 sequences × 1,024 tokens × 28 layers of a 1.5B model: most of an RM pass's memory
+    assert on["phases"]["policy update"] == off["phases"]["policy update"]  # the RM's setting moves the RM's phase only
+
+
+def test_vllm_reservation_is_its_utilization_of_the_device():
+    planned = plan(GSM8K, "grpo.vllm_gpu_memory_utilization=0.45", gpu_memory="40GiB")
+    vllm = item(planned, "vLLM reservation (colocated)")
+    assert vllm["bytes"] == int(0.45 * 40 * GIB) and len(vllm["phases"]) == 5  # held through every phase
+    asleep = item(plan(GSM8K, "grpo.vllm_enable_sleep_mode=true"), "vLLM reservation (colocated)")
+    assert asleep["phases"] == ["generation"]
+    served = plan(GSM8K, "grpo.vllm_mode=server")
+    assert not any("vLLM" in i["name"] for i in served["items"])
+
+
+def test_the_papers_models_plan_offline_and_a_directory_with_only_config_json_is_enough(tmp_path):
+    sizes = {"Qwen/Qwen2.5-1.5B-Instruct": 1.54e9, "Qwen/Qwen3-4B-Base": 4.02e9, "Qwen/Qwen3-8B-Base": 8.19e9,
+             "meta-llama/Llama-3.2-1B": 1.24e9}
+    for name, size in sizes.items():
+        assert parameter_count(ModelShape.from_path(name), "lm") == pytest.approx(size, rel=0.01), name
+    only_config = tmp_path / "llama"
+    only_config.mkdir()
+    shutil.copy(REPO / "src" / "coreward" / "assets" / "model_configs" / "meta-llama--Llama-3.2-1B" / "config.json",
+                only_config)
+    planned = plan(GSM8K, f"model.name_or_path={only_config}")
+    assert "1.24B parameters" in item(planned, "policy weights")["note"]
+
+
+def test_a_model_the_plan_cannot_find_is_a_one_line_error_naming_the_key():
+    result = coreward_here("plan", "--config", GSM8K, "--set", "model.name_or_path=nobody/no-such-model")
+    assert result.returncode == 2
+    error = result.stderr.strip().splitlines()[-1]
+    assert "model.name_or_path" in error and "config.json" in error
+
+
+def test_training_over_a_gpu_is_refused_before_loading_with_what_would_fit():
+    from coreward.grpo.config import as_train_config
+    from coreward.grpo.plan import Hardware, check_before_loading
+    from coreward.runtime.errors import CorewardError
+
+    config = as_train_config(COOPER, COOPER_AS_WRITTEN)
+    gpu = Hardware(gpus=1, device_bytes=80 * GIB, engine="one", device="cuda")
+    with pytest.raises(CorewardError) as refused:
+        check_before_loading(config, hardware=gpu)
+    assert "RM update" in str(refused.value) and "--set rewards.0.params." in str(refused.value)
+    assert "over" in check_before_loading(config, plan_check=False, hardware=gpu)  # --no-plan-check
+    fitted = as_train_config(COOPER)
+    assert check_before_loading(fitted, hardware=gpu).startswith("memory: planned peak")
+
+
+# -- the plan on this CPU against `coreward train`'s measured peak
+HIDDEN, VOCAB = 512, 151936  # Qwen2.5's vocabulary at a reduced width: 82M parameters, 314 MiB a float32 copy
+
+
+def build_wide_policy(directory: Path) -> Path:
+    """A random-initialised 2-layer Qwen2 with Qwen2.5's vocabulary at hidden 512 (the demo tokenizer reads the
+    data; ids it lacks decode to nothing): model terms larger than the process's baseline."""
+    import torch
+    import transformers
+
+    from coreward.demo.model import build_demo_tokenizer
+
+    tokenizer = build_demo_tokenizer()
+    config = transformers.Qwen2Config(
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=2, num_attention_heads=8,
+        num_key_value_heads=2, head_dim=64, tie_word_embeddings=True, max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+# A process whose only child is the command: its RUSAGE_CHILDREN ru_maxrss (KiB) is the child's peak resident set,
+# what `/usr/bin/time -v` prints as "Maximum resident set size"
+MEASURE = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+           "print('maxrss_kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)")
+
+
+def test_cpu_plan_predicts_the_peak_resident_memory_of_coreward_train(tmp_path):
+    policy = build_wide_policy(tmp_path / "policy")
+    sets = [f"model.name_or_path={policy}", "grpo.num_generations=4", "grpo.per_device_train_batch_size=4",
+            "grpo.max_completion_length=8", "data.max_prompt_tokens=24", "grpo.save_steps=100", "data.eval_every=0",
+            "kl_from_init_estimator=k3", "torch_threads=1"]
+    planned = plan(RULE_CONFIG, *sets, device="cpu")
+    baseline = item(planned, "process baseline (torch, transformers, TRL imported)")["bytes"]
+    assert planned["peak_bytes"] - baseline > 2 * baseline  # the model's terms dominate what the process starts with
+    command = [sys.executable, "-m", "coreward.cli", "train", "--config", str(RULE_CONFIG), "--max-steps", "2",
+               "--output-dir", str(tmp_path / "run")]
+    for item_ in sets:
+        command += ["--set", item_]
+    done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "memory: planned peak" in done.stdout + done.stderr  # the run log's memory: line
+    measured = int(done.stdout.split("maxrss_kib")[-1].split()[0]) * 1024
+    assert 0.8 <= planned["peak_bytes"] / measured <= 1.2, (planned["peak_bytes"], measured, planned["phases"])
