@@ -10,6 +10,7 @@ penalty off, whatever the model's generation_config says), so both backends samp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,11 +26,16 @@ class Generation:
     truncated: bool  # stopped by max_new_tokens rather than by an end-of-sequence token
 
 
+# prompt indices of a finished batch and their generations: what an evaluation keeps as it goes (evaluation/kept.py)
+BatchDone = Callable[[list[int], list[list[Generation]]], None]
+
+
 class Backend(Protocol):
     def generate(
         self, prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int
     ) -> list[list[Generation]]:
-        """n generations for each prompt, in prompt order."""
+        """n generations for each prompt, in prompt order. HFBackend and VLLMBackend also take `kept` (generations
+        of a stopped evaluation, by prompt index: not generated again) and `on_batch` (called after each batch)."""
         ...
 
 
@@ -74,23 +80,30 @@ class HFBackend:
         self.num_threads = num_threads
 
     def generate(
-        self, prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int
+        self, prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int,
+        kept: dict[int, list[Generation]] | None = None, on_batch: BatchDone | None = None,
     ) -> list[list[Generation]]:
         import torch
         from tqdm.auto import tqdm
 
+        kept = kept or {}
         ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
         order = sorted(range(len(prompts)), key=lambda i: -len(ids[i]))
         per_call = max(1, self.batch_size // n)
         batches = [order[start : start + per_call] for start in range(0, len(order), per_call)]
-        results: list[list[Generation]] = [[] for _ in prompts]
+        results: list[list[Generation]] = [kept.get(i, []) for i in range(len(prompts))]
+        # the batches and their seeds are the whole list's: a stopped evaluation's batches are skipped, the others
+        # sampled exactly as they would have been (the progress bar's time left counts only those)
+        todo = [(index, batch) for index, batch in enumerate(batches) if not all(i in kept for i in batch)]
         config = self._generation_config(n, temperature, top_p, max_new_tokens)
         with torch.no_grad(), torch_threads(self.num_threads):
-            for index, batch in enumerate(tqdm(batches, desc="generate", disable=not self.show_progress)):
+            for index, batch in tqdm(todo, desc="generate", disable=not self.show_progress):
                 torch.manual_seed(derived_seed(seed, index))
                 generations = self._generate_batch([ids[i] for i in batch], config, n)
                 for j, i in enumerate(batch):
                     results[i] = generations[j * n : (j + 1) * n]
+                if on_batch is not None:
+                    on_batch(batch, [results[i] for i in batch])
         return results
 
     def _generation_config(self, n: int, temperature: float, top_p: float, max_new_tokens: int):
@@ -163,18 +176,23 @@ class VLLMBackend:
         self.dtype = str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")
 
     def generate(
-        self, prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int
+        self, prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int,
+        kept: dict[int, list[Generation]] | None = None, on_batch: BatchDone | None = None,
     ) -> list[list[Generation]]:
         from vllm import SamplingParams
 
+        kept = kept or {}
+        todo = [i for i in range(len(prompts)) if i not in kept]  # each prompt keeps its own seed
         params = [
             SamplingParams(
                 n=n, temperature=temperature, top_p=top_p, seed=derived_seed(seed, i), max_tokens=max_new_tokens
             )
-            for i in range(len(prompts))
+            for i in todo
         ]
-        outputs = self.llm.generate(prompts, params)
-        return [
-            [Generation(o.text, len(o.token_ids), o.finish_reason == "length") for o in output.outputs]
-            for output in outputs
-        ]
+        outputs = self.llm.generate([prompts[i] for i in todo], params) if todo else []
+        results = [kept.get(i, []) for i in range(len(prompts))]
+        for i, output in zip(todo, outputs):
+            results[i] = [Generation(o.text, len(o.token_ids), o.finish_reason == "length") for o in output.outputs]
+        if on_batch is not None and todo:
+            on_batch(todo, [results[i] for i in todo])
+        return results

@@ -211,10 +211,16 @@ class EvalResults:
 
 
 def sample(
-    backend: Backend, problems: list[Problem], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int
+    backend: Backend, problems: list[Problem], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int,
+    kept=None,
 ) -> list[Sample]:
-    """n completions per problem from `backend`, unscored."""
-    generations = backend.generate([p.prompt for p in problems], n, temperature, top_p, max_new_tokens, seed)
+    """n completions per problem from `backend`, unscored. `kept` (evaluation/kept.py `KeptGenerations`): the
+    completions a stopped evaluation kept are not sampled again, and each finished batch is kept."""
+    import inspect
+
+    keeps = kept is not None and "on_batch" in inspect.signature(backend.generate).parameters  # a backend of ours
+    more = {"kept": kept.generations, "on_batch": kept.add} if keeps else {}
+    generations = backend.generate([p.prompt for p in problems], n, temperature, top_p, max_new_tokens, seed, **more)
     return [
         Sample(
             benchmark=p.benchmark,
@@ -503,22 +509,38 @@ def _evaluate(model, settings: EvalSettings, tokenizer, verifier, records, judge
                            num_threads=threads)
     problems = build_problems(records, tokenizer, recorded["prompt_format"], recorded["instruction"], settings.system)
 
+    kept = None
+    if settings.output_dir is not None:  # finished batches are kept there; a stopped evaluation goes on from them
+        from coreward.evaluation.kept import KeptGenerations, fingerprint
+
+        kept = KeptGenerations(settings.output_dir, fingerprint(label, recorded, [p.prompt for p in problems]),
+                               len(problems))
+    before = [g for group in kept.generations.values() for g in group] if kept is not None else []  # sampled before a stop
+    reused = (len(before), sum(g.num_tokens for g in before))
     generation_start = time.perf_counter()
-    samples = sample(engine, problems, settings.n, settings.temperature, settings.top_p, recorded["max_new_tokens"],
-                     settings.seed)
-    scoring_start = time.perf_counter()
-    questions = {(p.benchmark, p.index): p.record.question for p in problems}
-    judged: dict[str, Any] = {}
+    try:  # a Ctrl-C while sampling, or scoring what was sampled, keeps every finished batch
+        samples = sample(engine, problems, settings.n, settings.temperature, settings.top_p,
+                         recorded["max_new_tokens"], settings.seed, kept=kept)
+        scoring_start = time.perf_counter()
+        questions = {(p.benchmark, p.index): p.record.question for p in problems}
+        judged: dict[str, Any] = {}
 
-    def judge_step() -> None:  # between the rule's verdicts and the summary (maj@n, avg@n from the final verdicts)
-        if judge is not None:
-            judged.update(judge_samples(samples, questions, judge, settings.judge_mode))
+        def judge_step() -> None:  # between the rule's verdicts and the summary (maj@n, avg@n from the final verdicts)
+            if judge is not None:
+                judged.update(judge_samples(samples, questions, judge, settings.judge_mode))
 
-    per_benchmark = _score_and_summarize(samples, verifier, judge_step)
-    timing = _timing(started, samples, start, generation_start, scoring_start, time.perf_counter())
+        per_benchmark = _score_and_summarize(samples, verifier, judge_step)
+    except KeyboardInterrupt:
+        if kept is None:
+            raise
+        from coreward.runtime.interrupt import Interrupted
+
+        raise Interrupted(f"evaluating {label}", kept.stopped_line()) from None
+    timing = _timing(started, samples, start, generation_start, scoring_start, time.perf_counter(), reused)
     results = EvalResults(label, recorded, per_benchmark, samples, timing, judge=judged or None)
     if settings.output_dir is not None:
         results.save(settings.output_dir)
+        kept.remove()
         if isinstance(model, (str, Path)):  # a run's final/ evaluated into the run: its card's table shows it
             from coreward.evaluation.card import add_evaluation_to_card
 
@@ -574,16 +596,21 @@ def _placement(loaded) -> dict[str, str]:
     return {"device": str(parameter.device), "dtype": str(parameter.dtype).removeprefix("torch.")}
 
 
-def _timing(started: str, samples: list[Sample], start: float, generation: float, scoring: float, end: float):
-    """Wall time split into generation and scoring, and sampling throughput, for results.json."""
-    generation_s = scoring - generation
+def _timing(started: str, samples: list[Sample], start: float, generation: float, scoring: float, end: float,
+            reused: tuple[int, int] = (0, 0)):
+    """Wall time split into generation and scoring, and sampling throughput, for results.json. `reused`: completions
+    and their tokens kept from a stopped evaluation, not sampled in this run's time."""
+    generation_s = max(scoring - generation, 1e-9)
+    sampled = len(samples) - reused[0]
+    sampled_tokens = sum(s.completion_tokens for s in samples) - reused[1]
     return {
         "started_at": started,
         "wall_time_s": round(end - start, 3),
         "generation_time_s": round(generation_s, 3),
         "scoring_time_s": round(end - scoring, 3),
-        "completions_per_s": round(len(samples) / generation_s, 2),
-        "tokens_per_s": round(sum(s.completion_tokens for s in samples) / generation_s, 1),
+        "completions_per_s": round(sampled / generation_s, 2),
+        "tokens_per_s": round(sampled_tokens / generation_s, 1),
+        **({"kept_completions": reused[0]} if reused[0] else {}),
     }
 
 
