@@ -124,7 +124,7 @@ class RMLearner:
             if not getattr(rm.model, "supports_gradient_checkpointing", False):
                 raise CorewardError(f"gradient_checkpointing: the RM's model ({type(rm.model).__name__}) does not "
                                     "support it in transformers")
-            enable = getattr(rm.model, "activation_checkpointing_enable", None)  # transformers >= 5.23's name
+            enable = getattr(rm.model, "activation_checkpointing_enable", None)  # newer transformers; the old name warns
             if enable is not None:
                 enable(activation_checkpointing_kwargs={"use_reentrant": False})
             else:
