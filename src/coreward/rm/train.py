@@ -73,7 +73,8 @@ class RMDataSettings:
 class RMTrainConfig:
     model: RMModelSettings = field(default_factory=RMModelSettings)
     data: RMDataSettings = field(default_factory=RMDataSettings)
-    # any transformers.TrainingArguments field; coreward sets output_dir, seed, eval/save per epoch
+    # any transformers.TrainingArguments field; coreward sets output_dir, seed, evaluation per epoch and whole
+    # checkpoints (for --resume); save_strategy (default epoch) and save_total_limit (default 2) are yours
     training: dict = field(default_factory=dict)
     seed: int = 0
     output_dir: str = "runs/rm"
