@@ -156,6 +156,7 @@ def _build(policy: Path, output_dir: Path) -> dict:
     write_rows([{**r, "label": r["true_label"]} for r in eval_rows], output_dir / "truth_eval.jsonl")
 
     config = demo_config(output_dir / "verification.jsonl", output_dir / "run")
+    shutil.rmtree(output_dir / "run", ignore_errors=True)  # built whole: an earlier build's training is not continued
     with training_progress("training the demo RM", output_dir / "run", config.training["num_train_epochs"]):
         result = train_rm(config)
     truth = evaluate_verifiers(output_dir / "truth_eval.jsonl", ["rule", str(result.final_model)], device="cpu")
