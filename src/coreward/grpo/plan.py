@@ -665,7 +665,8 @@ def candidate_settings(config: TrainConfig, plan: Plan) -> list[tuple[list[str],
                              (max(8, plan.hardware.gpus), "fsdp2")):
             if (gpus, engine) != (plan.hardware.gpus, plan.hardware.engine):
                 out.append(([f"--gpus {gpus}", f"--engine {engine}"],
-                            f"{gpus} GPUs: accelerate launch --config_file configs/accelerate/{engine}.yaml"))
+                            f"{gpus} GPUs: accelerate launch --config_file configs/accelerate/{engine}.yaml (keep the "
+                            "global batch: fewer accumulation steps or a smaller per-device batch)"))
     return out
 
 

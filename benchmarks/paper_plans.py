@@ -1,0 +1,32 @@
+"""The memory plan of every paper config on the hardware its comments declare, as the markdown table docs/memory.md
+shows (`coreward plan --config F --json` for each file under configs/paper/).
+
+    python benchmarks/paper_plans.py
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    print("| config | GPUs | engine | planned peak per GPU | peak phase | spare |")
+    print("|---|---|---|---|---|---|")
+    for config in sorted((REPO / "configs" / "paper").glob("*.yaml")):
+        done = subprocess.run([sys.executable, "-m", "coreward.cli", "plan", "--config", str(config), "--json"],
+                              capture_output=True, text=True, check=True)
+        plan = json.loads(done.stdout)
+        hardware = plan["hardware"]
+        print(f"| `{config.name}` | {hardware['gpus']} x {hardware['device_bytes'] / 1024**3:.0f} GiB | "
+              f"{hardware['engine']} | {plan['peak_bytes'] / 1024**3:.1f} GiB | {plan['peak_phase']} | "
+              f"{plan['spare']:.0%} |")
+
+
+if __name__ == "__main__":
+    main()
