@@ -56,6 +56,8 @@ def eval_command(
     """Sample n completions per problem and report avg@n, pass@k and maj@n (the papers' protocol); on data
     without reference answers, agree@n (majority-answer share) and answered instead.
 
+    Stopped by Ctrl-C, it keeps the batches it finished in OUTPUT/partial/: the same command again goes on from them.
+
     Example: coreward eval --model demo --n 8 --limit 100 --output runs/eval/demo
     """
     from coreward.data.sources import parse_columns

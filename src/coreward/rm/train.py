@@ -40,6 +40,7 @@ from coreward.runtime.checkpoints import (
 )
 from coreward.runtime.config import check_args_keys, load_config, save_yaml, to_dict
 from coreward.runtime.devices import torch_threads
+from coreward.runtime.distributed import print_once
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.files import commit_staging, staging_for
 from coreward.runtime.interrupt import Interrupted, count_ctrl_c
@@ -187,8 +188,8 @@ def _ctrl_c_callback():
             if self.received:
                 raise KeyboardInterrupt
             self.received = True
-            print("rm train: Ctrl-C: stopping after the current step, with a complete checkpoint (press Ctrl-C again "
-                  "to stop at once, keeping the newest complete checkpoint)", flush=True)
+            print_once("rm train: Ctrl-C: stopping after the current step, with a complete checkpoint (press Ctrl-C "
+                       "again to stop at once, keeping the newest complete checkpoint)")
 
         def on_train_begin(self, args, state, control, **kwargs):
             if threading.current_thread() is threading.main_thread():
