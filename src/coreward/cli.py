@@ -42,6 +42,7 @@ def _register_all() -> None:
     from coreward.evaluation import cli as evaluation_cli
     from coreward.experiments import cli as map_cli
     from coreward.grpo import cli as grpo_cli
+    from coreward.grpo import plan_cli
     from coreward.rm import cli as rm_cli
     from coreward.verify import cli as verify_cli
 
@@ -49,6 +50,7 @@ def _register_all() -> None:
     rephrase_cli.register(app)
     verify_cli.register(app)
     grpo_cli.register(app)
+    plan_cli.register(app)
     demo_cli.register(app)
     evaluation_cli.register(app)
     map_cli.register(app)

@@ -95,11 +95,8 @@ def push_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Attach `train`, `plan` and `push` to the main app."""
-    from coreward.grpo.plan_cli import plan_command
-
+    """Attach `train` and `push` to the main app."""
     app.command("train")(train_command)
-    app.command("plan")(plan_command)
     app.command("push")(push_command)
 
 

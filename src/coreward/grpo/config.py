@@ -177,6 +177,24 @@ class TrainConfig:
                                     f"verl's token-mean does: set grpo.loss_type: bnpo (got {self.grpo.get('loss_type')!r})")
 
 
+def weights_dtype(model, lora: bool = False) -> str:
+    """The dtype TRL loads the policy's weights in: float32 whatever it computes in (AdamW's steps at the papers'
+    learning rates round away on bf16 weights: runtime/precision.py), unless `model.master_weights: none` asks for
+    the optimizer to step `model.dtype`'s weights themselves.
+
+    Per engine, the weights the optimizer updates are then float32: one process and DDP hold float32 parameters
+    and compute through accelerate's autocast (verl's way: fp32 actor, bf16 compute); FSDP2 shards float32
+    parameters and casts each unit to bf16 for compute (accelerate's MixedPrecisionPolicy, and it upcasts
+    low-precision parameters itself); DeepSpeed ZeRO casts the module to bf16 and keeps float32 master
+    partitions (its bf16 optimizer), and the final model is written from those masters (trainer.save_model).
+
+    With LoRA the base weights are frozen and load in `model.dtype` (half the memory of float32); what AdamW
+    updates is the adapters, which PEFT creates in float32 over a bf16 base (its `autocast_adapter_dtype`)."""
+    if lora and model.dtype != "auto":
+        return model.dtype
+    return "float32" if model.master_weights == "float32" else model.dtype
+
+
 def as_train_config(config: Any, overrides: list[str] | None = None) -> TrainConfig:
     """The one settings object of a training job, from what `coreward train` (a YAML path) and `coreward.train` (a
     `TrainConfig`, a mapping with the YAML's keys, or a YAML path) are given, with `--set` items applied."""

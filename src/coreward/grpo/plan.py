@@ -236,7 +236,7 @@ def _grpo(config: TrainConfig, key: str, default: Any) -> Any:
 
 def _precision(config: TrainConfig, on_gpu: bool) -> _Precision:
     from coreward.grpo.compat import NAMES
-    from coreward.grpo.train import weights_dtype
+    from coreward.grpo.config import weights_dtype
     from coreward.runtime.precision import is_low_precision
 
     # as grpo/train.py's compute_flags, for a GPU with bf16 (any the papers ran on) whatever this machine has

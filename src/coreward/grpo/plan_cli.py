@@ -42,3 +42,8 @@ def plan_command(
         typer.echo(json.dumps(plan.to_json(), indent=2))
     else:
         typer.echo(plan.render())
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `plan` to the main app."""
+    app.command("plan")(plan_command)

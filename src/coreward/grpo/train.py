@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from coreward.data.prompts import INSTRUCTION
-from coreward.grpo.config import TrainConfig, check_batch_fits, declared, declared_needs
+from coreward.grpo.config import TrainConfig, check_batch_fits, declared, declared_needs, weights_dtype
 from coreward.runtime.assets import resolve_model
 from coreward.runtime.devices import load_tokenizer
 from coreward.runtime.distributed import print_once
@@ -163,24 +163,6 @@ def compute_flags(dtype: str, precision: str | None, on_gpu: bool) -> dict[str, 
     if is_low_precision(dtype):
         return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
     return {"bf16": on_gpu and torch.cuda.is_bf16_supported(), "fp16": False}
-
-
-def weights_dtype(model, lora: bool = False) -> str:
-    """The dtype TRL loads the policy's weights in: float32 whatever it computes in (AdamW's steps at the papers'
-    learning rates round away on bf16 weights: runtime/precision.py), unless `model.master_weights: none` asks for
-    the optimizer to step `model.dtype`'s weights themselves.
-
-    Per engine, the weights the optimizer updates are then float32: one process and DDP hold float32 parameters
-    and compute through accelerate's autocast (verl's way: fp32 actor, bf16 compute); FSDP2 shards float32
-    parameters and casts each unit to bf16 for compute (accelerate's MixedPrecisionPolicy, and it upcasts
-    low-precision parameters itself); DeepSpeed ZeRO casts the module to bf16 and keeps float32 master
-    partitions (its bf16 optimizer), and the final model is written from those masters (trainer.save_model).
-
-    With LoRA the base weights are frozen and load in `model.dtype` (half the memory of float32); what AdamW
-    updates is the adapters, which PEFT creates in float32 over a bf16 base (its `autocast_adapter_dtype`)."""
-    if lora and model.dtype != "auto":
-        return model.dtype
-    return "float32" if model.master_weights == "float32" else model.dtype
 
 
 def check_mixed_precision(model, settings: dict[str, Any], precision: str | None) -> None:
