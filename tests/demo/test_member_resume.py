@@ -65,7 +65,8 @@ def test_a_members_build_stopped_while_training_resumes_from_its_checkpoint(tmp_
     line = stopped.value.line()
     assert line.startswith(f"stopped by Ctrl-C while training the demo RM's ensemble member demo:1; it stopped after "
                            f"step {step}; its checkpoint of step {step} of 30 is kept"), line
-    assert "run the same command again to go on (the training resumes from this checkpoint)" in line
+    assert line.endswith(f"is kept ({kept}); its sampled completions are kept in {member}; run the same command again "
+                         "to go on"), line
     assert not (member / "member.json").exists()
     capsys.readouterr()
     # mark the stopped training's rows: a resume keeps them, a training started over would rewrite them

@@ -385,7 +385,8 @@ def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
     with long_phase(f"building {name} (sampling its training data)", f"nothing of it is kept yet; {again}"):
         truth_file = ensure_truth_eval()
         annotation = sampled_rows(k, recipe, output_dir)
-    kept = f"its sampled completions are kept in {output_dir}; {again} (its training resumes from its newest checkpoint)"
+    kept = (f"its sampled completions are kept in {output_dir}, and its training's newest checkpoint if it has one; "
+            f"{again}")
     with long_phase(f"training {name}", kept), torch_threads(DEMO_CONFIG["torch_threads"]):
         checkpoint = last_complete_checkpoint(output_dir / "run") if (output_dir / "run").is_dir() else None
         if checkpoint is None:
@@ -396,8 +397,7 @@ def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
         config = demo_config(output_dir / "verification.jsonl", output_dir / "run", seed=recipe["seed"])
         with training_progress(f"training demo:{k}", output_dir / "run", config.training["num_train_epochs"]):
             result = train_rm(config, resume=RESUME_IF_ANY, what=f"training {name}",
-                              again=f"its sampled completions are kept in {output_dir}; {again} (the training resumes "
-                              "from this checkpoint)")
+                              again=f"its sampled completions are kept in {output_dir}; {again}")
         truth = evaluate_verifiers(truth_file, [str(result.final_model)], device="cpu")
         rm = VerifyRM.from_pretrained(result.final_model, device="cpu")
         summary = {
