@@ -12,6 +12,7 @@ same with RMSNorms on q and k). In bf16 (e = 2 bytes an element), counted with `
     SDPA's mask    a padded batch's attention mask in the compute dtype:            e × seq_len (+ 2 h)
                    and, with it, k and v expanded to every query head (repeat_kv):  8 q in place of 4 q + 4 kv
     eager attention  the score matrix (e) and its float32 softmax, per head:        (e + 4) × heads × seq_len
+                                                                            (4 × heads × seq_len in float32)
     Qwen3          the q/k RMSNorms:                                                 6 q + 6 kv
 
 Flash-attention (GPU) and SDPA (CPU's flash kernel, GPU's flash/memory-efficient kernels) keep q, k, v, the
@@ -170,7 +171,8 @@ class LayerBytes:
 
 def _layer(e: int, *, norms: float, qk_norm: bool, attn: str) -> LayerBytes:
     """A layer in compute dtype of `e` bytes (see the module docstring for each term)."""
-    scores = (e + 4) if attn == "eager" else 0.0  # eager attention's score matrix and float32 softmax, per head
+    # eager attention's score matrix and its float32 softmax, per head (in float32 the softmax's output is the one kept)
+    scores = (4 if e == 4 else e + 4) if attn == "eager" else 0.0
     mask = e if attn == "sdpa" else 0.0  # SDPA's additive mask for a padded batch (flash-attention takes lengths)
     # SDPA with a padded batch's mask (transformers' sdpa path) keeps k and v expanded to every query head (GQA's
     # repeat_kv): at q width, not kv width; flash-attention and eager's kv-width k and v
