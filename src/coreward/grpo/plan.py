@@ -324,8 +324,21 @@ class _Sharding:
         return count * dtype_bytes
 
 
-def plan_run(config: TrainConfig, hardware: Hardware) -> Plan:
-    """The plan of one training step of `config` on `hardware` (see the module docstring)."""
+def prompt_token_bound(prompts: Any) -> int | None:
+    """An upper bound on the prompts' tokens, from the training data before any tokenizer loads: the longest prompt's
+    characters (a token holds at least one), plus 16 per chat message for its template; None without prompts."""
+    longest = 0
+    for prompt in prompts:
+        if isinstance(prompt, str):
+            longest = max(longest, len(prompt))
+        elif isinstance(prompt, list):
+            longest = max(longest, sum(len(str(m.get("content", ""))) + 16 for m in prompt if isinstance(m, dict)))
+    return longest or None
+
+
+def plan_run(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None = None) -> Plan:
+    """The plan of one training step of `config` on `hardware` (see the module docstring). `prompt_tokens`: a bound
+    on the prompts' length known from the data (`prompt_token_bound`), with data.max_prompt_tokens the smaller."""
     on_gpu = hardware.device != "cpu"
     n = 1 if not on_gpu or hardware.engine == "one" else hardware.gpus
     engine = "one" if n == 1 and hardware.engine in ("ddp",) else hardware.engine if on_gpu else "one"
@@ -387,8 +400,8 @@ def plan_run(config: TrainConfig, hardware: Hardware) -> Plan:
     rows = int(_grpo(config, "per_device_train_batch_size", 8))
     steps_per_generation = int(_grpo(config, "steps_per_generation", None) or _grpo(config, "gradient_accumulation_steps", 1))
     completion = int(_grpo(config, "max_completion_length", 512) or 512)
-    prompt = config.data.max_prompt_tokens
-    if prompt is None:
+    prompt = min(n for n in (config.data.max_prompt_tokens, prompt_tokens, 1 << 30) if n is not None)
+    if config.data.max_prompt_tokens is None and prompt_tokens is None:
         prompt = 256
         notes.append("prompts planned at 256 tokens: set data.max_prompt_tokens to plan (and enforce) their length")
     seq = min(prompt + completion, policy.max_position_embeddings)
@@ -684,7 +697,7 @@ def processes(hardware: Hardware):
             os.environ["WORLD_SIZE"] = before
 
 
-def suggest(config: TrainConfig, plan: Plan, limit: int = 6) -> list[Suggestion]:
+def suggest(config: TrainConfig, plan: Plan, limit: int = 6, prompt_tokens: int | None = None) -> list[Suggestion]:
     """The candidate settings with which the plan fits, each planned again; the cheapest kinds first, as listed."""
     from coreward.runtime.config import apply_overrides, build, to_dict
 
@@ -700,7 +713,7 @@ def suggest(config: TrainConfig, plan: Plan, limit: int = 6) -> list[Suggestion]
         try:
             with processes(hardware):
                 changed = build(TrainConfig, apply_overrides(to_dict(config), sets)) if sets else config
-            again = plan_run(changed, hardware)
+            again = plan_run(changed, hardware, prompt_tokens)
         except (CorewardError, ValueError, KeyError):
             continue
         if again.fits:
@@ -752,16 +765,17 @@ def running_hardware() -> Hardware:
     return Hardware(gpus=processes, device_bytes=total, engine=engine, device="cuda")
 
 
-def check_before_loading(config: TrainConfig, plan_check: bool = True, hardware: Hardware | None = None) -> str:
+def check_before_loading(config: TrainConfig, plan_check: bool = True, hardware: Hardware | None = None,
+                         prompt_tokens: int | None = None) -> str:
     """The run log's `memory:` line, from the plan of `config` on this process's hardware (before any weights
-    load; `hardware`: this process's, unless given). On a GPU, a plan over the device's memory is an error naming its
+    load; `hardware`: this process's, unless given; `prompt_tokens`: `prompt_token_bound` of the data). On a GPU, a plan over the device's memory is an error naming its
     largest items and the settings that would fit, unless `plan_check` is false (`--no-plan-check`). A model the
     plan cannot find offline is said, not refused."""
     import torch
 
     hardware = hardware or running_hardware()
     try:
-        plan = plan_run(config, hardware)
+        plan = plan_run(config, hardware, prompt_tokens)
     except CorewardError as err:
         return f"memory: not planned ({err})"
     where = "CPU RAM" if hardware.device == "cpu" else f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cuda"
@@ -769,7 +783,7 @@ def check_before_loading(config: TrainConfig, plan_check: bool = True, hardware:
             f"{format_bytes(plan.device_bytes)} on {where}")
     if plan.fits or hardware.device == "cpu" or not plan_check:
         return line + ("" if plan.fits else " (over: --no-plan-check)")
-    plan.suggestions = suggest(config, plan)
+    plan.suggestions = suggest(config, plan, prompt_tokens=prompt_tokens)
     largest = ", ".join(f"{i.name} {format_bytes(i.bytes)}" for i in plan.largest_items(4))
     fixes = "; ".join(f"{s.command_line()} ({format_bytes(s.peak_bytes)}: {s.cost})" for s in plan.suggestions[:4])
     raise CorewardError(f"the memory plan of this run needs {format_bytes(plan.peak_bytes)} per GPU in its "

@@ -276,9 +276,10 @@ def run_training(
     resume_checkpoint(config, run_dir, resume)  # a bad grpo.resume_from_checkpoint fails before any model path check
     model_path = resolve_model(config.model.name_or_path, "policy", key="key model.name_or_path")
     check_model(model_path, "policy", key="key model.name_or_path", trust_remote_code=config.model.trust_remote_code)
-    from coreward.grpo.plan import check_before_loading
+    from coreward.grpo.plan import check_before_loading, prompt_token_bound
 
-    print_once(check_before_loading(config, plan_check))  # the `memory:` line; over a GPU's memory: exit 2 here
+    prompts = prompt_token_bound(dataset["prompt"]) if "prompt" in dataset.column_names else None
+    print_once(check_before_loading(config, plan_check, prompt_tokens=prompts))  # `memory:`; over a GPU's: exit 2 here
     lock = RunLock(run_dir, enabled=int(os.environ.get("RANK", "0")) == 0)  # one writer: the main process holds it
     created = not run_dir.exists()
     try:
