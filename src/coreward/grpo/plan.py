@@ -761,7 +761,8 @@ def running_hardware() -> Hardware:
         engine = "fsdp2"
     else:
         engine = "ddp" if processes > 1 else "one"
-    _, total = torch.cuda.mem_get_info()
+    # this process's own GPU (a context on any other would cost it memory there)
+    _, total = torch.cuda.mem_get_info(int(os.environ.get("LOCAL_RANK", "0")))
     return Hardware(gpus=processes, device_bytes=total, engine=engine, device="cuda")
 
 
@@ -771,14 +772,13 @@ def check_before_loading(config: TrainConfig, plan_check: bool = True, hardware:
     load; `hardware`: this process's, unless given; `prompt_tokens`: `prompt_token_bound` of the data). On a GPU, a plan over the device's memory is an error naming its
     largest items and the settings that would fit, unless `plan_check` is false (`--no-plan-check`). A model the
     plan cannot find offline is said, not refused."""
-    import torch
 
     hardware = hardware or running_hardware()
     try:
         plan = plan_run(config, hardware, prompt_tokens)
     except CorewardError as err:
         return f"memory: not planned ({err})"
-    where = "CPU RAM" if hardware.device == "cpu" else f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cuda"
+    where = "CPU RAM" if hardware.device == "cpu" else f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
     line = (f"memory: planned peak {format_bytes(plan.peak_bytes)} per device ({plan.peak_phase}), "
             f"{format_bytes(plan.device_bytes)} on {where}")
     if plan.fits or hardware.device == "cpu" or not plan_check:
