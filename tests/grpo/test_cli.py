@@ -89,13 +89,15 @@ def test_missing_dataset_file_is_named(tmp_path):
     assert "nope.jsonl" in done.stderr
 
 
-def test_every_shipped_config_loads():
+def test_every_shipped_config_loads(monkeypatch):
     from coreward.grpo.config import TrainConfig
+    from coreward.grpo.plan import declared_hardware
 
     configs = sorted((REPO / "configs").glob("*/*.yaml"))
     train_configs = [p for p in configs if p.parent.name in ("demo", "paper") and p.name != "sft.yaml"]
     assert RULE_CONFIG in train_configs
-    for path in train_configs:
+    for path in train_configs:  # in the processes it declares (`# gpus: N x ...`): its batch checks count them all
+        monkeypatch.setenv("WORLD_SIZE", str(declared_hardware(path).get("gpus", 1)))
         load_config(TrainConfig, path)
 
 
