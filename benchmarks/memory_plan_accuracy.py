@@ -20,9 +20,13 @@ one, as in training) and prints predicted / measured with their ratio:
   layers). Where weights + gradients would not fit in --max-gib the gradients are dropped as each is accumulated
   instead (marked "dropped": that peak still holds gradients waiting in autograd's buffers). Beside it the
   planner's activation bytes plus `lm_head_tile_bytes` (policy); informational, not held to the tolerance.
-- state (policy and reward model, float32 weights or bf16 weights with float32 masters): weights, gradients,
-  AdamW moments and masters counted from the tensors after one optimizer step, and the process's resident bytes
-  then, against `parameter_count` × bytes per parameter.
+- state (policy and reward model, float32 weights or bf16 weights with float32 masters; at the fewest layers,
+  on a model of its own, where it fits in --max-gib): weights, gradients, AdamW moments and masters counted
+  from the tensors after one optimizer step, and the process's resident bytes then (RssAnon above the baseline
+  before the model), against `parameter_count` × the bytes per parameter grpo/plan.py counts for one process
+  (float32: 4 weights + 4 gradients + 8 moments; bf16 with masters: 2 + 2 and 4 (the masters' float32
+  gradients) + 4 masters + 8 moments). The step's peak beside plan.py's (the state plus AdamW's temporaries of
+  the largest tensor on a CPU).
 
 The policy's pass is TRL 1.16's GRPO path: the model patched with `trl.trainer.utils.add_fused_lm_head` (what
 `GRPOTrainer` does), called with `fused_lm_head=True` so the full-vocabulary logits are never built (on a CPU
@@ -346,14 +350,17 @@ def groups(args) -> list[dict]:
             dtypes = args.policy_dtypes if head == "lm" else args.dtypes
             rows, seq = (args.rows, args.policy_seq) if head == "lm" else (args.rows, args.seq)
             for dtype in dtypes.split(","):
-                counts = [n for n in layers if resident_estimate(shape, n, head, dtype) < args.max_gib * GIB]
+                # the layer counts whose forward fits in --max-gib; the backward (the pass's peak) where it fits too
+                counts = [n for n in layers if forward_estimate(shape, n, head, dtype) < args.max_gib * GIB]
+                backward = resident_estimate(shape, counts[0], head, dtype) < args.max_gib * GIB if counts else False
                 if head == "lm" and shape != "qwen2.5-1.5b":  # its layers are the RM's: 4 layers at one shape
                     counts = counts[:2]
                 state = dtype != "autocast" and bool(counts) and state_estimate(shape, counts[0], head, dtype) < (
                     args.max_gib * GIB)
                 if not counts or (args.state_only and not state):
                     continue
-                passes = [[n, "sdpa", ckpt, rows, seq, n == counts[0]] for n in counts for ckpt in (False, True)]
+                passes = [[n, "sdpa", ckpt, rows, seq, backward and n == counts[0]] for n in counts
+                          for ckpt in (False, True)]
                 if head == "score" and shape in args.eager_shapes.split(","):
                     longer = [max(1, rows // 2), seq * rows // max(1, rows // 2)]
                     passes += [[n, "eager", False, *tokens, False] for n in counts[:2] for tokens in ([rows, seq], longer)]
@@ -374,12 +381,17 @@ def parameter_estimate(shape: str, layers: int, head: str) -> int:
     return c["vocab_size"] * h * heads + layer * layers
 
 
+def forward_estimate(shape: str, layers: int, head: str, dtype: str) -> int:
+    """Weights + a forward's logits tiles and kept activations (a generous GiB)."""
+    return parameter_estimate(shape, layers, head) * (2 if dtype == "bf16" else 4) + 2 * GIB
+
+
 def resident_estimate(shape: str, layers: int, head: str, dtype: str) -> int:
     """Weights + the backward's transients (the head's float32 gradient buffer and the embedding gradient)."""
     c = SHAPES[shape]
     vh = c["vocab_size"] * c["hidden_size"]
     weight = 2 if dtype == "bf16" else 4
-    return parameter_estimate(shape, layers, head) * weight + vh * (8 if head == "lm" else 4) + GIB
+    return parameter_estimate(shape, layers, head) * weight + vh * (12 if head == "lm" else 4) + 2 * GIB
 
 
 def state_estimate(shape: str, layers: int, head: str, dtype: str) -> int:
@@ -511,17 +523,23 @@ def report(rows: list[dict], memory, tolerance: float) -> int:
     if states:
         print()
         print("| shape | head | dtype | layers | parameters | weights+grads+moments+masters MiB | predicted MiB "
-              "| ratio | resident after step MiB | step peak MiB |")
-        print("|" + "---|" * 10)
+              "| ratio | resident after step MiB | resident / tensors | step peak MiB | predicted step peak MiB "
+              "| step peak ratio |")
+        print("|" + "---|" * 13)
     for r in states:
         measured = r["weight_bytes"] + r["grad_bytes"] + r["moment_bytes"] + r["master_bytes"]
         predicted = predict_state(memory, r)
         q = ratio(predicted, measured)
         bad = q is not None and abs(q - 1) > tolerance
         outside += bad
+        # plan.py's optimizer step on a CPU: AdamW's temporaries of its largest tensor (the embedding), float32
+        largest = SHAPES[r["shape"]]["vocab_size"] * SHAPES[r["shape"]]["hidden_size"] * 4
+        step = None if predicted is None else predicted + largest
+        step_q = ratio(step, r["step_peak"])
         print(f"| {r['shape']} | {r['head']} | {r['dtype']} | {r['layers']} | {r['parameters']:,} | {mib(measured)} "
               f"| {mib(predicted)} | {'-' if q is None else f'{q:.3f}'}{' OUTSIDE' if bad else ''} "
-              f"| {mib(r['resident'])} | {mib(r['step_peak'])} |")
+              f"| {mib(r['resident'])} | {r['resident'] / measured:.3f} | {mib(r['step_peak'])} | {mib(step)} "
+              f"| {'-' if step_q is None else f'{step_q:.3f}'} |")
     return outside
 
 
