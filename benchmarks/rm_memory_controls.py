@@ -119,7 +119,8 @@ def worker(variant: str, layers: int, tokens: int, sequences: int, updates: int)
 
     def measured(name, call):
         def wrapped(*args):
-            phases["passes"] = resident()[1] - base  # the snapshot and the passes before this step
+            if name == "step":
+                phases["passes"] = resident()[1] - base  # the snapshot and the passes before this step
             reset_peak()
             result = call(*args)
             phases[name] = resident()[1] - base
