@@ -15,11 +15,12 @@ one, as in training) and prints predicted / measured with their ratio:
   With checkpointing, "measured" adds one layer's kept bytes without it (2 layers' less 1 layer's): the layer
   backward recomputes, which the planner's figure includes.
 - peak: the process's resident peak over the forward and backward (VmHWM, reset before the pass) above the
-  resident bytes before it, at the fewest layers, less the gradients the backward made (counted from the tensors:
-  a state term): the kept activations and the transients (logits tiles, the head's float32 buffers, recomputed
-  layers). Where weights + gradients would not fit in --max-gib the gradients are dropped as each is accumulated
-  instead (marked "dropped": that peak still holds gradients waiting in autograd's buffers). Beside it the
-  planner's activation bytes plus `lm_head_tile_bytes` (policy); informational, not held to the tolerance.
+  resident bytes before it, at the fewest layers, with the gradients the backward makes ("+ grads"), beside the
+  planner's sum: activation bytes + `lm_head_tile_bytes` (policy) + those gradients' bytes. Where weights and
+  gradients would not fit in --max-gib each gradient is dropped as soon as it is accumulated ("dropped"; the
+  peak then still holds gradients waiting in autograd's buffers, and the sum has no gradient term).
+  Informational: the planner sums terms that do not peak together (activations are freed as gradients appear),
+  so its figure is an upper bound; not held to the tolerance.
 - state (policy and reward model, float32 weights or bf16 weights with float32 masters; at the fewest layers,
   on a model of its own, where it fits in --max-gib): weights, gradients, AdamW moments and masters counted
   from the tensors after one optimizer step, and the process's resident bytes then (RssAnon above the baseline
@@ -116,6 +117,7 @@ def build(shape: str, layers: int, head: str, dtype: str, attn: str):
         no_init_weights = contextlib.nullcontext
     with no_init_weights():
         model = factory.from_config(config, dtype=torch_dtype)
+    model.tie_weights()  # skipped with the init: a tied head is the embedding again
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -501,7 +503,7 @@ def report(rows: list[dict], memory, tolerance: float) -> int:
     states = list({(r["shape"], r["head"], r["dtype"]): r for r in rows if r.get("event") == "state"}.values())
     outside = 0
     print("| shape | head | dtype | attn | ckpt | layers | rows×seq | kept MiB | measured MiB | predicted MiB | ratio "
-          "| kept B/token | pass peak beyond gradients MiB | predicted peak MiB | peak ratio |")
+          "| kept B/token | pass peak MiB | predicted peak MiB | peak ratio |")
     print("|" + "---|" * 15)
     for r in passes:
         predicted = predict_pass(memory, r)
@@ -509,14 +511,15 @@ def report(rows: list[dict], memory, tolerance: float) -> int:
         q = ratio(predicted, measured)
         bad = q is not None and abs(q - 1) > tolerance
         outside += bad
-        peak_predicted = None if predicted is None else predicted + predict_transient(memory, r)
         kept_gradients = r.get("gradients_kept", False)
-        peak = None if r["pass_peak"] is None else r["pass_peak"] - (r["gradient_bytes"] if kept_gradients else 0)
+        peak = r["pass_peak"]
+        peak_predicted = None if predicted is None or peak is None else (
+            predicted + predict_transient(memory, r) + (r["gradient_bytes"] if kept_gradients else 0))
         peak_q = ratio(peak_predicted, peak) if peak else None
         print(f"| {r['shape']} | {r['head']} | {r['dtype']} | {r['attn']} | {'on' if r['checkpointing'] else 'off'} "
               f"| {r['layers']} | {r['rows']}×{r['seq']} | {mib(r['kept_bytes'])} | {mib(measured or None)} "
               f"| {mib(predicted)} | {'-' if q is None else f'{q:.3f}'}{' OUTSIDE' if bad else ''} "
-              f"| {r['kept_bytes'] / r['tokens']:,.0f} | {mib(peak)}{'' if kept_gradients or peak is None else ' dropped'} "
+              f"| {r['kept_bytes'] / r['tokens']:,.0f} | {mib(peak)}{'' if peak is None else ' + grads' if kept_gradients else ' dropped'} "
               f"| {mib(peak_predicted)} "
               f"| {'-' if peak_q is None else f'{peak_q:.2f}'} |")
     slopes(passes)
