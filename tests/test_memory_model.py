@@ -1,7 +1,7 @@
 """The memory plan's activation term (runtime/memory.py `activation_bytes`) against what a real forward keeps for
 its backward, counted with `torch.autograd.graph.saved_tensors_hooks` on a small random Qwen2 (2 layers): the
-policy's pass through TRL's fused log-probability head and the reward model's through its score head, float32 and
-float32 weights under bf16 autocast, gradient checkpointing off and on; and `parameter_count` against the built
+policy's pass through TRL's fused log-probability head and the reward model's through its score head, float32,
+float32 weights under bf16 autocast and bf16 weights, gradient checkpointing off and on; and `parameter_count` against the built
 models (Qwen2, Qwen3, Llama; tied and untied). benchmarks/memory_plan_accuracy.py does the same at the papers'
 models' real widths."""
 
@@ -16,11 +16,14 @@ from transformers import AutoModelForCausalLM, AutoModelForSequenceClassificatio
 from coreward.runtime.memory import ModelShape, activation_bytes, parameter_count
 
 
-CONFIG = {"model_type": "qwen2", "vocab_size": 2048, "hidden_size": 384, "intermediate_size": 1024,
+CONFIG = {"model_type": "qwen2", "vocab_size": 2048, "hidden_size": 384, "intermediate_size": 1536,
           "num_hidden_layers": 2, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 64,
           "tie_word_embeddings": True}
 ROWS, SEQ = 4, 128
 TOLERANCE = 0.15
+# float32 weights and compute; float32 weights under bf16 autocast (coreward's bf16 policy, float32 masters);
+# bf16 weights (Cooper's RM with rm_dtype: bfloat16)
+WEIGHTS = {"float32": torch.float32, "autocast": torch.float32, "bfloat16": torch.bfloat16}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -32,22 +35,22 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def build(head: str, layers: int):
+def build(head: str, layers: int, mode: str = "float32"):
     config = Qwen2Config(**{k: v for k, v in CONFIG.items() if k != "model_type"}, pad_token_id=0,
                          attn_implementation="sdpa")
     config.num_hidden_layers = layers
     torch.manual_seed(0)
     if head == "score":
         config.num_labels = 1
-        return AutoModelForSequenceClassification.from_config(config).train()
+        return AutoModelForSequenceClassification.from_config(config).to(WEIGHTS[mode]).train()
     from trl.trainer.utils import add_fused_lm_head
 
-    model = AutoModelForCausalLM.from_config(config).train()
+    model = AutoModelForCausalLM.from_config(config).to(WEIGHTS[mode]).train()
     add_fused_lm_head(model, outputs=("log_probs", "entropy"))  # what TRL 1.16's GRPOTrainer does to its policy
     return model
 
 
-def kept_bytes(model, head: str, autocast: bool, checkpointing: bool) -> int:
+def kept_bytes(model, head: str, mode: str, checkpointing: bool) -> int:
     """Bytes the forward keeps for the backward: every saved tensor's storage once, the parameters excluded (they
     are state), and under (non-reentrant) checkpointing the layers' inputs, which it keeps outside the hooks."""
     if checkpointing:  # non-reentrant, as TRL and transformers enable it
@@ -76,7 +79,7 @@ def kept_bytes(model, head: str, autocast: bool, checkpointing: bool) -> int:
     mask = torch.ones_like(ids)
     mask[-1, SEQ - SEQ // 8:] = 0  # a padded batch, as training's are: the attention mask is a real one
     ids[-1, SEQ - SEQ // 8:] = 0
-    mixed = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    mixed = torch.autocast("cpu", dtype=torch.bfloat16) if mode == "autocast" else contextlib.nullcontext()
     with mixed, torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         if head == "lm":
             labels = ids.clone()
@@ -91,24 +94,24 @@ def kept_bytes(model, head: str, autocast: bool, checkpointing: bool) -> int:
     return sum(kept.values())
 
 
-def predicted(head: str, autocast: bool, checkpointing: bool, layers: int = 2) -> int:
-    shape = ModelShape.from_config(dict(CONFIG, num_hidden_layers=layers))
-    return activation_bytes(shape, ROWS, SEQ, dtype="bfloat16" if autocast else "float32",
-                            weights_dtype="float32", attn_implementation="sdpa",
-                            gradient_checkpointing=checkpointing, head=head)
+def predicted(head: str, mode: str, checkpointing: bool) -> int:
+    shape = ModelShape.from_config(CONFIG)
+    return activation_bytes(shape, ROWS, SEQ, dtype="float32" if mode == "float32" else "bfloat16",
+                            weights_dtype="bfloat16" if mode == "bfloat16" else "float32",
+                            attn_implementation="sdpa", gradient_checkpointing=checkpointing, head=head)
 
 
 @pytest.mark.parametrize("head", ["lm", "score"])
-@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "bf16-autocast"])
-def test_kept_activations_match_the_plan(head, autocast):
-    two, one = (kept_bytes(build(head, n), head, autocast, checkpointing=False) for n in (2, 1))
+@pytest.mark.parametrize("mode", list(WEIGHTS))
+def test_kept_activations_match_the_plan(head, mode):
+    two, one = (kept_bytes(build(head, n, mode), head, mode, checkpointing=False) for n in (2, 1))
     assert two > one > 0
-    assert predicted(head, autocast, False) == pytest.approx(two, rel=TOLERANCE)
+    assert predicted(head, mode, False) == pytest.approx(two, rel=TOLERANCE)
     # checkpointed: each layer keeps its input, and backward recomputes one layer at a time, which then holds what
     # that layer kept without checkpointing (measured: two layers' kept bytes less one layer's)
-    checkpointed = kept_bytes(build(head, 2), head, autocast, checkpointing=True)
+    checkpointed = kept_bytes(build(head, 2, mode), head, mode, checkpointing=True)
     assert checkpointed < one
-    assert predicted(head, autocast, True) == pytest.approx(checkpointed + (two - one), rel=TOLERANCE)
+    assert predicted(head, mode, True) == pytest.approx(checkpointed + (two - one), rel=TOLERANCE)
 
 
 @pytest.mark.parametrize("model_type, extra", [("qwen2", {}), ("qwen3", {"head_dim": 32}),
