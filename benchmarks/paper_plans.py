@@ -6,6 +6,7 @@ shows (`coreward plan --config F --json` for each file under configs/paper/).
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -16,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     print("| config | GPUs | engine | planned peak per GPU | peak phase | spare |")
     print("|---|---|---|---|---|---|")
     for config in sorted((REPO / "configs" / "paper").glob("*.yaml")):

@@ -10,6 +10,7 @@ the same for the process's baseline (`coreward train` of the 0.8M-parameter demo
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -36,6 +37,7 @@ def measure(sets: list[str], run_dir: Path) -> tuple[dict, int]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     mib = 1024**2
     with tempfile.TemporaryDirectory() as tmp:
         policy = build_wide_policy(Path(tmp) / "policy")
