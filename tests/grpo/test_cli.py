@@ -111,9 +111,10 @@ def test_progress_bar_keeps_the_latest_held_out_score():
 
     progress = CompactProgressCallback()
     progress.training_bar = tqdm(total=4, file=io.StringIO())
-    state = SimpleNamespace(is_world_process_zero=True)
+    state = SimpleNamespace(is_world_process_zero=True, global_step=1)
     progress.on_log(None, state, None, logs={"eval/avg@4": 0.375, "eval/maj@4": 0.5})  # evaluation, logged alone
     progress.on_log(None, state, None, logs={"reward": 0.5, "verified_accuracy": 0.25, "loss": 0.1})
     assert progress.postfix == {"eval": "0.375", "reward": "0.5", "verified": "0.25"}
     assert "eval=0.375" in progress.training_bar.postfix
+    assert progress.training_bar.n == 1  # step 1's training row moved the bar to step 1
     progress.training_bar.close()
