@@ -110,7 +110,8 @@ def test_progress_bar_keeps_the_latest_held_out_score():
     from coreward.runtime.metrics import CompactProgressCallback
 
     progress = CompactProgressCallback()
-    progress.training_bar = tqdm(total=4, file=io.StringIO())
+    progress.training_bar = tqdm(total=4, file=io.StringIO())  # what HF's on_train_begin sets up
+    progress.current_step = 0
     state = SimpleNamespace(is_world_process_zero=True, global_step=1)
     progress.on_log(None, state, None, logs={"eval/avg@4": 0.375, "eval/maj@4": 0.5})  # evaluation, logged alone
     progress.on_log(None, state, None, logs={"reward": 0.5, "verified_accuracy": 0.25, "loss": 0.1})
