@@ -91,19 +91,25 @@ def peak_of(call) -> int:
 def one_update(variant: str, out: str) -> None:
     """In a process of its own: one update of `pairs()` by the variant's learner; writes its peak (of the whole
     update, or of the optimizer step alone for the step variants) and the weights after."""
+    import ctypes
+
+    # a fixed mmap threshold (M_MMAP_THRESHOLD = -3): glibc would raise it as large blocks are freed and keep freed
+    # memory for reuse; with it, big tensors are mapped and unmapped, and the resident memory follows what is live
+    ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)
     peaks = []
     if variant.startswith("step_"):  # a bf16 RM with float32 masters, 29M parameters; the optimizer step's own peak
         rm = build_rm(torch.bfloat16, hidden=1024, layers=2, max_length=64)
         learner = (AllAtOnce if variant == "step_all_at_once" else RMLearner)(rm, lr=LR, batch_size=8)
         step = learner._optimizer_step
         learner._optimizer_step = lambda: peaks.append(peak_of(step))
+        learner.update(pairs())  # the first step makes AdamW's moments: the second's peak is the step's own
         metrics = learner.update(pairs())
     else:
         rm = build_rm(max_tokens_per_pass=600 if variant == "token_budget" else None)
         learner = RMLearner(rm, lr=LR, batch_size=8, gradient_checkpointing=variant == "checkpointing")
         metrics = {}
         peaks.append(peak_of(lambda: metrics.update(learner.update(pairs()))))
-    torch.save({"peak": peaks[0], "weights": dict(learner.rm.model.named_parameters()), "masters": learner.masters,
+    torch.save({"peak": peaks[-1], "weights": dict(learner.rm.model.named_parameters()), "masters": learner.masters,
                 "metrics": metrics}, out)
 
 
