@@ -10,6 +10,7 @@ module imports the tests' machinery.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,18 @@ def test_imports_are_found_inside_functions_too(tmp_path, case, expected):
     path = tmp_path / "m.py"
     path.write_text(case)
     assert [name for _, name in imports_of(path)] == expected
+
+
+METHOD_FILE_LINES = 220
+
+
+def test_each_method_file_reads_as_a_page():
+    """A file of rewards/ that registers a reward (`@register`) stays within a page: its method, top to bottom;
+    plumbing and variants live in files beside it (e.g. cooper_variants.py, ensemble.py, teacher_weights.py)."""
+    long = []
+    for path in sorted((SRC / "coreward" / "rewards").glob("*.py")):
+        text = path.read_text()
+        lines = len(text.splitlines())
+        if re.search(r"^@register\(", text, re.MULTILINE) and lines > METHOD_FILE_LINES:
+            long.append(f"{path.relative_to(SRC)}: {lines} lines")
+    assert not long, f"method files over {METHOD_FILE_LINES} lines:\n" + "\n".join(long)

@@ -316,7 +316,7 @@ def test_rollout_negatives_pair_each_positive_with_the_rejected_rollout_the_rm_l
     assert [(p.positive, p.negative) for p in pairs] == [(POSITIVE, expected)]  # q2: no positive; q3: no negative
     assert batch.metrics["rm/positive_rate"] == pytest.approx(2 / 3)
     assert batch.metrics["rm/valid_pair_rate"] == pytest.approx(1 / 3)
-    with pytest.raises(CorewardError, match=r"key params\.negative must be one of \['assistant', 'rollout'\]"):
+    with pytest.raises(CorewardError, match=r"key params\.negative must be one of \['assistant', 'rollout', 'mixed'\]"):
         CooperReward(rm=str(tiny_rm), negative="policy")
 
 

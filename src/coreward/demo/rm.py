@@ -512,7 +512,7 @@ def ensemble_report(names: list[str], uncertainty_weight: float = 1.0) -> dict:
 
     import torch
 
-    from coreward.rewards.model import COMBINES, combine_scores
+    from coreward.rewards.ensemble import COMBINES, combine_scores
     from coreward.rm.labelled import binary_metrics, read_labelled
     from coreward.rm.model import VerifyRM
     from coreward.runtime.assets import resolve_model
@@ -558,7 +558,7 @@ class _Combined:
         self.members, self.combine, self.uncertainty_weight = members, combine, uncertainty_weight
 
     def score(self, questions, references, completions) -> list[float]:
-        from coreward.rewards.model import combine_scores
+        from coreward.rewards.ensemble import combine_scores
 
         scores = [rm.score(questions, references, completions) for rm in self.members]
         return combine_scores(scores, self.combine, self.uncertainty_weight)[0]

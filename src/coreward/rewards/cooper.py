@@ -11,22 +11,21 @@ Each training step, on the global batch of G rollouts o_1..o_G per prompt q (ref
                    asked again (at most `max_retries` times) while it does, or has no answer (the authors
                    keep an answerless one unless its last number is o⁺'s answer: `answerless_negative: accept`);
                    else no pair
-                   (variant, not the paper's: negative="rollout" takes o⁻ = the rejected o_i of highest r_i,
-                   the policy's own wrong answer the RM likes most; no rejected o_i → no pair)
     4. RM update   L(θ) = mean over valid pairs of −log σ(f_θ(q, a, o⁺) − f_θ(q, a, o⁻))
                    one AdamW step (lr 1e-5, wd 0.01), gradient norm clipped to 1.0; a step whose norm is
                    not finite is skipped (and counted). The next step's rewards come from the new θ.
                    No valid pair: θ stays (the authors still step, on a zero gradient: `step_without_pairs`).
 
+Variants (ours: rollout and mixed negatives, replay, an anchor, a co-optimized ensemble) are settings whose
+defaults are the above: rewards/cooper_variants.py.
+
 Why it resists reward hacking: the RM's negatives are made fresh from what the policy writes *now*,
 rewritten to be wrong, so a kind of wrong completion the policy drifts toward soon shows up as a negative;
 a static RM (`model`) never sees it. Positives are rule-verified, so they are precise.
 
-Several processes: every process holds the whole batch (see `rewards/base.py`). Scoring is split across
-them; the assistant is called once, on the main process, batched over all prompts, and its negatives are
-broadcast, so every process has the same pairs; the RM update (`rm/learner.py`) is data-parallel with one
-result, so the RMs stay identical. Under FSDP2 / DeepSpeed ZeRO-2 / ZeRO-3 the RM is sharded like the policy
-(`rm/sharding.py`; `device: auto` only: an RM on a device of its own stays whole).
+Several processes: every process holds the whole batch (rewards/base.py) and scores its share; the assistant
+runs on the main process and its negatives are broadcast, so all have the same pairs; the RM update
+(rm/learner.py) is data-parallel with one result, or sharded like the policy (rm/sharding.py, `device: auto`).
 """
 
 from __future__ import annotations
@@ -38,15 +37,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.cooper_variants import CooperVariants, VariantSettings, hardest_positive, rollout_negatives
 from coreward.rewards.judge import JudgeReward
 from coreward.rewards.rule import gsm8k_strict_answer, rule_correct
 from coreward.rm.assistant import NegativeRequest, Negatives, request_seed, write_negatives
-from coreward.rm.evaluate import evaluate_rm, rollout_pair_accuracy, score_unique
+from coreward.rm.evaluate import rollout_pair_accuracy
 from coreward.rm.inputs import RMInputSettings, as_chat_reply
-from coreward.rm.labelled import read_labelled
 from coreward.rm.learner import LearnerSettings, Pair
 from coreward.rm.owner import RMOwner
-from coreward.runtime.assets import resolve_file
 from coreward.runtime.distributed import on_main_then_broadcast
 from coreward.runtime.errors import CorewardError
 
@@ -66,8 +64,8 @@ def select_positives(correct: list[bool], scores: list[float], G: int, rule: str
             positives.append(None)
         elif rule == "first":
             positives.append(accepted[0])
-        else:  # "hardest": the accepted rollout the RM likes least (the first of equals; NaN scores last)
-            positives.append(min(accepted, key=lambda i: (math.isnan(scores[i]), scores[i])))
+        else:  # "hardest" (a variant): the accepted rollout the RM likes least
+            positives.append(hardest_positive(accepted, scores))
     return positives
 
 
@@ -76,22 +74,23 @@ def select_positives(correct: list[bool], scores: list[float], G: int, rule: str
 
 
 @register("cooper")
-class CooperReward(RMOwner, RewardSource):
+class CooperReward(CooperVariants, RMOwner, RewardSource):
     """σ(RM logit) as the reward, and the RM updated every step on (verified positive, negative) pairs.
     The RM, the assistant and their checkpoints are `RMOwner`'s (rm/owner.py)."""
 
     needs_references = True
 
     @dataclass
-    class Params(RMInputSettings, LearnerSettings):
+    class Params(RMInputSettings, LearnerSettings, VariantSettings):
         # -- declared once elsewhere: the RM's optimizer and update schedule per RL step (lr, weight_decay, batch_size,
         # minibatch_size, epochs, warmup_ratio, optimizer_offload, gradient_checkpointing, step_without_pairs,
-        # master_weights) in rm/learner.py's LearnerSettings; device, rm_cut, question_field, max_tokens_per_pass and
+        # master_weights, anchor) in rm/learner.py's LearnerSettings; replay_size, replay_per_step, members, member_split
+        # in rewards/cooper_variants.py's VariantSettings; device, rm_cut, question_field, max_tokens_per_pass and
         # param_offload (shared with the static RM) in rm/inputs.py's RMInputSettings
         rm: str = "demo"  # the RM to start from: a directory, a hub id, or "demo" (the demo VerifyRM)
         assistant: Any = "perturb"  # who writes negatives: "perturb", an endpoint `http://host:port/v1#model`, a local model path, or a `coreward.llm` generator dict
         positive: Literal["first", "hardest"] = "first"  # "first" accepted rollout (the authors'), or the accepted one the RM likes least
-        negative: Literal["assistant", "rollout"] = "assistant"  # the assistant's wrong solution (the authors'), or the group's rejected rollout the RM scores highest (ours)
+        negative: Literal["assistant", "rollout", "mixed"] = "assistant"  # the assistant's wrong solution (the authors'), the group's rejected rollout the RM scores highest, or both (ours)
         max_retries: int = 3  # times the assistant is asked again when its negative still verifies equal to the positive
         eval_every: int = 0  # held-out RM accuracy every K steps (0: never)
         eval_data: str | None = None  # held-out pairs: "demo" or a labelled file (question, reference_answer, completion, label)
@@ -110,12 +109,12 @@ class CooperReward(RMOwner, RewardSource):
 
         def validate(self) -> None:
             RMOwner.check_params(self)
+            self.validate_variants()
             if self.positive_match in ("judge", "hybrid") and not self.positive_judge:
                 raise ValueError(f"positive_judge must name the judge LLM with positive_match {self.positive_match!r}")
 
     def __init__(self, **params):
         super().__init__(**params)
-        self._eval_rows: list[dict] | None = None
         p = self.params
         # positives by an LLM judge: the `judge` reward itself, its 1s the accepted rollouts (its metrics logged too)
         self._judge = None if p.positive_match not in ("judge", "hybrid") else JudgeReward(
@@ -148,28 +147,20 @@ class CooperReward(RMOwner, RewardSource):
     def compute(self, batch: RolloutBatch) -> list[float]:
         questions, (references,) = self.questions(batch), batch.require_columns(self.name, "reference")
         learner = self.get_learner(batch.policy)
-        scores = score_unique(learner.rm, list(zip(questions, (r or "" for r in references),
-                                                   batch.completions)))  # 1. the RM before this step's update
+        # 1. the RM before this step's update (with `members`: the members' min)
+        scores = self.score_members(list(zip(questions, (r or "" for r in references), batch.completions)), batch)
         # a NaN/inf logit scores NaN (see VerifyRM.score): the engine skips that completion and counts it
         batch.log("rm/nonfinite_logits", float(sum(not math.isfinite(s) for s in scores)))
         if batch.mode != "train":
             return self._reward(scores)  # evaluation batches score, they don't teach the RM
-        last = batch.policy is not None and batch.step + 1 == batch.policy.max_steps  # so the curve reaches the end
-        if self.params.eval_every and (batch.step % self.params.eval_every == 0 or last):  # the RM that scored this step
-            if self._eval_rows is None:
-                self._eval_rows = read_labelled(resolve_file(self.params.eval_data, "rm_pairs", key="eval_data"))
-            for name, value in evaluate_rm(learner.rm, self._eval_rows).items():
-                batch.log(name, value)
+        self.evaluate_held_out(batch, learner)  # every `eval_every` steps: the RM that scored this step (rm/owner.py)
         correct = self.positive_correct(batch)
         accuracy = rollout_pair_accuracy(correct, scores, batch.num_generations)
         if accuracy is not None:  # the RM that scored this step, on this step's rollouts
             batch.log("rm/rollout_pair_accuracy", accuracy)
         pairs = self.make_pairs(batch, scores, questions, correct)  # 2 and 3
         start = time.perf_counter()
-        if batch.policy is not None:
-            learner.set_learning_rate(batch.step, batch.policy.max_steps)
-        for name, value in learner.update(pairs).items():  # 4
-            batch.log(name, value)
+        self.learn(pairs, batch)  # 4: `learner.update(pairs)` at the step's learning rate (variants: cooper_variants.py)
         batch.log("time/rm_update", time.perf_counter() - start)
         return self._reward(scores)
 
@@ -186,10 +177,11 @@ class CooperReward(RMOwner, RewardSource):
         correct = correct if correct is not None else self.positive_correct(batch)
         rows = select_positives(correct, scores, batch.num_generations, self.params.positive)
         chosen = [(group, row) for group, row in enumerate(rows) if row is not None]
-        if self.params.negative == "rollout":
-            pairs = self._rollout_pairs(batch, scores, questions, correct, chosen)
-        else:
-            pairs = self._assistant_pairs(batch, questions, chosen)
+        pairs = self._assistant_pairs(batch, questions, chosen) if self.params.negative != "rollout" else []
+        if self.params.negative in ("rollout", "mixed"):  # variants: the rejected rollout the RM scores highest
+            worst = rollout_negatives(correct, scores, batch.num_generations, [group for group, _ in chosen])
+            pairs += [Pair(questions[row], batch.references[row], batch.completions[row], batch.completions[worst[group]])
+                      for group, row in chosen if group in worst]
         batch.log("rm/positive_rate", len(chosen) / len(rows))
         batch.log("rm/valid_pair_rate", len(pairs) / len(rows))
         return pairs
@@ -219,23 +211,5 @@ class CooperReward(RMOwner, RewardSource):
             for (_, row), request, negative in zip(chosen, requests, negatives.texts)
             if negative is not None
         ]
-        batch.log("assistant/failures", float(negatives.failures))
-        batch.log("assistant/rejected", float(negatives.rejected))
-        if negatives.latencies:
-            batch.log("assistant/latency", sum(negatives.latencies) / len(negatives.latencies))
-        if requests and negatives.failures and not any(negatives.texts):
-            # batch.step counts the steps done before this one; metrics.jsonl numbers this step batch.step + 1
-            logger.warning("cooper: no assistant request of step %d gave a negative (%d failed; last error: %s); its "
-                           "pairs are dropped", batch.step + 1, negatives.failures, negatives.last_error or "none given")
-        return pairs
-
-    def _rollout_pairs(self, batch: RolloutBatch, scores: list[float], questions: list[str], correct: list[bool],
-                       chosen: list[tuple[int, int]]) -> list[Pair]:
-        """negative="rollout": each positive's negative is its group's rejected rollout with the highest score."""
-        G, pairs = batch.num_generations, []
-        for group, row in chosen:
-            rejected = [i for i in range(group * G, group * G + G) if not correct[i] and math.isfinite(scores[i])]
-            if rejected:
-                worst = max(rejected, key=lambda i: scores[i])  # the wrong answer the RM is most fooled by
-                pairs.append(Pair(questions[row], batch.references[row], batch.completions[row], batch.completions[worst]))
+        negatives.report(batch.log, batch.step)  # failures, rejections, latency; a warning when none came back
         return pairs

@@ -14,15 +14,7 @@
 moving while the RM stays where its training data left it, so completions unlike any it was trained on
 (wrong answers of a kind it never saw as negatives) can score high, and the policy learns to produce them.
 
-Ensembles are the usual mitigation (Coste, Anwar, Kirk, Krueger, "Reward Model Ensembles Help Mitigate
-Overoptimization", ICLR 2024, arXiv:2310.02743): where members disagree the policy has left what they were
-trained on, and a conservative combination (min, or the mean less a multiple of the spread) pays less there.
-Their UWO penalises the members' *variance* (tlc4418/llm_optimization, src/reward_modeling/scoring/
-ppo_reward_functions.py: `mean − coeff·torch.var`, and `np.var` in src/bon/ensemble_rm.py), on raw RM outputs
-of unbounded scale. Here the members' scores are probabilities in [0, 1], where a variance is at most 0.25 and
-mostly far smaller; the standard deviation is on the score's own scale (λ = 1: one standard deviation below
-the mean), so it is the default, and `uncertainty_spread: variance` is theirs. The spread divides by K (as
-np.var in their best-of-n code; torch.var in their PPO code divides by K − 1).
+Ensembles, and why their spread is the std by default: the combine rules' file, rewards/ensemble.py.
 
 Every member is scored on every distinct (question, reference, completion) triple of the step, member after
 member, each in batches of `batch_size` (and, with `max_tokens_per_pass`, of at most that many padded tokens,
@@ -40,41 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import torch
-
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
+from coreward.rewards.ensemble import combine_scores, describe_format, log_members
 from coreward.rm.evaluate import rollout_pair_accuracy, score_unique
 from coreward.rm.inputs import RMInputSettings
 from coreward.rm.model import INPUT_FORMAT_KEY, VerifyRM
 from coreward.runtime.errors import CorewardError
-
-
-COMBINES = ("mean", "min", "uncertainty")
-SPREADS = ("std", "variance")
-
-
-def combine_scores(member_scores: list[list[float]], combine: str = "mean", uncertainty_weight: float = 1.0,
-                   uncertainty_spread: str = "std") -> tuple[list[float], list[float]]:
-    """Per completion, the members' combined score and their standard deviation (the disagreement, divided by K).
-
-    `member_scores[k][i]` is member k's score of completion i. A NaN from any member (its logit was not finite)
-    makes that completion's combined score NaN: the trainer skips it rather than trust the other members alone.
-    """
-    if combine not in COMBINES:
-        raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
-    if uncertainty_spread not in SPREADS:
-        raise ValueError(f"uncertainty_spread must be one of {SPREADS}, got {uncertainty_spread!r}")
-    scores = torch.tensor(member_scores, dtype=torch.float64)  # [K, n]
-    mean = scores.mean(dim=0)
-    variance = scores.var(dim=0, correction=0)  # (1/K) Σ_k (s_k − s̄)²
-    std = variance.sqrt()
-    if combine == "mean":
-        combined = mean
-    elif combine == "min":
-        combined = scores.min(dim=0).values  # NaN propagates, as in the mean
-    else:
-        combined = mean - uncertainty_weight * (std if uncertainty_spread == "std" else variance)
-    return combined.tolist(), std.tolist()
 
 
 @register("model")
@@ -174,8 +137,8 @@ class ModelReward(RewardSource):
             if (fmt.get("template"), fmt.get("drops")) != (first.get("template"), first.get("drops")):
                 raise CorewardError(
                     f"{self.member_key(i)}: the ensemble's members read different input formats: path.{i} "
-                    f"({self.params.members[i]}) was saved reading {_describe_format(fmt)}, path.{j} "
-                    f"({self.params.members[j]}) {_describe_format(first)}; one template and one rm_cut feed every "
+                    f"({self.params.members[i]}) was saved reading {describe_format(fmt)}, path.{j} "
+                    f"({self.params.members[j]}) {describe_format(first)}; one template and one rm_cut feed every "
                     "member, so ensemble RMs of one format")
 
     def rm(self, policy: Policy | None = None) -> VerifyRM:
@@ -218,7 +181,7 @@ class ModelReward(RewardSource):
         if self.params.is_ensemble:
             scores, spread = combine_scores(member_scores, self.params.combine, self.params.uncertainty_weight,
                                             self.params.uncertainty_spread)
-            self._log_members(batch, member_scores, spread)
+            log_members(batch, member_scores, spread)
         else:
             (scores,) = member_scores
         # a NaN/inf logit scores NaN (see VerifyRM.score): the engine skips that completion and counts it
@@ -233,20 +196,3 @@ class ModelReward(RewardSource):
         if self.params.threshold is None:
             return scores
         return [s if not math.isfinite(s) else 1.0 if s > self.params.threshold else 0.0 for s in scores]
-
-    @staticmethod
-    def _log_members(batch: RolloutBatch, member_scores: list[list[float]], spread: list[float]) -> None:
-        """Each member's mean score (model/member<k>/score_mean) and the members' mean std over the step's
-        completions (model/members_std): how far apart they are on what the policy writes now."""
-        for k, scores in enumerate(member_scores):
-            finite = [s for s in scores if math.isfinite(s)]
-            if finite:
-                batch.log(f"model/member{k}/score_mean", sum(finite) / len(finite))
-        finite = [s for s in spread if math.isfinite(s)]
-        if finite:
-            batch.log("model/members_std", sum(finite) / len(finite))
-
-
-def _describe_format(fmt: dict) -> str:
-    drops = {"start": "dropping a long input's start", "end": "dropping a long input's end"}.get(fmt.get("drops"), "?")
-    return f"template {fmt.get('template')!r}, cut {fmt.get('cut')!r} ({drops})"

@@ -18,6 +18,7 @@ acceptable negative (its answer must not verify equal to the positive's) is Coop
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import time
@@ -33,6 +34,9 @@ from coreward.llm import (
     TextGenerator,
     build_generator,
 )
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -251,6 +255,17 @@ class Negatives:
     rejected: int = 0  # texts refused because their answer still verified equal to the positive's, or had none
     last_error: str | None = None  # why the last failed request failed (the endpoint's error text)
     latencies: list[float] = field(default_factory=list)
+
+    def report(self, log, step: int) -> None:
+        """Log the step's assistant/failures, assistant/rejected and mean latency through `log(name, value)`; warn when
+        requests failed and none gave a negative (`step`: the steps done before this one)."""
+        log("assistant/failures", float(self.failures))
+        log("assistant/rejected", float(self.rejected))
+        if self.latencies:
+            log("assistant/latency", sum(self.latencies) / len(self.latencies))
+        if self.failures and not any(self.texts):  # metrics.jsonl numbers this step step + 1
+            logger.warning("cooper: no assistant request of step %d gave a negative (%d failed; last error: %s); its "
+                           "pairs are dropped", step + 1, self.failures, self.last_error or "none given")
 
 
 def request_seed(*parts: Any) -> int:

@@ -120,6 +120,23 @@ class RMOwner:
             self._resume_from = Path(directory)
             self.learner = None
 
+    _eval_rows: list[dict] | None = None
+
+    def evaluate_held_out(self, batch: Any, learner: RMLearner) -> None:
+        """Every `eval_every` steps (from the first, and at the run's last so the curve reaches the end): the RM's
+        accuracy on the held-out pairs of `eval_data` (rm/evaluate.py), logged through `batch.log`."""
+        from coreward.rm.evaluate import evaluate_rm
+        from coreward.rm.labelled import read_labelled
+        from coreward.runtime.assets import resolve_file
+
+        every = self.params.eval_every
+        last = batch.policy is not None and batch.step + 1 == batch.policy.max_steps
+        if every and (batch.step % every == 0 or last):
+            if self._eval_rows is None:
+                self._eval_rows = read_labelled(resolve_file(self.params.eval_data, "rm_pairs", key="eval_data"))
+            for name, value in evaluate_rm(learner.rm, self._eval_rows).items():
+                batch.log(name, value)
+
     def close(self) -> None:
         if self._assistant is not None:
             self._assistant.close()
