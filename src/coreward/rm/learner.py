@@ -326,8 +326,9 @@ class RMLearner:
                 p.grad = None
         return {"rm/lr": self.optimizer.param_groups[0]["lr"]}
 
-    def _optimizer_step(self) -> None:
-        """AdamW, one tensor at a time: on the parameters, or on their float32 masters (then copied back).
+    def _optimizer_step(self, local=lambda t: t) -> None:
+        """AdamW, one tensor at a time: on the parameters, or on their float32 masters (then copied back; `local`:
+        the tensor a master copies, a DTensor's shard for FSDP2).
 
         Per tensor: its float32 gradient is made (on the masters' device) and the RM's gradient freed, AdamW steps
         that tensor alone, its gradient is freed, the new value copied back. So the step holds one tensor's float32
@@ -343,13 +344,14 @@ class RMLearner:
             grad, grads[i] = grads[i], None
             if grad is None:
                 continue
-            target.grad = grad if target is p else grad.detach().to(target.device, torch.float32)
+            target.grad = grad if target is p else local(grad).detach().to(target.device, torch.float32)
             del grad  # the RM's own gradient (a master's float32 copy is made)
             self.optimizer.step()
             target.grad = None
             if target is not p:
                 with torch.no_grad():
-                    p.copy_(target.to(p.device, p.dtype))
+                    shard = local(p)
+                    shard.copy_(target.to(shard.device, shard.dtype))
 
     def _sum_across_processes(self, sums: torch.Tensor) -> torch.Tensor:
         """All-reduce every gradient (a process without pairs contributes zeros) and the metric sums."""

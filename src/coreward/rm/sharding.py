@@ -166,16 +166,8 @@ class ShardedRM:
         norm = torch.nn.utils.clip_grad_norm_(learner.parameters, learner.max_grad_norm)
         norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         stepped = math.isfinite(norm)
-        if stepped and learner.masters is None:
-            learner.optimizer.step()
-        elif stepped:
-            for master, p in zip(learner.masters, learner.parameters):
-                master.grad = p.grad.to_local().detach().to(master.device, torch.float32) if p.grad is not None else None
-            learner.optimizer.step()
-            with torch.no_grad():
-                for master, p in zip(learner.masters, learner.parameters):
-                    local = p.to_local()
-                    local.copy_(master.to(local.device, local.dtype))
+        if stepped:  # one tensor at a time, as the replicated learner (masters: this process's shards)
+            learner._optimizer_step(local=lambda t: t.to_local() if hasattr(t, "to_local") else t)
         learner.optimizer.zero_grad(set_to_none=True)
         for p in learner.parameters:
             p.grad = None
