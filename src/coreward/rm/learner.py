@@ -2,7 +2,8 @@
 
     L(θ) = mean over pairs of −log σ(f_θ(q, a, o⁺) − f_θ(q, a, o⁻))
 
-on (verified positive, wrong negative) pairs; gradient norm clipped, a step with a non-finite norm skipped
+on (verified positive, wrong negative) pairs (with `anchor` λ > 0, a variant: L(θ) + (λ/2)·‖θ − θ_0‖², θ_0 the weights
+the learner started from); gradient norm clipped, a step with a non-finite norm skipped
 and counted. `save` / `load` carry weights (HF format, atomic), optimizer moments and counters through
 checkpoints.
 
@@ -38,6 +39,7 @@ from coreward.runtime.precision import is_low_precision, round_away_warning
 logger = logging.getLogger(__name__)
 
 RM_DIR, OPTIMIZER_FILE, STATE_FILE = "rm", "optimizer.pt", "cooper_state.json"
+ANCHOR_FILE = "anchor_weights.pt"  # θ_0 of the `anchor` pull: the weights the run's RM started from
 MASTERS_FILE = "master_weights.pt"  # a bf16 RM's float32 masters: its weights in rm/ are only their rounded copies
 NORM_CHUNK = 1 << 22  # elements per float64 chunk of the update norms (32 MiB)
 
@@ -65,6 +67,7 @@ class LearnerSettings:
     gradient_checkpointing: bool = False  # the RM's update keeps each layer's input only and recomputes the rest in backward (less activation memory, a slower update; scoring never keeps activations)
     step_without_pairs: bool = False  # a step with no valid pair still takes an AdamW step on a zero gradient (the authors'), instead of leaving the RM as it is
     master_weights: Literal["float32", "none"] = "float32"  # AdamW steps float32 copies of a bf16 RM's weights; none: the bf16 weights themselves (the authors': updates below half a bf16 step round away)
+    anchor: float = 0.0  # λ of an L2 pull toward the initial RM, L + (λ/2)·‖θ − θ_0‖² (0: none, the authors'); keeps a copy of θ_0 on the RM's device
 
     def keeps_masters(self, low_precision: bool) -> bool:
         """Whether AdamW steps float32 copies of the RM's weights rather than the weights (see RMLearner)."""
@@ -81,6 +84,8 @@ class LearnerSettings:
                 raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not self.anchor >= 0:
+            raise ValueError(f"anchor must be >= 0 (λ of the pull toward the initial RM), got {self.anchor}")
 
     @classmethod
     def of(cls, settings: Any = None, **fields: Any) -> LearnerSettings:
@@ -151,6 +156,13 @@ class RMLearner:
             if warning:
                 logger.warning("cooper: %s", warning)
         self.optimizer = torch.optim.AdamW(self.optimized, lr=lr, weight_decay=weight_decay)
+        # `anchor` (a variant): θ_0, the weights the learner starts from, as float32 on the RM's device (a loaded
+        # learner takes the checkpoint's θ_0 instead, `load`); its gradient λ(θ − θ_0) joins the pairs' before the clip
+        self.anchor = settings.anchor
+        if self.anchor and sharding is not None:
+            raise CorewardError("anchor: not supported for an RM sharded like the policy: set it to 0, or give the RM "
+                                "a device of its own (`device: cuda:1`), which keeps it whole")
+        self.anchor_weights = [p.detach().float().to(rm.device, copy=True) for p in self.parameters] if self.anchor else None
         self.updates = 0  # optimizer steps taken
         self.skipped = 0  # steps skipped for a non-finite gradient norm
         self.calls = 0  # RL steps whose pairs were learned (seeds the shuffles)
@@ -277,6 +289,11 @@ class RMLearner:
                                      (s_pos > s_neg).sum()]).detach().double().cpu()
         if size > 1:
             sums = self._sum_across_processes(sums)
+        if self.anchor_weights is not None:  # ∇ (λ/2)·‖θ − θ_0‖² = λ(θ − θ_0), once (after the sum across processes)
+            with torch.no_grad():
+                for p, initial in zip(self.parameters, self.anchor_weights):
+                    pull = (p.detach().float() - initial.to(p.device)).mul_(self.anchor).to(p.dtype)
+                    p.grad = pull if p.grad is None else p.grad.add_(pull)
         if self.sharding is not None:  # the engine clips and steps (or skips) and clears the gradients
             grad_norm, stepped = self.sharding.clip_and_step(self)
             self.updates, self.skipped = self.updates + stepped, self.skipped + (not stepped)
@@ -377,6 +394,8 @@ class RMLearner:
             torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
             if self.masters is not None and self.low_precision:  # resume from the masters, not their rounding
                 torch.save([m.cpu() for m in self.masters], directory / MASTERS_FILE)
+            if self.anchor_weights is not None:  # θ_0 is the run's first RM, not the one resumed from
+                torch.save([a.cpu() for a in self.anchor_weights], directory / ANCHOR_FILE)
         (directory / STATE_FILE).write_text(json.dumps({"updates": self.updates, "skipped": self.skipped,
                                                         "calls": self.calls}))
 
@@ -395,6 +414,9 @@ class RMLearner:
             if learner.masters is not None and (directory / MASTERS_FILE).is_file():
                 for master, saved in zip(learner.masters, torch.load(directory / MASTERS_FILE, map_location="cpu")):
                     master.copy_(saved)
+            if learner.anchor_weights is not None and (directory / ANCHOR_FILE).is_file():
+                for initial, saved in zip(learner.anchor_weights, torch.load(directory / ANCHOR_FILE, map_location="cpu")):
+                    initial.copy_(saved)
             learner.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE,
                                                          map_location=load_location(learner.rm.device)))
         state = json.loads((directory / STATE_FILE).read_text())
