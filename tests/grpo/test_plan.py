@@ -186,3 +186,19 @@ def test_cpu_plan_predicts_the_peak_resident_memory_of_coreward_train(tmp_path):
     assert "memory: planned peak" in done.stdout + done.stderr  # the run log's memory: line
     measured = int(done.stdout.split("maxrss_kib")[-1].split()[0]) * 1024
     assert 0.8 <= planned["peak_bytes"] / measured <= 1.2, (planned["peak_bytes"], measured, planned["phases"])
+
+
+def test_a_co_optimized_ensemble_multiplies_the_rms_held_state_by_k_and_the_anchor_adds_one_float32_copy():
+    one = plan(COOPER, *COOPER_AS_WRITTEN)
+    three = plan(COOPER, *COOPER_AS_WRITTEN, "rewards.0.params.members=3")
+    for part in ("weights", "float32 masters", "AdamW moments"):  # what each member keeps for the whole run
+        name = f"rewards.0 Cooper RM {part}"
+        assert item(three, name)["bytes"] == 3 * item(one, name)["bytes"] > 0, part
+    for part in ("gradients", "update activations", "scoring pass"):  # the members update and score one at a time
+        name = f"rewards.0 Cooper RM {part}"
+        assert item(three, name)["bytes"] == item(one, name)["bytes"], part
+    anchored = plan(COOPER, *COOPER_AS_WRITTEN, "rewards.0.params.anchor=0.1")
+    count = parameter_count(ModelShape.from_path("Qwen/Qwen2.5-Math-1.5B-Instruct"), "score")
+    assert item(anchored, "rewards.0 Cooper RM anchor weights")["bytes"] == 4 * count
+    assert anchored["phases"]["RM update"] - one["phases"]["RM update"] == 4 * count
+    assert not any("anchor" in i["name"] for i in one["items"])

@@ -594,6 +594,16 @@ def _cooper_items(config, i, params, hardware, shard, engine, n, notes) -> list[
     score_rows, _ = _rm_passes(params, int(getattr(params, "batch_size", 32)), length)
     items.append(Item(f"rewards.{i} Cooper RM scoring pass", scoring_bytes(shape, score_rows, length, dtype),
                       ("reward scoring",), "no grad: one layer's working set"))
+    # variants (rewards/cooper_variants.py): `anchor` keeps θ_0 as float32 on the RM's device; a co-optimized ensemble
+    # (`members` K) holds K RMs with their own masters, moments and θ_0, updated and scored one after another (so
+    # gradients, activations and passes are one member's at a time)
+    if float(getattr(params, "anchor", 0.0) or 0.0) > 0:
+        items.insert(1, Item(f"rewards.{i} Cooper RM anchor weights", count * 4 // divide, ALL, "θ_0, float32 (anchor)"))
+    members = int(getattr(params, "members", 1) or 1)
+    if members > 1:
+        held = {f"rewards.{i} Cooper RM {part}" for part in ("weights", "float32 masters", "AdamW moments", "anchor weights")}
+        items = [dataclasses.replace(it, bytes=it.bytes * members, note=f"{it.note}; x {members} members")
+                 if it.name in held else it for it in items]
     return items
 
 
