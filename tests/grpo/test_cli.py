@@ -26,6 +26,14 @@ def test_train_then_resume_has_each_step_once(tiny_policy, tmp_path):
     assert [p.name for p in complete_checkpoints(run_dir)] == ["checkpoint-1", "checkpoint-2"]
     # the reward source state directory travels with each checkpoint
     assert (run_dir / "checkpoint-2" / "reward_sources" / "rule").is_dir()
+    # memory.json: the measured peak (in this process: the test process's peak RSS) beside the run's plan
+    memory = json.loads((run_dir / "memory.json").read_text())
+    assert memory["stopped"] == "end" and memory["step"] == 2 and memory["rank"] == 0
+    assert memory["measured"]["device"] == "cpu" and memory["measured"]["peak_bytes"] > 100 * 2**20
+    planned = memory["planned"]
+    assert planned["peak_bytes"] == max(planned["phases"].values()) == planned["phases"][planned["peak_phase"]]
+    assert memory["ratio"] == pytest.approx(memory["measured"]["peak_bytes"] / planned["peak_bytes"])
+    assert "memory: measured peak" in first.stdout and f"ratio {memory['ratio']:.2f}" in first.stdout
 
     # a half-written checkpoint (no completeness marker) must never be picked
     broken = run_dir / "checkpoint-9"

@@ -41,6 +41,11 @@ def check_resumed_without_loss(policy: Path, run_dir: Path, stopped_at: int, npr
     assert [p.name for p in complete_checkpoints(run_dir)][-1] == f"checkpoint-{stopped_at}"
     assert steps_logged(run_dir) == list(range(1, stopped_at + 1))
     assert not (run_dir / "final").exists()
+    # each process recorded its measured peak when the preemption stopped it (no collective: its own file)
+    for name in ["memory.json", *(f"memory-rank{rank}.json" for rank in range(1, nproc))]:
+        memory = json.loads((run_dir / name).read_text())
+        assert memory["stopped"] == "preemption" and memory["step"] == stopped_at, memory
+        assert memory["measured"]["peak_bytes"] > 0 and memory["planned"]["peak_bytes"] > 0
     if nproc == 1:  # the resumed run is not what is tested here: in this process (no Python start-up)
         resumed = coreward_here(*launch_args(policy, run_dir, "--resume"))
         out, err = resumed.stdout, resumed.stderr

@@ -276,16 +276,17 @@ def run_training(
     resume_checkpoint(config, run_dir, resume)  # a bad grpo.resume_from_checkpoint fails before any model path check
     model_path = resolve_model(config.model.name_or_path, "policy", key="key model.name_or_path")
     check_model(model_path, "policy", key="key model.name_or_path", trust_remote_code=config.model.trust_remote_code)
-    from coreward.grpo.plan import check_before_loading, prompt_token_bound
+    from coreward.grpo.plan import plan_before_loading, prompt_token_bound
 
     prompts = prompt_token_bound(dataset["prompt"]) if "prompt" in dataset.column_names else None
-    print_once(check_before_loading(config, plan_check, prompt_tokens=prompts))  # `memory:`; over a GPU's: exit 2 here
+    memory_line, plan = plan_before_loading(config, plan_check, prompt_tokens=prompts)  # over a GPU's: exit 2 here
+    print_once(memory_line)
     lock = RunLock(run_dir, enabled=int(os.environ.get("RANK", "0")) == 0)  # one writer: the main process holds it
     created = not run_dir.exists()
     try:
         with lock:
             return _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_records, sources,
-                               model_path, extra_callbacks, allow_config_change)
+                               model_path, extra_callbacks, allow_config_change, plan)
     except BaseException as err:
         from coreward.grpo.health import SUMMARY_FILE
         from coreward.runtime.user_code import UserCodeError
@@ -308,8 +309,8 @@ def remove_if_no_work(run_dir: Path) -> None:
 
 
 def _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_records, sources, model_path,
-                extra_callbacks, allow_config_change) -> TrainResult:
-    """The part of `run_training` that holds the run directory's lock."""
+                extra_callbacks, allow_config_change, plan=None) -> TrainResult:
+    """The part of `run_training` that holds the run directory's lock (`plan`: its memory plan, or None)."""
     from coreward.grpo.checkpoints import checkpoint_step
     from coreward.grpo.run_dir import check_resume_config, check_something_to_resume, save_config
 
@@ -347,7 +348,8 @@ def _locked_run(config, run_dir, lock, args, resume, max_steps, dataset, eval_re
 
     threads = torch.get_num_threads()
     try:
-        return _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks)
+        return _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks,
+                      plan)
     finally:  # the run's own thread count (torch_threads, or the one picked) ends with it: a caller's stays its own
         torch.set_num_threads(threads)
 
@@ -372,8 +374,10 @@ def threads_report(configured: int | None, model) -> str:
     return f"threads: {torch.get_num_threads()} torch thread(s) per process, picked ({why}; set torch_threads to choose)"
 
 
-def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks) -> TrainResult:
-    """Build the trainer and run it (the run directory is locked and its config written)."""
+def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, model_path, extra_callbacks,
+           plan=None) -> TrainResult:
+    """Build the trainer and run it (the run directory is locked and its config written; `plan`: the memory plan
+    its measured peak is recorded beside, in memory.json)."""
     from coreward.grpo.checkpoints import agree_on_checkpoint, checkpoint_step, discard, mark_complete
     from coreward.grpo.periodic_eval import add_periodic_eval
     from coreward.grpo.preemption import PreemptionCallback, signal_numbers
@@ -449,6 +453,11 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
             trainer.state.global_step = checkpoint_step(checkpoint)
         else:
             trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        from coreward.grpo.measured_memory import record_memory
+
+        # each process its own file (no collective): before the final save, whose gathers are no training step's
+        print_once(record_memory(run_dir, plan, trainer.state.global_step,
+                                 "preemption" if preemption.preempted_at is not None else "end"))
         if preemption.preempted_at is not None:  # its checkpoint is complete; the final model comes on resume
             trainer.accelerator.wait_for_everyone()  # no process exits (and has torchrun stop the others) early
             return TrainResult(run_dir=run_dir, final_model=final, global_step=trainer.state.global_step,
