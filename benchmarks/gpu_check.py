@@ -47,6 +47,12 @@ split into phases from metrics.jsonl (generation, reward, update; the teacher's 
 are parts of the reward phase; for eval_vllm, its sampling and answer-checking times sit in the generation and
 reward columns), and the peak memory per device over the part: GPU memory in use on each GPU
 (nvidia-smi, every process on it), or the peak resident memory of the part's process tree on CPU.
+Beside it, the memory plan (grpo/plan.py, `coreward plan`) is checked: the plan's peak per device (and its phase)
+for the part's own config on its own hardware, the peak its main process measured, and measured / planned. A
+`coreward train` part's numbers are its run's memory.json (planned by the run itself before it loaded: this GPU's
+memory, the launch's processes and engine; measured: `torch.cuda.max_memory_allocated`, or the peak RSS on CPU);
+rm_update plans the RM update phase of a Cooper plan with its settings (the RM's items, plus the process baseline
+on CPU) and measures the same way after its updates; eval_vllm is not planned.
 The table is printed and written to `--out` (default benchmarks/results/) as gpu_check-DATE-DEVICE.json and .md,
 with the date, machine, commit and command.
 """
@@ -221,7 +227,7 @@ def part_command(part: str, policy: Path, rm: Path, run_dir: Path, steps: int, t
                 "--steps", str(max(steps, 2)), "--dtype", "float32" if tiny and not learning else "bfloat16",
                 "--pairs", str(batch["prompts"]), "--text-chars", "100" if tiny else "1000",
                 "--out", str(run_dir / "rm_update.json"), "--rm-settings", json.dumps(rm_settings),
-                *(["--learning"] if learning else [])]
+                "--policy", str(policy), *(["--learning"] if learning else [])]
     if part == "eval_vllm":
         if not use_vllm:
             return None
@@ -314,12 +320,16 @@ def run_part(part: str, policy: Path, rm: Path, root: Path, steps: int, tiny: bo
         result["phases_s"] = json.loads((run_dir / "rm_update.json").read_text())
         if learning:
             result["learning"] = result["phases_s"].pop("learning")
+        result["memory_plan"] = part_memory(part, run_dir, result["phases_s"])
+        result["phases_s"].pop("memory", None)
     elif part == "eval_vllm":
+        result["memory_plan"] = part_memory(part, run_dir, None)
         results = json.loads((run_dir / "results.json").read_text())
         result["eval"] = {"settings": results.get("settings"),  # results.json's timing keys are top-level
                           "timing": {k: v for k, v in results.items() if k.endswith(("_s", "per_s"))}}
     else:
         result["phases_s"] = phase_times(run_dir)
+        result["memory_plan"] = part_memory(part, run_dir, None)
         result["engine"] = engine_line(text)
         result["precision"] = next((line for line in text.splitlines() if line.startswith("precision:")), None)
         if learning:
@@ -388,9 +398,10 @@ def learning_check(part: str, policy: Path, rm: Path, root: Path, run_dir: Path,
 
 
 def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_chars: int, out: Path,
-             learning: bool = False, rm_settings: dict | None = None) -> None:
+             learning: bool = False, rm_settings: dict | None = None, policy: Path | None = None) -> None:
     """`steps` RM updates on `pairs` synthetic pairs (one AdamW step each); median seconds after the first.
-    `rm_settings`: RM_SETTINGS, the VerifyRM's and the learner's."""
+    `rm_settings`: RM_SETTINGS, the VerifyRM's and the learner's. `policy`: the RM's backbone, for its memory plan
+    (`rm_update_plan`), given beside the peak this process measured over those updates."""
     import random
 
     import torch
@@ -432,6 +443,13 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
     timed = times[1:] or times
     report = {"rm_update": statistics.median(timed), "steps_timed": len(timed), "rm_optimizer_steps": learner.updates,
               "sequences_per_pass": learner.batch_size, "rm_settings": rm_settings}
+    if policy is not None:  # measured now: the learning check's other learners below are no part of this plan
+        from coreward.grpo.measured_memory import measured_peak
+
+        planned = rm_update_plan(policy, rm, device, dtype, batch_size, rm_settings)
+        measured = measured_peak(device)
+        report["memory"] = {"planned": planned, "measured": measured,
+                            "ratio": measured["peak_bytes"] / planned["peak_bytes"]}
     if learning:  # the same pairs: float32 RM (the reference) and the authors' pure bf16 RM, against this run's
         import gc
 
@@ -455,6 +473,57 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
         report["learning"] = {"lr": 1e-5, "update_norms": norms, "ratios": ratios,
                               "ok": LEARNING_BAND[0] <= ratios[dtype] <= LEARNING_BAND[1]}
     out.write_text(json.dumps(report))
+
+
+def rm_update_plan(policy: Path, rm: Path, device: str, dtype: str, batch_size: int, rm_settings: dict) -> dict:
+    """What the memory plan (grpo/plan.py) gives the RM learner alone: the RM's items of a Cooper plan with this
+    part's settings (the demo Cooper config, this RM, its dtype, `batch_size` sequences a pass, `rm_settings`) on
+    this device (one GPU's memory, or the CPU's RAM with the process baseline), at the larger of its RM update and
+    RM step phases."""
+    from coreward.grpo.config import as_train_config
+    from coreward.grpo.plan import Hardware, machine_ram_bytes, plan_run
+
+    overrides = [f"model.name_or_path={policy}", f"rewards.0.params.rm={rm}", f"rewards.0.params.rm_dtype={dtype}",
+                 f"rewards.0.params.batch_size={batch_size}",
+                 *(f"rewards.0.params.{key}={json.dumps(value)}" for key, value in rm_settings.items())]
+    config = as_train_config(REPO / "configs" / "demo" / "cooper.yaml", overrides)
+    if device.startswith("cuda"):
+        import torch
+
+        hardware = Hardware(gpus=1, device_bytes=torch.cuda.mem_get_info(device)[1], engine="one", device="cuda")
+    else:
+        hardware = Hardware(gpus=1, device_bytes=machine_ram_bytes(), engine="one", device="cpu")
+    plan = plan_run(config, hardware)
+    held = [item for item in plan.items if item.name.startswith(("rewards.0 Cooper RM", "process baseline"))]
+    phases = {phase: sum(item.bytes for item in held if phase in item.phases) for phase in ("RM update", "RM step")}
+    peak_phase = max(phases, key=phases.get)
+    return {"peak_bytes": phases[peak_phase], "peak_phase": peak_phase, "phases": phases,
+            "device_bytes": plan.device_bytes, "items": [item.name for item in held]}
+
+
+def part_memory(part: str, run_dir: Path, phases: dict | None) -> dict:
+    """The plan's peak per device beside what the part measured (its main process's: memory.json of its
+    `coreward train` run; rm_update's own record), as {planned_bytes, peak_phase, measured_bytes, measure,
+    ratio}; {"why": ...} where there is none."""
+    if part == "eval_vllm":
+        return {"why": "not planned (coreward eval: the plan covers training steps)"}
+    if part == "rm_update":
+        record = (phases or {}).get("memory")
+        if not record:
+            return {"why": "no record"}
+        planned, measured = record["planned"], record["measured"]
+    else:
+        from coreward.grpo.measured_memory import MEMORY_FILE
+
+        if not (run_dir / MEMORY_FILE).is_file():
+            return {"why": f"no {MEMORY_FILE}"}
+        record = json.loads((run_dir / MEMORY_FILE).read_text())
+        planned, measured = record.get("planned"), record["measured"]
+        if planned is None:
+            return {"why": "not planned", "measured_bytes": measured["peak_bytes"], "measure": measured["measure"]}
+    return {"planned_bytes": planned["peak_bytes"], "peak_phase": planned["peak_phase"],
+            "measured_bytes": measured["peak_bytes"], "measure": measured["measure"],
+            "max_memory_reserved": measured.get("max_memory_reserved"), "ratio": record["ratio"]}
 
 
 def rm_updated_weights(learner) -> dict:
@@ -497,11 +566,22 @@ def table(report: dict) -> str:
              f"- commit: {report['commit']}", f"- command: `{report['command']}`",
              f"- models: {report['models']}; steps per part: {report['steps']}; {report['batch']}",
              f"- RM settings: {json.dumps(report.get('rm_settings') or {})}", "",
-             "| part | status | generation | step s | generation s | reward s | (teacher s) | (RM update s) | update s | peak memory GiB |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| part | status | generation | step s | generation s | reward s | (teacher s) | (RM update s) | update s "
+             "| peak memory GiB | planned peak GiB | measured GiB | measured / planned |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def cell(phases: dict, key: str) -> str:
         return f"{phases[key]:.2f}" if key in phases else "–"
+
+    def planned_cells(r: dict) -> str:
+        """The plan's peak per device, what the part's main process measured (GPU: max_memory_allocated; CPU: peak
+        RSS), and their ratio."""
+        plan = r.get("memory_plan") or {}
+        if "planned_bytes" not in plan:
+            return f"{plan.get('why', '–')} | – | –"
+        what = "allocated" if plan["measure"] == "max_memory_allocated" else "RSS"
+        return (f"{plan['planned_bytes'] / 2**30:.2f} ({plan['peak_phase']}) | {plan['measured_bytes'] / 2**30:.2f} "
+                f"({what}) | {plan['ratio']:.2f}")
 
     for r in report["parts"]:
         memory = ", ".join(f"{d} {g:.1f}" for d, g in r.get("peak_memory_gib", {}).items()) or "–"
@@ -509,11 +589,11 @@ def table(report: dict) -> str:
         if r["part"] == "eval_vllm" and r.get("eval", {}).get("timing"):
             timing = r["eval"]["timing"]  # the evaluation's sampling, then its answer checking, in the reward column
             lines.append(f"| {r['part']} | {r['status']} | vllm | – | {timing.get('generation_time_s', 0):.2f} | "
-                         f"{timing.get('scoring_time_s', 0):.2f} | – | – | – | {memory} |")
+                         f"{timing.get('scoring_time_s', 0):.2f} | – | – | – | {memory} | {planned_cells(r)} |")
             continue
         lines.append(f"| {r['part']} | {r['status']} | {r.get('generation', '–')} | {cell(phases, 'step')} | "
                      f"{cell(phases, 'generation')} | {cell(phases, 'reward')} | {cell(phases, 'teacher_generation')} | "
-                     f"{cell(phases, 'rm_update')} | {cell(phases, 'update')} | {memory} |")
+                     f"{cell(phases, 'rm_update')} | {cell(phases, 'update')} | {memory} | {planned_cells(r)} |")
     learned = [r for r in report["parts"] if r.get("learning")]
     if learned:
         lines += ["", f"Learning check: update norm ‖θ_final − θ_init‖ in bf16 over the float32 reference's, lr "
@@ -553,9 +633,10 @@ def main(argv: list[str] | None = None) -> int:
             child.add_argument(name, type=int)
         child.add_argument("--learning", action="store_true")
         child.add_argument("--rm-settings", type=json.loads, default={})
+        child.add_argument("--policy", type=Path, default=None)
         a = child.parse_args(argv)
         rm_child(Path(a.rm_child), a.device, a.steps, a.dtype, a.pairs, a.text_chars, Path(a.out), a.learning,
-                 a.rm_settings)
+                 a.rm_settings, a.policy)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (the default without CUDA)")

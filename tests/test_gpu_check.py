@@ -50,7 +50,18 @@ def check_report(report: dict, table: str, parts: list[str]) -> dict[str, dict]:
         assert name in table
     for line in (report["date"], report["commit"], report["command"]):
         assert line in table
+    assert "| planned peak GiB | measured GiB | measured / planned |" in table
     return by_part
+
+
+def check_planned_memory(name: str, result: dict, band: tuple[float, float] = (0.5, 2.0)) -> None:
+    """A part's row gives the plan's peak beside its process's measured peak RSS (CPU), and the plan is near it:
+    the plan is built to be within ±20% on CPU for `coreward train`."""
+    plan = result["memory_plan"]
+    assert plan["measure"] == "peak_rss" and plan["measured_bytes"] > 100 * 2**20, (name, plan)
+    assert plan["planned_bytes"] > 100 * 2**20, (name, plan)  # a plan with the process baseline in it
+    assert plan["ratio"] == pytest.approx(plan["measured_bytes"] / plan["planned_bytes"]), (name, plan)
+    assert band[0] <= plan["ratio"] <= band[1], (name, plan)
 
 
 def check_training_parts(by_part: dict[str, dict]) -> None:
@@ -59,9 +70,14 @@ def check_training_parts(by_part: dict[str, dict]) -> None:
     if "rm_update" in by_part:
         rm_update = by_part["rm_update"]["phases_s"]  # the RM learner alone: it took its optimizer steps
         assert rm_update["rm_update"] > 0 and rm_update["rm_optimizer_steps"] >= 2, rm_update
+        # planned: the RM update phase of a Cooper plan, whose process baseline is a training process's (TRL
+        # imported), larger than the learner's process holds: a lower band
+        assert by_part["rm_update"]["memory_plan"]["peak_phase"] in ("RM update", "RM step")
+        check_planned_memory("rm_update", by_part["rm_update"], band=(0.4, 2.0))
     for name, result in by_part.items():
         if name == "rm_update":
             continue
+        check_planned_memory(name, result)
         phases = result["phases_s"]
         assert result["generation"] == "transformers"
         assert phases["steps_timed"] == 1
