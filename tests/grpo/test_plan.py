@@ -202,3 +202,13 @@ def test_a_co_optimized_ensemble_multiplies_the_rms_held_state_by_k_and_the_anch
     assert item(anchored, "rewards.0 Cooper RM anchor weights")["bytes"] == 4 * count
     assert anchored["phases"]["RM update"] - one["phases"]["RM update"] == 4 * count
     assert not any("anchor" in i["name"] for i in one["items"])
+
+
+def test_plan_bounds_the_prompts_by_the_training_data_as_train_does():
+    """With data.max_prompt_tokens unset, `coreward train` plans at its data's longest prompt; `coreward plan` reads the
+    same data and plans the same run (the demo's prompts are a few dozen characters: far below the 256-token default)."""
+    demo = REPO / "configs" / "demo" / "rule.yaml"
+    by_data = plan(demo, device="cpu")
+    assert not any("256 tokens" in note for note in by_data["notes"]), by_data["notes"]
+    at_256 = plan(demo, "data.max_prompt_tokens=256", device="cpu")
+    assert item(by_data, "policy update activations")["bytes"] < item(at_256, "policy update activations")["bytes"]

@@ -731,10 +731,10 @@ def suggest(config: TrainConfig, plan: Plan, limit: int = 6, prompt_tokens: int 
     return found[:limit]
 
 
-def plan_with_suggestions(config: TrainConfig, hardware: Hardware) -> Plan:
-    plan = plan_run(config, hardware)
+def plan_with_suggestions(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None = None) -> Plan:
+    plan = plan_run(config, hardware, prompt_tokens)
     if not plan.fits:
-        plan.suggestions = suggest(config, plan)
+        plan.suggestions = suggest(config, plan, prompt_tokens=prompt_tokens)
     return plan
 
 

@@ -37,11 +37,29 @@ def plan_command(
     hardware = resolve_hardware(config, gpus, gpu_memory, engine, device)
     with processes(hardware):  # the config's batch checks count every planned process
         train_config = as_train_config(config, set_)
-    plan = plan_with_suggestions(train_config, hardware)
+    plan = plan_with_suggestions(train_config, hardware, data_prompt_bound(train_config))
     if as_json:
         typer.echo(json.dumps(plan.to_json(), indent=2))
     else:
         typer.echo(plan.render())
+
+
+def data_prompt_bound(config) -> int | None:
+    """What `coreward train` bounds the prompts by when data.max_prompt_tokens is unset: the training data's longest
+    prompt (`prompt_token_bound`), so `coreward plan` plans the run `coreward train` will plan. None when the limit is
+    set (it decides) or the data can't be read here (a hub dataset offline: the plan then assumes 256 tokens, and
+    says so)."""
+    if config.data.max_prompt_tokens is not None:
+        return None
+    from coreward.grpo.plan import prompt_token_bound
+    from coreward.grpo.train import build_train_dataset, resolve_prompt_format
+    from coreward.runtime.errors import CorewardError
+
+    try:
+        dataset = build_train_dataset(resolve_prompt_format(config))
+    except (CorewardError, OSError, ValueError):
+        return None
+    return prompt_token_bound(dataset["prompt"]) if "prompt" in dataset.column_names else None
 
 
 def register(app: typer.Typer) -> None:
