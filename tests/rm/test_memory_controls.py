@@ -88,6 +88,16 @@ def peak_of(call) -> int:
     return resident()[1] - start
 
 
+def whole_tensor_norms(learner: RMLearner, before: list[torch.Tensor]) -> dict[str, float]:
+    """The update norms as they were: a float64 copy of each whole tensor (and of its difference) at once."""
+    sums = torch.zeros(2, dtype=torch.float64)
+    for now, old in zip(learner.parameters, before, strict=True):
+        now = now.detach().double()
+        sums[0] += (now - old.double()).pow(2).sum()
+        sums[1] += now.pow(2).sum()
+    return {"rm/update_norm": float(sums[0].sqrt()), "rm/weight_norm": float(sums[1].sqrt())}
+
+
 def one_update(variant: str, out: str) -> None:
     """In a process of its own: one update of `pairs()` by the variant's learner; writes its peak (of the whole
     update, or of the optimizer step alone for the step variants) and the weights after."""
@@ -97,6 +107,18 @@ def one_update(variant: str, out: str) -> None:
     # memory for reuse; with it, big tensors are mapped and unmapped, and the resident memory follows what is live
     ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)
     peaks = []
+    if variant.startswith("norms_"):  # the update-norm logging's own peak, over a 16.8M-element (67 MB) weight
+        rm = build_rm(hidden=2048, layers=1, max_length=64)
+        learner = RMLearner(rm, lr=LR, batch_size=8)
+        before = learner._snapshot()
+        with torch.no_grad():
+            for p in learner.parameters:
+                p.add_(1e-3)
+        norms = learner._update_norms if variant == "norms_chunked" else lambda old: whole_tensor_norms(learner, old)
+        metrics = {}
+        peaks.append(peak_of(lambda: metrics.update(norms(before))))
+        torch.save({"peak": peaks[-1], "metrics": metrics}, out)
+        return
     if variant.startswith("step_"):  # a bf16 RM with float32 masters, 29M parameters; the optimizer step's own peak
         rm = build_rm(torch.bfloat16, hidden=1024, layers=2, max_length=64)
         learner = (AllAtOnce if variant == "step_all_at_once" else RMLearner)(rm, lr=LR, batch_size=8)
@@ -247,3 +269,13 @@ def test_memory_settings_resume_and_are_refused_where_the_rm_is_sharded(tmp_path
     for key, options in (("param_offload", {"param_offload": True}), ("max_tokens_per_pass", {"max_tokens_per_pass": 512})):
         with pytest.raises(CorewardError, match=f"^{key}: not supported for an RM sharded"):
             RMLearner(build_rm(layers=2, **options), lr=LR, sharding=Sharding("fsdp2"))
+
+
+def test_the_update_norms_are_summed_in_chunks_holding_less_with_the_same_values(tmp_path):
+    runs = run_variants(["norms_chunked", "norms_whole"], tmp_path)
+    ours, theirs = runs["norms_chunked"], runs["norms_whole"]
+    largest = 2048 * 8192 * 8  # the MLP weight's float64 copy, which the whole-tensor sums make (twice, with Δ)
+    assert theirs["peak"] > largest, theirs["peak"] / MB
+    assert ours["peak"] < theirs["peak"] - largest, (ours["peak"] / MB, theirs["peak"] / MB)
+    for name in ("rm/update_norm", "rm/weight_norm"):
+        assert ours["metrics"][name] == pytest.approx(theirs["metrics"][name], rel=1e-9), name
