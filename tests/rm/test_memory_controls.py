@@ -124,8 +124,8 @@ def one_update(variant: str, out: str) -> None:
         learner = (AllAtOnce if variant == "step_all_at_once" else RMLearner)(rm, lr=LR, batch_size=8)
         step = learner._optimizer_step
         learner._optimizer_step = lambda: peaks.append(peak_of(step))
-        learner.update(pairs())  # the first step makes AdamW's moments: the second's peak is the step's own
-        metrics = learner.update(pairs())
+        learner.update(pairs(SHORT))  # the first step makes AdamW's moments: the second's peak is the step's own
+        metrics = learner.update(pairs(SHORT))  # (short texts: the step's peak is the parameters', not the passes')
     else:
         rm = build_rm(max_tokens_per_pass=600 if variant == "token_budget" else None)
         learner = RMLearner(rm, lr=LR, batch_size=8, gradient_checkpointing=variant == "checkpointing")
