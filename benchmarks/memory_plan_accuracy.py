@@ -54,6 +54,8 @@ import sys
 import time
 from pathlib import Path
 
+from coreward.runtime.resident import reset_peak, resident, status
+
 
 SHAPES = {  # the papers' models' configurations (their config.json), layers set per case
     "qwen2.5-1.5b": {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 1536, "intermediate_size": 8960,
@@ -74,29 +76,6 @@ GIB = 1 << 30
 
 
 # ----------------------------------------------------------------------------------------------- measuring (worker)
-
-def resident() -> tuple[int, int]:
-    """(VmRSS, VmHWM) of this process, bytes."""
-    values = status()
-    return values["VmRSS:"], values["VmHWM:"]
-
-
-def status() -> dict[str, int]:
-    """/proc/self/status's memory lines, bytes (RssAnon: the heap and tensors, without the mapped libraries' pages
-    that the first passes touch)."""
-    values = {}
-    with open("/proc/self/status") as lines:
-        for line in lines:
-            if line.startswith(("VmRSS:", "VmHWM:", "RssAnon:", "RssFile:")):
-                key, kib, _ = line.split()
-                values[key] = int(kib) * 1024
-    return values
-
-
-def reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")  # resets VmHWM to the current VmRSS
-
 
 def build(shape: str, layers: int, head: str, dtype: str, attn: str):
     import torch

@@ -37,28 +37,14 @@ import subprocess
 import sys
 import time
 
+from coreward.runtime.resident import reset_peak, resident
+
 
 VARIANTS = ("plain", "checkpointing", "token_budget", "param_offload", "before")
 QWEN25_15B_WIDTH = {"vocab_size": 151936, "hidden_size": 1536, "intermediate_size": 8960, "num_attention_heads": 12,
                     "num_key_value_heads": 2, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
                     "tie_word_embeddings": True}
 MB = 1 << 20
-
-
-def resident() -> tuple[int, int]:
-    """(VmRSS, VmHWM) of this process, bytes."""
-    values = {}
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                key, kib, _ = line.split()
-                values[key] = int(kib) * 1024
-    return values["VmRSS:"], values["VmHWM:"]
-
-
-def reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")  # VmHWM := VmRSS
 
 
 def worker(variant: str, layers: int, tokens: int, sequences: int, updates: int) -> dict:

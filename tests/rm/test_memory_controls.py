@@ -19,6 +19,7 @@ import torch
 from coreward.rm.learner import Pair, RMLearner
 from coreward.rm.model import VerifyRM, plan_passes
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.resident import peak_of
 
 
 LR = 1e-3  # large enough that one AdamW step moves every weight with a gradient visibly
@@ -66,26 +67,6 @@ class AllAtOnce(RMLearner):
         with torch.no_grad():
             for master, p in zip(self.masters, self.parameters):
                 p.copy_(master.to(p.device, p.dtype))
-
-
-def resident() -> tuple[int, int]:
-    """(VmRSS, VmHWM) of this process, bytes."""
-    values = {}
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                key, kib, _ = line.split()
-                values[key] = int(kib) * 1024
-    return values["VmRSS:"], values["VmHWM:"]
-
-
-def peak_of(call) -> int:
-    """Bytes `call()` raised the resident high-water mark above the resident memory it started at."""
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")  # VmHWM := VmRSS
-    start, _ = resident()
-    call()
-    return resident()[1] - start
 
 
 def whole_tensor_norms(learner: RMLearner, before: list[torch.Tensor]) -> dict[str, float]:

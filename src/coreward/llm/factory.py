@@ -37,6 +37,18 @@ def build_generator(spec: str | dict) -> TextGenerator:
     return HFLocalGenerator(spec)
 
 
+def check_endpoint(spec: str | dict, cannot: str) -> None:
+    """Fail fast on an endpoint that is down, refuses the key or lacks the model: its health check, the error
+    prefixed with `cannot` (who cannot do what, e.g. "cooper: its assistant cannot write negatives")."""
+    generator = build_generator(spec)
+    try:
+        generator.health_check()
+    except CorewardError as err:
+        raise CorewardError(f"{cannot}: {err}") from None
+    finally:
+        generator.close()
+
+
 def _from_dict(spec: dict) -> TextGenerator:
     options = dict(spec)
     backend = options.pop("backend", None)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from coreward.llm import GenerationRequest, TextGenerator, build_generator
-from coreward.llm.factory import is_endpoint
+from coreward.llm.factory import check_endpoint, is_endpoint
 from coreward.rm.annotate import JUDGE_PROMPT, parse_verdict
 from coreward.runtime.authors_text import AuthorsText, not_shipped, read_authors_text
 from coreward.runtime.errors import CorewardError
@@ -353,13 +353,7 @@ class Judge:
         and serves the named model; a local model's files load (`runtime/model_files.py`: no weights read)."""
         _ = self.template
         if is_endpoint(self.spec):
-            generator = build_generator(self.spec)
-            try:
-                generator.health_check()
-            except CorewardError as err:
-                raise CorewardError(f"{self.key}: the judge cannot give verdicts: {err}") from None
-            finally:
-                generator.close()
+            check_endpoint(self.spec, f"{self.key}: the judge cannot give verdicts")
             return
         if isinstance(self.spec, dict):
             name, key = self.spec.get("model_name_or_path"), f"{self.key}.model_name_or_path"

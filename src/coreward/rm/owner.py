@@ -73,7 +73,7 @@ class RMOwner:
         the RM to start from loads (config, weights present and whole, tokenizer: `runtime/model_files.py`); an LLM
         assistant on an endpoint answers (down, refusing the key or without the model, Cooper would drop every pair
         and train as a static RM); an assistant given as a local model loads."""
-        from coreward.llm.factory import build_generator, is_endpoint
+        from coreward.llm.factory import check_endpoint, is_endpoint
         from coreward.runtime.model_files import check_model
 
         where = f"reward {self.name!r}: key {self.config_key}.params"
@@ -84,13 +84,7 @@ class RMOwner:
             if isinstance(local, (str, Path)) and local != "perturb":
                 check_model(local, "policy", key=f"{where}.assistant", assets=False)
             return
-        generator = build_generator(spec)
-        try:
-            generator.health_check()
-        except CorewardError as err:
-            raise CorewardError(f"{self.name}: its assistant cannot write negatives: {err}") from None
-        finally:
-            generator.close()
+        check_endpoint(spec, f"{self.name}: its assistant cannot write negatives")
 
     def get_assistant(self) -> Assistant:
         """Built on first use, on the main process only (the other processes never call it)."""
