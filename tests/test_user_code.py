@@ -84,8 +84,12 @@ def test_a_reward_returning_the_wrong_count_names_the_function(tmp_path):
 
 
 def test_only_a_traceback_through_the_users_files_is_theirs(tmp_path, monkeypatch):
+    import sys
+
     user_package(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [name for name in sys.modules if name == "mypkg" or name.startswith("mypkg.")]:
+        monkeypatch.delitem(sys.modules, name)  # another test's `mypkg` imported in this worker is not this one
     rewards = importlib.import_module("mypkg.rewards")
     try:
         rewards.bad_reward(["a"])
