@@ -679,8 +679,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"gpu_check: {report['models']}; {gpus} GPU(s); generation with {'vllm' if use_vllm else 'transformers'}",
           flush=True)
     started = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"gpu_check-{time.strftime('%Y%m%d-%H%M', time.gmtime())}-{'gpu' if gpus else 'cpu'}{'-tiny' if tiny and gpus else ''}"
+
+    def write() -> str:
+        # after every part: a device lease that ends mid-check keeps the parts already measured
+        report["total_s"] = round(time.perf_counter() - started, 1)
+        text = table(report) + f"\ntotal: {report['total_s']} s\n"
+        (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
+        (args.out / f"{stem}.md").write_text(text)
+        return text
+
     with tempfile.TemporaryDirectory() as tmp:
         policy, rm = build_models(Path(tmp), tiny)
+        print(f"models built ({time.perf_counter() - started:.0f} s)", flush=True)
         for part in parts:
             if time.perf_counter() - started > args.budget:
                 report["parts"].append({"part": part, "status": "skipped", "why": f"the --budget of {args.budget:.0f} s was spent"})
@@ -689,13 +701,8 @@ def main(argv: list[str] | None = None) -> int:
                               args.rm_settings)
             report["parts"].append(result)
             print(f"  {part}: {result['status']} ({result.get('seconds', 0)} s)", flush=True)
-    report["total_s"] = round(time.perf_counter() - started, 1)
-    text = table(report) + f"\ntotal: {report['total_s']} s\n"
-    print("\n" + text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"gpu_check-{time.strftime('%Y%m%d-%H%M', time.gmtime())}-{'gpu' if gpus else 'cpu'}{'-tiny' if tiny and gpus else ''}"
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / f"{stem}.md").write_text(text)
+            write()
+    print("\n" + write())
     print(f"written: {args.out / stem}.json, .md")
     return 0 if all(r["status"] in ("ok", "skipped") for r in report["parts"]) else 1
 
