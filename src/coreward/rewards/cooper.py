@@ -39,9 +39,9 @@ from typing import Any, Literal
 from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.rewards.cooper_variants import CooperVariants, VariantSettings, hardest_positive, rollout_negatives
 from coreward.rewards.judge import JudgeReward
+from coreward.rewards.rollout_diagnostics import log_rollout_diagnostics
 from coreward.rewards.rule import gsm8k_strict_answer, rule_correct
 from coreward.rm.assistant import NegativeRequest, Negatives, request_seed, write_negatives
-from coreward.rm.evaluate import rollout_pair_accuracy
 from coreward.rm.inputs import RMInputSettings, as_chat_reply
 from coreward.rm.learner import LearnerSettings, Pair
 from coreward.rm.owner import RMOwner
@@ -155,9 +155,7 @@ class CooperReward(CooperVariants, RMOwner, RewardSource):
             return self._reward(scores)  # evaluation batches score, they don't teach the RM
         self.evaluate_held_out(batch, learner)  # every `eval_every` steps: the RM that scored this step (rm/owner.py)
         correct = self.positive_correct(batch)
-        accuracy = rollout_pair_accuracy(correct, scores, batch.num_generations)
-        if accuracy is not None:  # the RM that scored this step, on this step's rollouts
-            batch.log("rm/rollout_pair_accuracy", accuracy)
+        log_rollout_diagnostics(batch, correct, scores)  # the RM that scored this step, on this step's rollouts
         pairs = self.make_pairs(batch, scores, questions, correct)  # 2 and 3
         start = time.perf_counter()
         self.learn(pairs, batch)  # 4: `learner.update(pairs)` at the step's learning rate (variants: cooper_variants.py)
@@ -178,12 +176,15 @@ class CooperReward(CooperVariants, RMOwner, RewardSource):
         rows = select_positives(correct, scores, batch.num_generations, self.params.positive)
         chosen = [(group, row) for group, row in enumerate(rows) if row is not None]
         pairs = self._assistant_pairs(batch, questions, chosen) if self.params.negative != "rollout" else []
+        assistant_pairs = len(pairs)
         if self.params.negative in ("rollout", "mixed"):  # variants: the rejected rollout the RM scores highest
             worst = rollout_negatives(correct, scores, batch.num_generations, [group for group, _ in chosen])
             pairs += [Pair(questions[row], batch.references[row], batch.completions[row], batch.completions[worst[group]])
                       for group, row in chosen if group in worst]
         batch.log("rm/positive_rate", len(chosen) / len(rows))
         batch.log("rm/valid_pair_rate", len(pairs) / len(rows))
+        batch.log("rm/pairs_assistant", float(assistant_pairs))  # counts by kind of negative (replay: rm/replay_pairs)
+        batch.log("rm/pairs_rollout", float(len(pairs) - assistant_pairs))
         return pairs
 
     def _assistant_pairs(self, batch: RolloutBatch, questions: list[str], chosen: list[tuple[int, int]]) -> list[Pair]:

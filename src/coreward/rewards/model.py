@@ -34,7 +34,8 @@ from typing import Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ensemble import combine_scores, describe_format, log_members
-from coreward.rm.evaluate import rollout_pair_accuracy, score_unique
+from coreward.rewards.rollout_diagnostics import log_rollout_diagnostics
+from coreward.rm.evaluate import score_unique
 from coreward.rm.inputs import RMInputSettings
 from coreward.rm.model import INPUT_FORMAT_KEY, VerifyRM
 from coreward.runtime.errors import CorewardError
@@ -189,10 +190,8 @@ class ModelReward(RewardSource):
         batch.log("model/nonfinite_logits", float(len(scores) - len(finite)))
         if finite:
             batch.log("model/score_mean", sum(finite) / len(finite))
-        verdicts = batch.verdicts() if batch.mode == "train" and "verifier" in batch.context else None
-        accuracy = rollout_pair_accuracy([v.correct for v in verdicts], scores, batch.num_generations) if verdicts else None
-        if accuracy is not None:  # the frozen RM on what the policy writes now (falls when it is hacked)
-            batch.log("rm/rollout_pair_accuracy", accuracy)
+        if batch.mode == "train" and "verifier" in batch.context:  # the frozen RM on what the policy writes now: its
+            log_rollout_diagnostics(batch, [v.correct for v in batch.verdicts()], scores)  # ranking falls when hacked
         if self.params.threshold is None:
             return scores
         return [s if not math.isfinite(s) else 1.0 if s > self.params.threshold else 0.0 for s in scores]

@@ -12,6 +12,7 @@ to hacking); recall is where the rule verifier is weak (a correct answer in a fo
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,3 +144,37 @@ def rollout_pair_accuracy(correct: list[bool], scores: list[float], G: int) -> f
     rows = [{"question": i // G, "reference_answer": "", "label": int(ok)} for i, ok in enumerate(correct)]
     kept = [(row, s) for row, s in zip(rows, scores) if math.isfinite(s)]
     return pair_accuracy([row for row, _ in kept], [s for _, s in kept])
+
+
+def rollout_score_diagnostics(correct: list[bool], answers: list[str | None], scores: list[float],
+                              G: int) -> dict[str, float | None]:
+    """What the RM pays the policy's current rollouts, by the rule's verdict (groups of G rows per prompt):
+
+        rm/accepted_score, rm/rejected_score   mean score of the rule-accepted / rule-rejected rollouts
+        rm/dominant_wrong_score   mean score of the rollouts carrying their group's dominant wrong answer (the most
+                                  common extracted answer among the group's rejected rollouts; a tie goes to the
+                                  one met first; rejected rollouts without an answer carry none), over the groups
+                                  that have one
+        rm/dominant_wrong_share   the fraction of all rollouts that carry their group's dominant wrong answer
+
+    Non-finite scores are left out of the means (the rollout still counts in the share); a mean over no rollout
+    is None. A policy that collapses onto one wrong answer the RM pays well shows a share and a score that rise
+    together while the accepted rollouts thin out."""
+    accepted, rejected, dominant, carriers = [], [], [], 0
+    for start in range(0, len(correct), G):
+        rows = range(start, min(start + G, len(correct)))
+        for i in rows:
+            if math.isfinite(scores[i]):
+                (accepted if correct[i] else rejected).append(scores[i])
+        wrong = Counter(answers[i] for i in rows if not correct[i] and answers[i] is not None)
+        if wrong:
+            answer = wrong.most_common(1)[0][0]  # Counter keeps first-met order among equal counts
+            carriers += wrong[answer]
+            dominant += [scores[i] for i in rows if not correct[i] and answers[i] == answer and math.isfinite(scores[i])]
+
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    return {"rm/accepted_score": mean(accepted), "rm/rejected_score": mean(rejected),
+            "rm/dominant_wrong_score": mean(dominant),
+            "rm/dominant_wrong_share": carriers / len(correct) if correct else None}
