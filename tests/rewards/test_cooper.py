@@ -433,45 +433,74 @@ def test_save_and_load_state_round_trip(tiny_rm, tmp_path):
     assert fresh.get_learner().updates == 0
 
 
-def test_two_processes_keep_identical_rms_under_a_minibatch_schedule(policy, tiny_rm, tmp_path):
+# Cooper's variants (rewards/cooper_variants.py) under 2 processes: mixed negatives (the assistant's and the rollout the
+# RM scores highest), a replay buffer drawn each step, the anchor to the initial RM and two co-optimized members on
+# bootstrap shares of the pairs. Every process must make the same pairs, draw the same replay and deal the members the
+# same shares, or the replicas drift apart.
+VARIANTS = ("rewards.0.params.negative=mixed", "rewards.0.params.replay_size=16", "rewards.0.params.replay_per_step=2",
+            "rewards.0.params.anchor=0.1", "rewards.0.params.members=2", "rewards.0.params.member_split=bootstrap")
+
+
+@pytest.mark.parametrize("variants", [False, True], ids=["authors", "variants"])
+def test_two_processes_keep_identical_rms_under_a_minibatch_schedule(policy, tiny_rm, tmp_path, variants):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-               __file__, "worker", str(policy), str(tiny_rm), str(tmp_path), "2"]
+               __file__, "worker", str(policy), str(tiny_rm), str(tmp_path), "2", str(variants)]
     done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    ranks = [load_file(tmp_path / f"rank{r}.safetensors") for r in range(2)]
+    members = 2 if variants else 1
+    ranks = [[load_file(tmp_path / f"rank{r}_member{k}.safetensors") for k in range(members)] for r in range(2)]
     states = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     # the authors' kind of schedule (mini-batches of 1 pair, so one process often has none; 2 epochs; warmup)
-    assert states[0]["updates"] == states[1]["updates"] > 2 and [s["world"] for s in states] == [2, 2]
+    assert states[0]["updates"] == states[1]["updates"] and min(states[0]["updates"]) > 2, states
+    assert [s["world"] for s in states] == [2, 2]
     assert [s["assistant_calls"] for s in states] == [2, 0]  # once per step, on the main process only
     initial = load_file(tiny_rm / "model.safetensors")
-    assert any(not torch.equal(ranks[0][n], initial[n]) for n in initial)  # the RM did learn
-    for name, weight in ranks[0].items():
-        assert torch.equal(weight, ranks[1][name]), name  # bitwise identical on both processes
+    for k in range(members):
+        assert any(not torch.equal(ranks[0][k][n], initial[n]) for n in initial)  # each RM did learn
+        for name, weight in ranks[0][k].items():
+            assert torch.equal(weight, ranks[1][k][name]), (k, name)  # bitwise identical on both processes
+    if variants:
+        assert states[0]["replay"] == states[1]["replay"] and states[0]["replay"]["pairs"] > 0, states
+        assert states[0]["replay"]["drawn"] > 0  # step 2 learned pairs of step 1 too
+        assert states[0]["extra_pairs"] > 0  # mixed: some positives had both an assistant and a rollout negative
+        # the members learned different shares: their weights differ
+        assert any(not torch.equal(ranks[0][0][n], ranks[0][1][n]) for n in initial)
 
 
-def worker(policy: str, rm: str, out: str, steps: str) -> None:
-    """One process of a 2-process run: 8 completions each, groups of 4, 4 prompts; saves its RM's weights."""
-    calls = []
+def worker(policy: str, rm: str, out: str, steps: str, variants: str) -> None:
+    """One process of a 2-process run: 8 completions each, groups of 4, 4 prompts; saves its RMs' weights."""
+    calls, logged = [], []
     get_assistant = CooperReward.get_assistant
     CooperReward.get_assistant = lambda self: calls.append(1) or get_assistant(self)
+    log = RolloutBatch.log
+    RolloutBatch.log = lambda self, name, value: logged.append((name, value)) or log(self, name, value)
     result = train(Path(policy), Path(rm), Path(out) / "run", int(steps), "grpo.per_device_train_batch_size=8",
                    "grpo.save_steps=100", "rewards.0.params.minibatch_size=1", "rewards.0.params.epochs=2",
-                   "rewards.0.params.warmup_ratio=0.5")
+                   "rewards.0.params.warmup_ratio=0.5", *(VARIANTS if variants == "True" else ()))
     trainer = result.trainer
     source = trainer.reward_sources[0]
     rank = trainer.accelerator.process_index
-    weights = {n: p.detach().contiguous() for n, p in source.learner.rm.model.state_dict().items()}
-    save_file(weights, f"{out}/rank{rank}.safetensors")
-    state = {"updates": source.learner.updates, "world": trainer.accelerator.num_processes,
+    learners = source.member_learners() if variants == "True" else [source.learner]
+    for k, learner in enumerate(learners):
+        weights = {n: p.detach().contiguous() for n, p in learner.rm.model.state_dict().items()}
+        save_file(weights, f"{out}/rank{rank}_member{k}.safetensors")
+    state = {"updates": [learner.updates for learner in learners], "world": trainer.accelerator.num_processes,
              "assistant_calls": len(calls)}
+    if variants == "True":
+        entries = [(step, pair.positive, pair.negative) for step, pair in source.replay().entries]
+        state["replay"] = {"pairs": len(entries), "entries": entries,
+                           "drawn": sum(v for name, v in logged if name == "rm/replay_pairs")}
+        # mixed: up to two pairs a prompt, so a step with rollout negatives makes more pairs than positives
+        rates = dict.fromkeys(("rm/positive_rate", "rm/valid_pair_rate"), 0.0)
+        state["extra_pairs"] = sum(v if name == "rm/valid_pair_rate" else -v for name, v in logged if name in rates)
     Path(out, f"rank{rank}.json").write_text(json.dumps(state))
 
 
 if __name__ == "__main__" and sys.argv[1] == "worker":
     from coreward.runtime.distributed import exit_now, leave_process_group
 
-    worker(*sys.argv[2:6])
+    worker(*sys.argv[2:7])
     if leave_process_group():  # no interpreter teardown: gloo's threads can abort a finished rank there (exit -6)
         exit_now(0)
 
