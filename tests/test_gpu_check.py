@@ -1,11 +1,11 @@
 """benchmarks/gpu_check.py stays alive without a GPU: on CPU with its tiny shapes and one step per part, the
 training parts run (rule and the RM learner's update alone, in the learning check: bf16 against float32; Cooper
-with its RM on a device of its own; Cooper under FSDP2 on two gloo processes) and the report holds what it
-promises — a step time split by phase, a peak memory per device, the date, machine, commit and command. The vLLM
-parts (Co-rewarding-II with its EMA teacher, the policy's and the teacher's rollouts through vLLM; `coreward eval
---backend vllm`) run in the `-m vllm` stage. Parts that are the same run as one tested here with another setting
-("cooper"; "co_rewarding_2" is the vLLM stage's command without vLLM) or as another test's (the rule reward through
-vLLM: tests/grpo/test_policy.py) are left out here: each costs a process start."""
+with its RM on a device of its own) and the report holds what it promises — a step time split by phase, a peak
+memory per device, the date, machine, commit and command. The vLLM parts (the rule reward's rollouts through vLLM;
+`coreward eval --backend vllm`) run in the `-m vllm` stage. Parts that are the same run as one tested here with
+another setting ("cooper"; "co_rewarding_2", whose teacher rollouts through vLLM are tests/grpo/test_teacher_vllm.py's)
+or as another test's run ("cooper_sharded": Cooper under FSDP2 on 2 gloo processes is tests/grpo/test_sharded.py's
+fsdp2 run; its command is checked here) are left out of the runs: each costs a process start."""
 
 from __future__ import annotations
 
@@ -90,14 +90,38 @@ def check_training_parts(by_part: dict[str, dict]) -> None:
 def test_gpu_check_runs_every_training_part_on_cpu(tmp_path):
     # "cooper" alone is left out: cooper_rm_own_device is the same run with the RM's device set; "rule" and
     # "rm_update" run in the learning check's test below (each part here is a process start and a run)
-    parts = ["cooper_rm_own_device", "cooper_sharded"]
+    parts = ["cooper_rm_own_device"]
     report, table = gpu_check(tmp_path, ",".join(parts), "--no-vllm")
     by_part = check_report(report, table, parts)
     check_training_parts(by_part)
     assert "teacher_generation" not in by_part["cooper_rm_own_device"]["phases_s"]  # only Co-rewarding-II's teacher samples
     assert "rewards.0.params.device=cpu" in by_part["cooper_rm_own_device"]["command"]
-    assert by_part["cooper_sharded"]["engine"].startswith("engine: FSDP2 on 2 process(es)"), by_part["cooper_sharded"]
     assert "FSDP" not in (by_part["cooper_rm_own_device"]["engine"] or "")  # one plain process (no engine line)
+
+
+def test_gpu_check_cooper_sharded_command_is_an_fsdp2_launch_of_the_tested_run(tmp_path):
+    """The cooper_sharded part's command: `accelerate launch` with the shipped FSDP2 config on 2 gloo processes (one
+    per GPU there), Cooper's demo config with the RM's settings a sharded RM accepts; the run it launches is
+    tests/grpo/test_sharded.py's fsdp2 run (Cooper's RM sharded like the policy)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    settings = {"gradient_checkpointing": True, "max_tokens_per_pass": 4096}
+    cpu = module.part_command("cooper_sharded", tmp_path / "policy", tmp_path / "rm", tmp_path / "run", 1, True, 0,
+                              False, rm_settings=settings)
+    launcher = cpu.index("accelerate.commands.launch")
+    assert cpu[launcher + 1:launcher + 7] == ["--config_file", str(REPO / "configs" / "accelerate" / "fsdp2_cpu.yaml"),
+                                             "--num_processes", "2", "--main_process_port", "0"]
+    assert (REPO / "configs" / "accelerate" / "fsdp2_cpu.yaml").is_file()
+    assert cpu[cpu.index("coreward.cli") + 1:cpu.index("coreward.cli") + 3] == ["train", "--config"]
+    assert "rewards.0.params.gradient_checkpointing=true" in cpu
+    assert not any("max_tokens_per_pass" in item for item in cpu)  # a sharded RM refuses it: left out
+    gpu = module.part_command("cooper_sharded", tmp_path / "policy", tmp_path / "rm", tmp_path / "run", 3, False, 4,
+                              True, learning=True)
+    assert gpu[gpu.index("--config_file") + 1].endswith("fsdp2.yaml") and gpu[gpu.index("--num_processes") + 1] == "4"
+    assert gpu[gpu.index("--mixed_precision") + 1] == "bf16"
 
 
 def test_gpu_check_refuses_an_unknown_part():
@@ -109,13 +133,13 @@ def test_gpu_check_refuses_an_unknown_part():
 @pytest.mark.slow
 @pytest.mark.parametrize("_", [pytest.param(None, marks=requires_vllm, id="vllm")])
 def test_gpu_check_runs_the_vllm_parts(tmp_path, _):
-    # the rule reward's vLLM training is tests/grpo/test_policy.py's; co_rewarding_2 generates the policy's and
-    # the teacher's rollouts through vLLM
-    parts = ["co_rewarding_2", "eval_vllm"]
+    # a training part through gpu_check's colocated-vLLM command (rule: the cheapest; Co-rewarding-II's teacher
+    # rollouts through vLLM are tests/grpo/test_teacher_vllm.py's), and `coreward eval --backend vllm`
+    parts = ["rule", "eval_vllm"]
     report, table = gpu_check(tmp_path, ",".join(parts))
     by_part = check_report(report, table, parts)
-    assert by_part["co_rewarding_2"]["generation"] == "vllm"
-    assert "teacher_generation" in by_part["co_rewarding_2"]["phases_s"]
+    assert by_part["rule"]["generation"] == "vllm" and "grpo.use_vllm=true" in by_part["rule"]["command"]
+    assert "teacher_generation" not in by_part["rule"]["phases_s"]
     # `coreward eval --backend vllm` records the device and dtype it ran with, as resolved by vLLM: "cpu" here, not a
     # hard-coded "cuda"; dtype "auto" becomes the dtype vLLM chose
     from vllm.platforms import current_platform
