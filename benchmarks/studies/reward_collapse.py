@@ -19,6 +19,7 @@ which makes no pairs):
     rej. s        rm/rejected_score: ... of the rule-rejected ones
     dom. s        rm/dominant_wrong_score: ... of the rollouts carrying their group's most common wrong answer
     dom. share    rm/dominant_wrong_share: the fraction of the rollouts carrying it
+    no answer     verify/no_answer: the fraction of the rollouts with no extractable answer
 
 `--plot OUT.png`: one panel per run, per step: verified accuracy, the rollout ranking and the dominant wrong
 answer's score.
@@ -50,6 +51,7 @@ COLUMNS = [
     ("rej. s", "rm/rejected_score", "{:.3f}"),
     ("dom. s", "rm/dominant_wrong_score", "{:.3f}"),
     ("dom. share", "rm/dominant_wrong_share", "{:.3f}"),
+    ("no answer", "verify/no_answer", "{:.3f}"),  # answerless completions: a wrong answer no group can share
 ]
 MISSING = "–"
 
