@@ -33,6 +33,26 @@ def test_demo_runs_methods_and_stress_and_writes_table_results_and_reports(tmp_p
     assert "learning_rate: 0.0005" in (tmp_path / "stress" / "model" / "config.yaml").read_text()
 
 
+def test_the_stress_rows_hold_the_recommended_co_optimized_setting_beside_cooper_as_its_authors_ran_it(tmp_path):
+    """The full demo's stress rows: rule, the frozen RM, Cooper (the authors' assistant negatives) and, when Cooper is
+    asked for, configs/demo/co_optimized.yaml (rollout negatives) at the same learning rate, steps and seed."""
+    from coreward.demo.run import FULL, plan_runs
+
+    runs = [run for run in plan_runs(["rule", "model", "cooper"], FULL, 7, tmp_path) if run.stress]
+    assert [run.method for run in runs] == ["rule", "model", "cooper", "co_optimized"]
+    configs = {run.method: run.config() for run in runs}
+    assert configs["cooper"].rewards[0].params["negative"] == "assistant"
+    assert configs["co_optimized"].rewards[0].params["negative"] == "rollout"
+    for run in runs:
+        assert configs[run.method].grpo["learning_rate"] == FULL.stress.learning_rate
+        assert configs[run.method].grpo["max_steps"] == FULL.stress.steps and configs[run.method].seed == 7
+    assert runs[-1].title == "stress, Cooper, rollout negatives (co_optimized.yaml)"
+    assert runs[-1].run_dir == tmp_path / "stress" / "co_optimized"
+    # without Cooper, no co-optimized row; the main rows never hold it
+    assert "co_optimized" not in [run.method for run in plan_runs(["rule", "model"], FULL, 7, tmp_path)]
+    assert "co_optimized" not in [run.method for run in plan_runs(["cooper"], FULL, 7, tmp_path) if not run.stress]
+
+
 def test_unknown_demo_method_is_an_error_that_lists_the_known_ones():
     with pytest.raises(CorewardError, match="unknown method nope.*known: rule"):
         parse_methods("rule,nope")

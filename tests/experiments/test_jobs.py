@@ -11,7 +11,7 @@ import pytest
 
 from coreward.experiments import jobs as jobs_module
 from coreward.experiments.jobs import Job, default_jobs, last_step, run_jobs, verifier_workers
-from tests.helpers.runs import tiny_train_args
+from tests.helpers.runs import RULE_CONFIG, tiny_train_args
 
 
 def train_job(tmp_path, label: str, *arguments: str, steps: int = 1, cost: float | None = None) -> Job:
@@ -26,8 +26,16 @@ def test_forked_runs_are_coreward_train_with_its_output_and_exit_status(tiny_pol
     trained = train_job(tmp_path, "trained", *tiny_train_args(tiny_policy, tmp_path / "trained", "--max-steps", "1"))
     bad = train_job(tmp_path, "bad", *tiny_train_args(tiny_policy, tmp_path / "bad", "--set", "grpo.no_such_key=1"))
     refused = train_job(tmp_path, "refused", "train", "--no-such-option")
+    # a config naming the demo RM's ensemble members: the fork knows the names the command line registers (demo:1 ...;
+    # a member no one registered is refused, listing them), as `coreward map` with ensemble_min.yaml needs
+    members = tmp_path / "members.yaml"
+    members.write_text(f"base: {RULE_CONFIG}\nrewards:\n  - name: model\n    params: {{path: [demo, 'demo:9']}}\n")
+    unknown = train_job(tmp_path, "unknown", *tiny_train_args(tiny_policy, tmp_path / "unknown"))
+    unknown.command[unknown.command.index(str(RULE_CONFIG))] = str(members)
     lines: list[str] = []
-    run_jobs([trained, bad, refused], 2, prefix="t", say=lines.append, progress_every=60)
+    run_jobs([trained, bad, refused, unknown], 2, prefix="t", say=lines.append, progress_every=60)
+    assert (unknown.status, unknown.returncode) == ("failed", 2), unknown.log.read_text()[-3000:]
+    assert "'demo:9' is neither a directory nor a known rm name (known: demo, demo:1, demo:2" in unknown.log.read_text()
     assert (trained.status, trained.returncode) == ("done", 0), trained.log.read_text()[-3000:]
     assert "finished at step 1; final model in" in trained.log.read_text() and (tmp_path / "trained" / "final").is_dir()
     assert (bad.status, bad.returncode) == ("failed", 2)

@@ -27,16 +27,26 @@ def demo_methods() -> dict[str, str]:
     return {cls.name: label_of(cls) for cls in builtin_methods() if cls.in_demo}
 
 
+# Stress-only rows: a demo config that is a setting of a method, not a method of its own, run under stress beside the
+# method as its authors ran it (when that method is asked for). co_optimized.yaml is Cooper with rollout negatives, the
+# co-optimized setting picked on the hackability map (docs/overoptimization.md, "Cooper's variants on many seeds").
+STRESS_SETTINGS = {"co_optimized": ("cooper", "Cooper, rollout negatives (co_optimized.yaml)")}
+
+
 def label(method: str) -> str:
+    if method in STRESS_SETTINGS:
+        return STRESS_SETTINGS[method][1]
     return "Baseline (no RL)" if method == "baseline" else demo_methods()[method]
 
 
 def reference_based_methods() -> tuple[str, ...]:
     """The built-in methods that score against the reference answers (`needs_references`), in table order: the
-    reward-model rows and the rule reward, their control."""
+    reward-model rows and the rule reward, their control; each followed by its stress-only settings."""
     from coreward.rewards import builtin_methods
 
-    return tuple(cls.name for cls in builtin_methods() if cls.needs_references and cls.in_demo)
+    methods = [cls.name for cls in builtin_methods() if cls.needs_references and cls.in_demo]
+    return tuple(name for method in methods
+                 for name in (method, *(s for s, (base, _) in STRESS_SETTINGS.items() if base == method)))
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,7 @@ class Stress:
 
     learning_rate: float
     steps: int
-    methods: tuple[str, ...] = field(default_factory=reference_based_methods)  # rule, model, cooper
+    methods: tuple[str, ...] = field(default_factory=reference_based_methods)  # rule, model, cooper, co_optimized
 
 
 @dataclass(frozen=True)
@@ -173,7 +183,10 @@ def plan_runs(methods: list[str], budget: Budget, seed: int, output_dir: Path) -
     """The seed's runs in table order: every method, then the stress rows."""
     runs = [DemoRun(m, seed, False, *method_overrides(m, budget, seed), output_dir / m, output_dir / "eval" / m)
             for m in methods]
-    stressed = [m for m in budget.stress.methods if m in methods] if budget.stress else []
+    def asked(method: str) -> bool:  # a stress-only setting runs when its method does
+        return (STRESS_SETTINGS[method][0] if method in STRESS_SETTINGS else method) in methods
+
+    stressed = [m for m in budget.stress.methods if asked(m)] if budget.stress else []
     runs += [DemoRun(m, seed, True, *stress_overrides(m, budget, seed), output_dir / "stress" / m,
                      output_dir / "eval" / f"stress-{m}") for m in stressed]
     return runs

@@ -14,6 +14,7 @@ Three things make N runs on N cores take about 1/N of the time (benchmarks/demo_
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -48,8 +49,10 @@ class Job:
 
 # A step's cost by reward method, relative to the rule reward's, for the order of side-by-side runs (longest first):
 # the seconds of each 30-step run of one `coreward demo --jobs 2` (2026-11-27, 2-core AMD EPYC), over rule's.
-STEP_COST = {"cooper": 1.6, "co_rewarding_2": 1.3, "majority": 1.25, "entropy": 1.25, "self_certainty": 1.2,
-             "model": 1.2, "co_rewarding_1": 1.15}
+# co_optimized (Cooper with rollout negatives: no assistant call) from the map's medians at 4x, 120 steps, seeds 10-15
+# (1.46 s a step against rule's 1.11, docs/overoptimization.md).
+STEP_COST = {"cooper": 1.6, "co_rewarding_2": 1.3, "co_optimized": 1.3, "majority": 1.25, "entropy": 1.25,
+             "self_certainty": 1.2, "model": 1.2, "co_rewarding_1": 1.15}
 
 
 # What one side-by-side run of the demo or the map holds at its peak (peak RSS 1.2 GB for a demo Cooper run,
@@ -164,6 +167,10 @@ def _run_train(arguments: list[str], log: str, env: dict[str, str]) -> None:
     """A forked run: `coreward train ...` in this process."""
     _enter_forked(log, env)
     sys.argv = ["coreward", *arguments]
+    # the names the command line registers before `coreward train` reads a config: the demo's models (`demo:1` ...
+    # in an ensemble's `path`). Without them a forked run refused a config the same command accepts. By name: the
+    # demo sits above this layer, and a forked run is the command line's `train`.
+    importlib.import_module("coreward.demo")
     from coreward.grpo.cli import run_train
 
     run_train(arguments)  # exits through SystemExit: its code is the process's exit code, as `coreward train`'s
