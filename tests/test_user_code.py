@@ -1,6 +1,6 @@
 """A user's code that fails: `coreward train` exits 2 with one line naming their function and its exception, then
 their own frames (not the trainer's); the run directory and health.json stay; --debug / COREWARD_DEBUG=1 print the
-whole traceback. Run as a user runs it: their package in a folder of their own, `coreward train` in a subprocess."""
+whole traceback. Run as a user runs it: their package in a folder of their own, `coreward train` in a process of its own."""
 
 from __future__ import annotations
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers.runs import coreward_in
+
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -52,9 +54,13 @@ def user_folder(tmp_path: Path) -> Path:
     return folder
 
 
-def coreward(folder: Path, *args: str, timeout: int = 600, **extra_env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coreward.cli", *args], cwd=folder, capture_output=True, text=True,
-                          timeout=timeout, env=env(**extra_env))
+def coreward(folder: Path, *args: str, timeout: int = 600, fresh: bool = False, **extra_env: str) -> subprocess.CompletedProcess:
+    """`coreward ARGS` run by the user in `folder`: a process of its own (tests/helpers/runs.py `coreward_in`); `fresh`, a
+    new interpreter, for settings its libraries read when imported."""
+    if fresh:
+        return subprocess.run([sys.executable, "-m", "coreward.cli", *args], cwd=folder, capture_output=True, text=True,
+                              timeout=timeout, env=env(**extra_env))
+    return coreward_in(folder, *args, env=env(**extra_env), timeout=timeout)
 
 
 def readme_api_example() -> str:
@@ -193,7 +199,7 @@ def test_bad_training_data_is_one_line(tmp_path, content, expected):
 def test_an_unreachable_hub_fails_fast_and_leaves_no_run_directory(tmp_path):
     started = time.monotonic()
     done = coreward(tmp_path, "train", "--config", str(REPO / "configs" / "demo" / "rule.yaml"), "--output-dir", "r",
-                    "--set", "model.name_or_path=someone/not-cached-model", timeout=300,
+                    "--set", "model.name_or_path=someone/not-cached-model", timeout=300, fresh=True,
                     HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_OFFLINE="", TRANSFORMERS_OFFLINE="")
     assert done.returncode == 2, done.stderr[-3000:]
     assert "'someone/not-cached-model' is a Hugging Face hub id, the hub can't be reached" in done.stderr

@@ -3,8 +3,10 @@ settings the tests share."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -13,8 +15,41 @@ RULE_CONFIG = REPO / "configs" / "demo" / "rule.yaml"
 
 
 def coreward(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """`coreward ARGS` in a new process: for tests of what a process does (its exit, its signals, its terminal)."""
-    return subprocess.run([sys.executable, "-m", "coreward.cli", *args], capture_output=True, text=True, timeout=timeout)
+    """`coreward ARGS` in a process of its own, here, in this environment (`coreward_in`): for tests of what a process
+    does (its exit status, its streams)."""
+    return coreward_in(Path.cwd(), *args, env=dict(os.environ), timeout=timeout)
+
+
+def coreward_in(cwd: Path, *args: str, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
+    """`coreward ARGS` as a process of its own in `cwd` with exactly `env`, its two streams apart, as a user's shell runs
+    it. `coreward train` is forked from the forkserver that preloaded the training stack (as `coreward demo` and `coreward
+    map` start their runs): the same process a new one would be (its directory, environment, exit status, session)
+    without its ~5 s of imports. Settings read when a library is imported (HF_ENDPOINT, HF_HUB_OFFLINE) are the
+    server's there: a test that changes one runs a new interpreter (`fresh=True` of `coreward`)."""
+    from coreward.experiments.jobs import _train_arguments, fork
+
+    command = [sys.executable, "-m", "coreward.cli", *args]
+    arguments = _train_arguments(command)
+    if arguments is None:
+        return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    with tempfile.TemporaryDirectory() as streams:  # not in `cwd`: the tests read what a run leaves there
+        out, err = Path(streams) / "stdout", Path(streams) / "stderr"
+        process = fork(_forked_train, (arguments, str(out), str(err), env, str(cwd)))
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.send_signal(9)
+            raise
+        stdout, stderr = out.read_text(), err.read_text()
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _forked_train(arguments: list[str], out: str, err: str, env: dict[str, str], cwd: str) -> None:
+    from coreward.experiments.jobs import _run_train
+
+    os.chdir(cwd)
+    os.environ.clear()
+    _run_train(arguments, out, env, error_log=err)
 
 
 def coreward_here(*args: str) -> subprocess.CompletedProcess:

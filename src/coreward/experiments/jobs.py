@@ -149,23 +149,24 @@ def _train_arguments(command: list[str]) -> list[str] | None:
     return None
 
 
-def _enter_forked(log: str, env: dict[str, str]) -> None:
+def _enter_forked(log: str, env: dict[str, str], error_log: str | None = None) -> None:
     """What a forked job does first: a session of its own (Ctrl-C reaches the pool, which stops each run with SIGTERM,
-    and `coreward train` checkpoints on it), the pool's environment, its output in `log`, its torch threads."""
+    and `coreward train` checkpoints on it), the pool's environment, its output in `log` (its standard error too, or
+    in `error_log`), its torch threads."""
     os.setsid()
     os.environ.update(env)
-    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(descriptor, 1)
-    os.dup2(descriptor, 2)
-    os.close(descriptor)
+    for stream, path in ((1, log), (2, error_log or log)):
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(descriptor, stream)
+        os.close(descriptor)
     import torch
 
     torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
 
 
-def _run_train(arguments: list[str], log: str, env: dict[str, str]) -> None:
+def _run_train(arguments: list[str], log: str, env: dict[str, str], error_log: str | None = None) -> None:
     """A forked run: `coreward train ...` in this process."""
-    _enter_forked(log, env)
+    _enter_forked(log, env, error_log)
     sys.argv = ["coreward", *arguments]
     # the names the command line registers before `coreward train` reads a config: the demo's models (`demo:1` ...
     # in an ensemble's `path`). Without them a forked run refused a config the same command accepts. By name: the
