@@ -148,35 +148,6 @@ def test_sigkill_with_a_learning_reward_model(memorized_policy, tiny_rm_path, tm
     assert_same_optimizer(ours / "optimizer.pt", theirs / "optimizer.pt")
 
 
-def test_two_processes_one_killed_then_resumed_like_an_uninterrupted_run(memorized_policy, tiny_rm_path, tmp_path):
-    """torchrun, 2 processes (gloo, CPU), Cooper: rank 1 alone dies (SIGKILL) while checkpoint-2 is half written;
-    torchrun stops rank 0. The resumed run (step 2 again, from checkpoint 1: the half-written checkpoint is passed
-    over) ends with the policy, RM and optimizers of an uninterrupted two-process run. Kills of every process in
-    other phases under 2 processes: tests/grpo/test_sharded.py (reward phase, three engines) and
-    tests/grpo/test_multinode.py (update phase, one node of two)."""
-    from tests.helpers.kill_resume import launch, train_command
-
-    max_steps = 2
-    overrides = settings(memorized_policy, "grpo.per_device_train_batch_size=4", f"rewards.0.params.rm={tiny_rm_path}",
-                         "rewards.0.params.lr=0.001")
-    straight = launch(train_command(COOPER, tmp_path / "reference", overrides, max_steps, resume=False, nproc=2),
-                      tmp_path / "reference")
-    assert straight.returncode == 0, straight.log[-3000:]
-    run_dir = tmp_path / "killed"
-    attempts = kill_and_resume(COOPER, run_dir, overrides, max_steps, ["checkpoint"], random.Random(0),
-                               nproc=2, fault_rank=1)
-    assert [a.kill for a in attempts] == ["checkpoint:2", ""]
-    assert attempts[0].incomplete == ["checkpoint-2"]  # rank 0 had written its part; no marker, so passed over
-    reference = tmp_path / "reference" / f"checkpoint-{max_steps}"
-    check_killed_run(attempts, run_dir, reference, max_steps)
-    assert sorted(p.name for p in (run_dir / f"checkpoint-{max_steps}").glob("rng_state_*.pth")) == \
-        ["rng_state_0.pth", "rng_state_1.pth"]
-    ours, theirs = run_dir / f"checkpoint-{max_steps}" / "reward_sources" / "cooper", reference / "reward_sources" / "cooper"
-    assert json.loads((ours / "cooper_state.json").read_text())["updates"] == max_steps
-    assert_same_tensors(load_file(ours / "rm" / "model.safetensors"), load_file(theirs / "rm" / "model.safetensors"))
-    assert_same_optimizer(ours / "optimizer.pt", theirs / "optimizer.pt")
-
-
 def test_a_timed_kill_takes_torchruns_workers_with_it(memorized_policy, tmp_path):
     """torchrun starts its workers in sessions of their own: killing only the launcher (or its process group)
     would leave them training, and writing checkpoints, beside the next launch."""
