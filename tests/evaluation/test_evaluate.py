@@ -7,7 +7,6 @@ import importlib
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -299,10 +298,9 @@ def test_eval_command_is_a_plain_function(tiny_model, tmp_path, capsys):
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     import os
 
-    env = {**os.environ, **ENV}
-    return subprocess.run(
-        [sys.executable, "-m", "coreward.cli", *args], check=False, capture_output=True, text=True, timeout=300, env=env
-    )
+    from tests.helpers.runs import coreward_in
+
+    return coreward_in(Path.cwd(), *args, env={**os.environ, **ENV}, timeout=300)
 
 
 def test_cli_eval(tiny_model, tmp_path):

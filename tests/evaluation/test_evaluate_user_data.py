@@ -4,13 +4,15 @@ no reference answers, which gets the label-free agree@n and answered instead of 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from coreward.data.synthetic import load_demo
+from tests.helpers.runs import coreward_in
 
 
 def write_rows(path, with_answer: bool):
@@ -20,7 +22,7 @@ def write_rows(path, with_answer: bool):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coreward.cli", *args], capture_output=True, text=True, timeout=300)
+    return coreward_in(Path.cwd(), *args, env=dict(os.environ), timeout=300)
 
 
 def test_eval_a_users_file_with_mapped_columns(memorized_policy, tmp_path):

@@ -22,34 +22,36 @@ def coreward(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 def coreward_in(cwd: Path, *args: str, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
     """`coreward ARGS` as a process of its own in `cwd` with exactly `env`, its two streams apart, as a user's shell runs
-    it. `coreward train` is forked from the forkserver that preloaded the training stack (as `coreward demo` and `coreward
-    map` start their runs): the same process a new one would be (its directory, environment, exit status, session)
-    without its ~5 s of imports. Settings read when a library is imported (HF_ENDPOINT, HF_HUB_OFFLINE) are the
-    server's there: a test that changes one runs a new interpreter (`fresh=True` of `coreward`)."""
-    from coreward.experiments.jobs import _train_arguments, fork
+    it, forked from the forkserver that preloaded the training stack (as `coreward demo` and `coreward map` start their
+    runs): the process a new one would be (its directory, environment, exit status, session, one torch thread) without
+    its ~5 s of imports. Settings a library reads when it is imported (HF_ENDPOINT, HF_HUB_OFFLINE) are the server's
+    there: a test that changes one starts a new interpreter instead."""
+    from coreward.experiments.jobs import fork
 
-    command = [sys.executable, "-m", "coreward.cli", *args]
-    arguments = _train_arguments(command)
-    if arguments is None:
-        return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     with tempfile.TemporaryDirectory() as streams:  # not in `cwd`: the tests read what a run leaves there
         out, err = Path(streams) / "stdout", Path(streams) / "stderr"
-        process = fork(_forked_train, (arguments, str(out), str(err), env, str(cwd)))
+        process = fork(_forked_command, ([str(a) for a in args], str(out), str(err), env, str(cwd)))
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.send_signal(9)
             raise
         stdout, stderr = out.read_text(), err.read_text()
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    return subprocess.CompletedProcess([sys.executable, "-m", "coreward.cli", *args], process.returncode, stdout, stderr)
 
 
-def _forked_train(arguments: list[str], out: str, err: str, env: dict[str, str], cwd: str) -> None:
-    from coreward.experiments.jobs import _run_train
+def _forked_command(arguments: list[str], out: str, err: str, env: dict[str, str], cwd: str) -> None:
+    """In the forked child: the directory and environment a new process would have had, then the `coreward` command
+    line (`coreward.cli.main`, which exits with the command's status)."""
+    from coreward.experiments.jobs import _enter_forked
 
     os.chdir(cwd)
     os.environ.clear()
-    _run_train(arguments, out, env, error_log=err)
+    _enter_forked(out, env, error_log=err)
+    sys.argv = ["coreward", *arguments]
+    from coreward.cli import main
+
+    main()
 
 
 def coreward_here(*args: str) -> subprocess.CompletedProcess:
