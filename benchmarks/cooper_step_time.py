@@ -1,6 +1,7 @@
 """Cooper's GRPO step time against rule-based GRPO's on the demo config, as a ratio measured in one run.
 
     python benchmarks/cooper_step_time.py [--steps 6] [--rounds 2] [--policy demo] [--rm demo] [--set k=v ...]
+        [--methods rule,model,cooper,co_optimized,ensemble_min]
 
 Each method trains with its demo config (configs/demo/{rule,model,cooper}.yaml: the same GRPO settings, only
 the reward differs) for `--steps` steps, in this process, one run after the other; each round runs rule, the
@@ -8,7 +9,9 @@ static RM and Cooper, and two rounds (the default) let load drifting on a shared
 static RM (`model`, the same RM frozen) shows what scoring with an RM costs by itself. The first step of
 every run is discarded (it pays for the verifier pool's start and first calls, and Cooper's first held-out
 RM evaluation). The table splits a step into generation, reward (for Cooper: RM scoring, the assistant, the
-RM update) and the policy update. `--set` overrides apply to every run.
+RM update) and the policy update. `--set` overrides apply to every run. `--methods` adds other demo configs:
+`co_optimized` (Cooper with rollout negatives, the recommended co-optimized setting) and `ensemble_min` (the `min` of
+three frozen demo RMs; its members are built first if they are not cached, ~15 minutes each).
 """
 
 from __future__ import annotations
@@ -50,29 +53,38 @@ def main() -> None:
     parser.add_argument("--policy", default="demo", help="policy of every run (default: the demo policy)")
     parser.add_argument("--rm", default="demo", help="the static RM and Cooper's starting RM (default: the demo RM)")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--methods", default="rule,model,cooper", help="demo configs to time (rule first: the ratios' "
+                        "reference); also co_optimized, ensemble_min")
     args = parser.parse_args()
+    import coreward.demo  # noqa: F401  the demo's model names (demo:1 ... of ensemble_min), as the command line has them
 
     shared = [f"model.name_or_path={args.policy}", *args.overrides]
-    runs = {"rule": shared, "model": [*shared, f"rewards.0.params.path={args.rm}"],
-            "cooper": [*shared, f"rewards.0.params.rm={args.rm}"]}
+    overrides = {"rule": shared, "model": [*shared, f"rewards.0.params.path={args.rm}"],
+                 "cooper": [*shared, f"rewards.0.params.rm={args.rm}"],
+                 "co_optimized": [*shared, f"rewards.0.params.rm={args.rm}"], "ensemble_min": shared}
+    methods = [m.strip() for m in args.methods.split(",")]
+    unknown = [m for m in methods if m not in overrides]
+    if unknown or methods[0] != "rule":
+        parser.error(f"--methods: rule first, then any of {', '.join(list(overrides)[1:])} (got {args.methods})")
+    runs = {method: overrides[method] for method in methods}
     rows: dict[str, list[dict]] = {method: [] for method in runs}
     for _ in range(args.rounds):
         for method, overrides in runs.items():
             rows[method] += run(method, args.steps, overrides)
 
-    n = len(rows["cooper"])
+    n = len(rows["rule"])
     print(f"demo configs, policy {args.policy}, RM {args.rm}; mean of {n} steps per method "
           f"({args.rounds} round(s) of {args.steps} steps, first step of each run discarded)")
-    methods = list(rows)
-    print(f"{'':<24}" + "".join(f"{m:>8}" for m in methods))
+    print(f"{'':<24}" + "".join(f"{m:>13}" for m in methods))
     for key in ("step_time", "time/generation", "time/reward", "time/update", "time/assistant", "time/rm_update",
                 "completions/mean_length", "verified_accuracy"):
-        print(f"{key:<24}" + "".join(f"{mean(rows[m], key):8.3f}" for m in methods))
+        print(f"{key:<24}" + "".join(f"{mean(rows[m], key):13.3f}" for m in methods))
     rule = mean(rows["rule"], "step_time")
-    print(f"ratio to rule: static RM {mean(rows['model'], 'step_time') / rule:.3f}x, "
-          f"Cooper {mean(rows['cooper'], 'step_time') / rule:.3f}x   (goal for Cooper: <= 1.3x)")
-    print(f"Cooper: valid pairs per prompt {mean(rows['cooper'], 'rm/valid_pair_rate'):.2f}, "
-          f"RM loss {mean(rows['cooper'], 'rm/loss'):.3f}")
+    print("ratio to rule: " + ", ".join(f"{m} {mean(rows[m], 'step_time') / rule:.3f}x" for m in methods[1:]))
+    for method in ("cooper", "co_optimized"):
+        if method in rows:
+            print(f"{method}: valid pairs per prompt {mean(rows[method], 'rm/valid_pair_rate'):.2f}, "
+                  f"RM loss {mean(rows[method], 'rm/loss'):.3f}")
 
 
 if __name__ == "__main__":

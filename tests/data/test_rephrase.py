@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,6 +12,7 @@ from coreward.data.records import Record
 from coreward.data.rephrase import BEGIN, END, load_rephrasings, parse_rephrasing, rephrase_records, write_pairs
 from coreward.runtime.errors import CorewardError
 from tests.helpers.llm_test_server import LLMTestServer
+from tests.helpers.runs import coreward_in
 
 
 Q = "Ann has 12 apples, buys 5, sells 3. How many?"
@@ -50,8 +51,8 @@ def test_endpoint_failures_and_unparseable_outputs_are_dropped_and_counted():
 
 def test_cli_demo_rephrasings_write_side_by_side_pairs(tmp_path):
     out = tmp_path / "pairs.parquet"
-    done = subprocess.run([sys.executable, "-m", "coreward.cli", "rephrase", "--input", "demo", "--split", "train",
-                           "--limit", "5", "--model", "demo", "--output", str(out)], capture_output=True, text=True)
+    done = coreward_in(Path.cwd(), "rephrase", "--input", "demo", "--split", "train", "--limit", "5", "--model", "demo",
+                       "--output", str(out), env=dict(os.environ))
     assert done.returncode == 0, done.stderr
     frame = pd.read_parquet(out)
     assert list(frame.columns) == ["id", "question", "rephrased", "answer", "source"]

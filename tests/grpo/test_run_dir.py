@@ -17,7 +17,7 @@ from coreward.grpo.run_dir import REDACTED, RunLock, changed_keys, redact
 from coreward.rewards.base import RewardSource
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.metrics import read_metrics
-from tests.helpers.runs import REPO, coreward_here, tiny_train_args
+from tests.helpers.runs import REPO, coreward_here, coreward_in, tiny_train_args
 
 
 PLANTED = "sk-planted-0123456789abcdef"
@@ -97,13 +97,13 @@ def test_a_second_train_on_a_directory_in_use_fails_at_once(tiny_policy, tmp_pat
 
 def test_secrets_are_redacted_from_everything_the_run_writes(tiny_policy, tmp_path):
     run_dir = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "coreward.cli", *tiny_train_args(
+    done = coreward_in(
+        REPO, *tiny_train_args(
             tiny_policy, run_dir, "--max-steps", "1",
             "--set", "rewards=[{name: rule}, {name: 'tests.grpo.test_run_dir:KeyedReward', weight: 0.0, "
                      f"params: {{api_key: {PLANTED}}}}}]",
-            "--set", f"grpo.hub_token=hf_{PLANTED}")],  # TRL pickles its args into every checkpoint
-        capture_output=True, text=True, timeout=600, cwd=REPO)
+            "--set", f"grpo.hub_token=hf_{PLANTED}"),  # TRL pickles its args into every checkpoint
+        env=dict(os.environ), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert REDACTED in (run_dir / "config.yaml").read_text()
     leaks = [p for p in run_dir.rglob("*") if p.is_file() and PLANTED.encode() in p.read_bytes()]

@@ -8,8 +8,7 @@ slipped past the checks fails loudly instead of loading a model. The CLI maps th
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from coreward.grpo.config import TrainConfig
 from coreward.runtime.config import load_config
 from coreward.runtime.errors import CorewardError
+from tests.helpers.runs import coreward_in
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -183,9 +183,8 @@ def test_registered_benchmark_rows_without_a_usable_reference_are_left_out(capsy
 def test_bad_data_file_on_the_command_line_exits_2_naming_file_and_row(tmp_path):
     data = tmp_path / "mine.jsonl"
     data.write_text(json.dumps(OK) + "\n" + json.dumps({"question": "q", "answer": {"x": 1}}) + "\n")
-    done = subprocess.run([sys.executable, "-m", "coreward.cli", "train", "--config", str(RULE), "--set",
-                           f"data.train={data}", "--output-dir", str(tmp_path / "r")],
-                          capture_output=True, text=True, timeout=120)
+    done = coreward_in(Path.cwd(), "train", "--config", str(RULE), "--set", f"data.train={data}",
+                       "--output-dir", str(tmp_path / "r"), env=dict(os.environ), timeout=120)
     assert done.returncode == 2
     assert "mine.jsonl: row 2: field 'answer'" in done.stderr
     assert "Traceback" not in done.stderr
