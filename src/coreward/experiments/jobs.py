@@ -49,9 +49,9 @@ class Job:
 
 # A step's cost by reward method, relative to the rule reward's, for the order of side-by-side runs (longest first):
 # the seconds of each 30-step run of one `coreward demo --jobs 2` (2026-11-27, 2-core AMD EPYC), over rule's.
-# co_optimized (Cooper with rollout negatives: no assistant call) from the map's medians at 4x, 120 steps, seeds 10-15
-# (1.46 s a step against rule's 1.11, docs/overoptimization.md).
-STEP_COST = {"cooper": 1.6, "co_rewarding_2": 1.3, "co_optimized": 1.3, "majority": 1.25, "entropy": 1.25,
+# co_optimized (Cooper with rollout negatives) as Cooper: their steps cost the same one run at a time (1.344x and 1.343x
+# the rule's, benchmarks/cooper_step_time.py --methods rule,model,cooper,co_optimized).
+STEP_COST = {"cooper": 1.6, "co_optimized": 1.6, "co_rewarding_2": 1.3, "majority": 1.25, "entropy": 1.25,
              "self_certainty": 1.2, "model": 1.2, "co_rewarding_1": 1.15}
 
 
@@ -164,9 +164,9 @@ def _enter_forked(log: str, env: dict[str, str], error_log: str | None = None) -
     torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
 
 
-def _run_train(arguments: list[str], log: str, env: dict[str, str], error_log: str | None = None) -> None:
+def _run_train(arguments: list[str], log: str, env: dict[str, str]) -> None:
     """A forked run: `coreward train ...` in this process."""
-    _enter_forked(log, env, error_log)
+    _enter_forked(log, env)
     sys.argv = ["coreward", *arguments]
     # the names the command line registers before `coreward train` reads a config: the demo's models (`demo:1` ...
     # in an ensemble's `path`). Without them a forked run refused a config the same command accepts. By name: the
