@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ def worker(engine: str, rm_path: str, out: str, offloads: list[bool]) -> None:
 def sharded_learner(engine: str, rm_path: str, out: Path, offload: bool, main_process: bool) -> None:
     """Scores, two updates, a save, a resumed learner's update and its save; the main process writes result.json."""
     from coreward.grpo.engines import partitioned_count
-    from coreward.rm.learner import RMLearner
+    from coreward.rm.learner import STATE_FILE, RMLearner
     from coreward.rm.model import VerifyRM
     from coreward.rm.sharding import Sharding, score_unique
 
@@ -62,7 +63,16 @@ def sharded_learner(engine: str, rm_path: str, out: Path, offload: bool, main_pr
     counts = partitioned_count(learner.rm.model)
     scores = score_unique(learner.rm, triples())
     metrics = [learner.update(pairs()), learner.update(pairs())]
+    if main_process:  # the main process slow to write its counters: every process must still find them on return
+        write_state = RMLearner._write_state
+
+        def slow_write_state(self, directory):
+            time.sleep(0.5)
+            write_state(self, directory)
+
+        RMLearner._write_state = slow_write_state
     learner.save(out / "first")
+    assert (out / "first" / STATE_FILE).is_file(), "save returned before the main process wrote the RM's counters"
     resumed = RMLearner.load(out / "first", "cpu", **SETTINGS, optimizer_offload=offload, sharding=sharding)
     metrics.append(resumed.update(pairs()))
     resumed.save(out / "second")

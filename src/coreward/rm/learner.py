@@ -386,18 +386,24 @@ class RMLearner:
         """Weights (HF format, atomic), optimizer state and counters. Sharded: called on every process (the
         RM is gathered), the main process writes the weights and counters."""
         if self.sharding is not None:
+            # the counters first: the sharded save ends in a barrier, so no process returns (and, say, loads this
+            # directory) before the main process has written them (written after it, a fast rank read no file)
+            if world()[0] == 0:
+                Path(directory).mkdir(parents=True, exist_ok=True)
+                self._write_state(directory)
             self.sharding.save(self, directory, RM_DIR, OPTIMIZER_FILE)
-            if world()[0] != 0:
-                return
-        else:
-            self.rm.save_pretrained(directory / RM_DIR)
-            torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
-            if self.masters is not None and self.low_precision:  # resume from the masters, not their rounding
-                torch.save([m.cpu() for m in self.masters], directory / MASTERS_FILE)
-            if self.anchor_weights is not None:  # θ_0 is the run's first RM, not the one resumed from
-                torch.save([a.cpu() for a in self.anchor_weights], directory / ANCHOR_FILE)
-        (directory / STATE_FILE).write_text(json.dumps({"updates": self.updates, "skipped": self.skipped,
-                                                        "calls": self.calls}))
+            return
+        self.rm.save_pretrained(directory / RM_DIR)
+        torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
+        if self.masters is not None and self.low_precision:  # resume from the masters, not their rounding
+            torch.save([m.cpu() for m in self.masters], directory / MASTERS_FILE)
+        if self.anchor_weights is not None:  # θ_0 is the run's first RM, not the one resumed from
+            torch.save([a.cpu() for a in self.anchor_weights], directory / ANCHOR_FILE)
+        self._write_state(directory)
+
+    def _write_state(self, directory: Path) -> None:
+        (Path(directory) / STATE_FILE).write_text(json.dumps({"updates": self.updates, "skipped": self.skipped,
+                                                              "calls": self.calls}))
 
     @classmethod
     def load(cls, directory: Path, device, dtype: str = "float32", settings: LearnerSettings | None = None, *,
