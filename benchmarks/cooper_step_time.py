@@ -59,14 +59,14 @@ def main() -> None:
     import coreward.demo  # noqa: F401  the demo's model names (demo:1 ... of ensemble_min), as the command line has them
 
     shared = [f"model.name_or_path={args.policy}", *args.overrides]
-    overrides = {"rule": shared, "model": [*shared, f"rewards.0.params.path={args.rm}"],
-                 "cooper": [*shared, f"rewards.0.params.rm={args.rm}"],
-                 "co_optimized": [*shared, f"rewards.0.params.rm={args.rm}"], "ensemble_min": shared}
+    per_method = {"rule": shared, "model": [*shared, f"rewards.0.params.path={args.rm}"],
+                  "cooper": [*shared, f"rewards.0.params.rm={args.rm}"],
+                  "co_optimized": [*shared, f"rewards.0.params.rm={args.rm}"], "ensemble_min": shared}
     methods = [m.strip() for m in args.methods.split(",")]
-    unknown = [m for m in methods if m not in overrides]
+    unknown = [m for m in methods if m not in per_method]
     if unknown or methods[0] != "rule":
-        parser.error(f"--methods: rule first, then any of {', '.join(list(overrides)[1:])} (got {args.methods})")
-    runs = {method: overrides[method] for method in methods}
+        parser.error(f"--methods: rule first, then any of {', '.join(list(per_method)[1:])} (got {args.methods})")
+    runs = {method: per_method[method] for method in methods}
     rows: dict[str, list[dict]] = {method: [] for method in runs}
     for _ in range(args.rounds):
         for method, overrides in runs.items():

@@ -114,16 +114,9 @@ def _start(command: list[str], log, env: dict[str, str], cwd: Path):
     arguments = _train_arguments(command)
     if arguments is None:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True, cwd=cwd)
-    return fork(_forked_train, (arguments, log.name, env, str(cwd)))
+    from tests.helpers.runs import _forked_command
 
-
-def _forked_train(arguments: list[str], log: str, env: dict[str, str], cwd: str) -> None:
-    """In the forked child: the environment and directory a new process would have had, then `coreward train`."""
-    from coreward.experiments.jobs import _run_train
-
-    os.chdir(cwd)
-    os.environ.clear()
-    _run_train(arguments, log, env)  # a session of its own, its output in `log`, exits with coreward train's code
+    return fork(_forked_command, (arguments, log.name, log.name, env, str(cwd)))  # both streams in `log`
 
 
 def _kill_after_progress(process, run_dir: Path, before: Path | None, delay_s: float,

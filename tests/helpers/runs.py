@@ -41,8 +41,9 @@ def coreward_in(cwd: Path, *args: str, env: dict[str, str], timeout: int = 600) 
 
 
 def _forked_command(arguments: list[str], out: str, err: str, env: dict[str, str], cwd: str) -> None:
-    """In the forked child: the directory and environment a new process would have had, then the `coreward` command
-    line (`coreward.cli.main`, which exits with the command's status)."""
+    """In the forked child: the directory and environment a new process would have had, a session of its own, its
+    streams in `out` and `err` (one file when they are the same), then the `coreward` command line (`coreward.cli.main`,
+    which exits with the command's status)."""
     from coreward.experiments.jobs import _enter_forked
 
     os.chdir(cwd)

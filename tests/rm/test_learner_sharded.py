@@ -63,15 +63,18 @@ def sharded_learner(engine: str, rm_path: str, out: Path, offload: bool, main_pr
     counts = partitioned_count(learner.rm.model)
     scores = score_unique(learner.rm, triples())
     metrics = [learner.update(pairs()), learner.update(pairs())]
-    if main_process:  # the main process slow to write its counters: every process must still find them on return
-        write_state = RMLearner._write_state
+    write_state = RMLearner._write_state
 
-        def slow_write_state(self, directory):
-            time.sleep(0.5)
-            write_state(self, directory)
+    def slow_write_state(self, directory):  # the main process slow to write its counters
+        time.sleep(0.5)
+        write_state(self, directory)
 
+    if main_process:
         RMLearner._write_state = slow_write_state
-    learner.save(out / "first")
+    try:
+        learner.save(out / "first")  # every process must still find the counters on return
+    finally:
+        RMLearner._write_state = write_state
     assert (out / "first" / STATE_FILE).is_file(), "save returned before the main process wrote the RM's counters"
     resumed = RMLearner.load(out / "first", "cpu", **SETTINGS, optimizer_offload=offload, sharding=sharding)
     metrics.append(resumed.update(pairs()))
