@@ -157,7 +157,10 @@ def test_a_timed_kill_takes_torchruns_workers_with_it(memorized_policy, tmp_path
 
     run_dir = tmp_path / "run"
     overrides = settings(memorized_policy, "grpo.per_device_train_batch_size=4")
-    attempt = launch(train_command(RULE, run_dir, overrides, 50, resume=False, nproc=2), run_dir, kill="timed:0")
+    # fresh: torchrun as a new process with workers it execs (their command lines name the run directory), not the
+    # suite's warm launch, whose workers are forks of a launcher forked from the forkserver
+    attempt = launch(train_command(RULE, run_dir, overrides, 50, resume=False, nproc=2), run_dir, kill="timed:0",
+                     fresh=True)
     assert attempt.killed, attempt.log[-3000:]
     survivors = [p for p in psutil.process_iter(["cmdline"]) if str(run_dir) in " ".join(p.info["cmdline"] or [])]
     assert survivors == []

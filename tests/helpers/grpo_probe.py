@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import warm_launch
 from tests.helpers.kill_resume import free_port
 
 
@@ -25,6 +26,7 @@ def run_worker(model: Path, out: Path, nproc: int, per_device: int, steps: int =
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
                "--master_port", str(free_port()), *args]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    done = (warm_launch.run(cmd, env=env) if nproc > 1 else
+            subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)]

@@ -65,9 +65,10 @@ def train_command(config: str | Path, run_dir: Path, overrides: list[str], max_s
 
 
 def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float = 600,
-           fault_rank: int | None = None) -> Attempt:
+           fault_rank: int | None = None, fresh: bool = False) -> Attempt:
     """Run `command`; `kill` is "PHASE:STEP" (COREWARD_FAULT_AT, on every process or on `fault_rank` only),
-    "timed:SECONDS" (SIGKILL that long after the run's first new complete checkpoint appears), or "" (no kill)."""
+    "timed:SECONDS" (SIGKILL that long after the run's first new complete checkpoint appears), or "" (no kill).
+    `fresh`: a torchrun or accelerate launch in new interpreters, as a user's shell starts it (else `_start`)."""
     from coreward.grpo.checkpoints import COMPLETE_MARKER, last_complete_checkpoint
 
     before = last_complete_checkpoint(run_dir) if run_dir.exists() else None
@@ -81,7 +82,7 @@ def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float =
     start = time.perf_counter()
     with tempfile.NamedTemporaryFile("w+") as log:  # a file, not a pipe: a full pipe would stall the run
         # from the repository root: configs name files relative to it (zero3_cpu.yaml its DeepSpeed json)
-        process = _start(command, log, env, Path(__file__).resolve().parents[2])
+        process = _start(command, log, env, Path(__file__).resolve().parents[2], fresh)
         try:
             if kill.startswith("timed:"):
                 _kill_after_progress(process, run_dir, before, float(kill.split(":", 1)[1]), timeout_s)
@@ -103,15 +104,19 @@ def launch(command: list[str], run_dir: Path, kill: str = "", timeout_s: float =
                    checkpoint_step(after) if after else 0, text)
 
 
-def _start(command: list[str], log, env: dict[str, str], cwd: Path):
-    """`command` writing to `log`: a one-process `python -m coreward.cli train` is forked from the forkserver that
-    preloaded the training stack (as `coreward demo` and `coreward map` start their runs, experiments/jobs.py), the
-    rest (torchrun, accelerate launch) are new processes. A forked run is a process of its own, in a session of its
-    own, with exactly `env`: it dies of SIGKILL as a new one does, without the ~4.5 s of imports each launch of the
-    fault tests would pay again."""
+def _start(command: list[str], log, env: dict[str, str], cwd: Path, fresh: bool = False):
+    """`command` writing to `log`, forked from the forkserver that preloaded the training stack (as `coreward demo`
+    and `coreward map` start their runs, experiments/jobs.py): a one-process `python -m coreward.cli train` as
+    `coreward_in` forks it, a torchrun or accelerate launch as tests/helpers/warm_launch.py does (torchrun's own
+    launcher, its workers forked). A forked run is a process of its own, in a session of its own, with exactly `env`:
+    it dies of SIGKILL as a new one does, without the ~5 s of imports each process would pay again. Any other
+    command, or any launch with `fresh` (or COREWARD_TEST_FRESH_LAUNCH set), is a new process."""
     from coreward.experiments.jobs import _train_arguments, fork
+    from tests.helpers import warm_launch
 
     arguments = _train_arguments(command)
+    if warm_launch.launcher_of(command) is not None and not (fresh or warm_launch.fresh_by_default()):
+        return warm_launch.start(command, log.name, log.name, env, cwd)
     if arguments is None:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True, cwd=cwd)
     from tests.helpers.runs import _forked_command

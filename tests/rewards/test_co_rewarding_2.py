@@ -7,7 +7,6 @@ import copy
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from coreward.rewards.ema_teacher import EmaTeacher, cosine_alpha
 from coreward.rewards.teacher_weights import STATE_FILE, WEIGHTS_FILE, adapter_pairs, add_teacher_adapter, full_pairs
 from coreward.runtime.errors import CorewardError
 from coreward.verify import Verifier
+from tests.helpers import warm_launch
 from tests.helpers.batches import batch_of
 from tests.helpers.kill_resume import free_port  # the same hand-built groups
 
@@ -292,7 +292,7 @@ def test_two_processes_split_teacher_rollouts(tiny_policy, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
            "-m", "tests.rewards.test_co_rewarding_2", str(tiny_policy), str(tmp_path)]
-    done = subprocess.run(cmd, check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    done = warm_launch.run(cmd, env=env, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rank0, rank1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert rank0["shares"] == [2, 2] and rank1["shares"] == [1, 1]  # each process rolled out its share of groups

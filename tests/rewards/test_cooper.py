@@ -14,7 +14,6 @@ import math
 import os
 import random
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from coreward.rm.learner import RM_DIR, Pair, RMLearner, pairwise_loss
 from coreward.rm.model import TAGS, VerifyRM, format_input
 from coreward.runtime.errors import CorewardError
 from coreward.verify import extract_answer
+from tests.helpers import warm_launch
 from tests.helpers.kill_resume import free_port
 
 
@@ -446,7 +446,7 @@ def test_two_processes_keep_identical_rms_under_a_minibatch_schedule(policy, tin
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
                __file__, "worker", str(policy), str(tiny_rm), str(tmp_path), "2", str(variants)]
-    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
+    done = warm_launch.run(command, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     members = 2 if variants else 1
     ranks = [[load_file(tmp_path / f"rank{r}_member{k}.safetensors") for k in range(members)] for r in range(2)]

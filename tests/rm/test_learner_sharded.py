@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -106,12 +105,13 @@ needs_deepspeed = pytest.mark.skipif(not has_deepspeed(), reason='the deepspeed 
                                              pytest.param("zero3", (False,), marks=needs_deepspeed, id="zero3"),
                                              pytest.param("zero2", (False,), marks=needs_deepspeed, id="zero2")])
 def test_sharded_learner_equals_replicated_and_resumes(engine, offloads, tiny_rm_path, tmp_path):
+    from tests.helpers import warm_launch
     from tests.helpers.kill_resume import free_port
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
                __file__, engine, str(tiny_rm_path), str(tmp_path), ",".join(str(int(o)) for o in offloads)]
-    done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    done = warm_launch.run(command, env=env, cwd=REPO)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     for offload in offloads:
         check_learner(engine, offload, tiny_rm_path, tmp_path / f"offload-{int(offload)}")
