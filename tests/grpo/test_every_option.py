@@ -15,17 +15,17 @@ labelled held-out set and the guard on in all of them) form one covering design:
     | test_sharded[zero2]: straight; killed   | ZeRO-2 | labelled      | no; yes  | rule, cooper, co_rewarding_2, model |
     | test_sharded[zero3]: straight; killed   | ZeRO-3 | labelled      | no; yes  | rule, cooper, co_rewarding_2, model |
     | test_sharded[fsdp2]: straight; killed   | FSDP2  | labelled      | no; yes  | rule, cooper, co_rewarding_2, model |
-    | test_trainer: every stateless source    | DDP    | labelled      | no       | LABEL_FREE, model                   |
+    | test_trainer: every stateless source    | DDP    | labelled      | no       | LABEL_FREE but CR-II, model         |
     | here: DDP, killed after its alarm       | DDP    | unlabelled    | yes      | LABEL_FREE                          |
     | here: FSDP2                             | FSDP2  | unlabelled    | no       | LABEL_FREE                          |
     | here: ZeRO-2                            | ZeRO-2 | unlabelled    | no       | LABEL_FREE                          |
     | here: ZeRO-3, guard.stop                | ZeRO-3 | unlabelled    | no       | LABEL_FREE                          |
 
-LABEL_FREE = majority, self_certainty, entropy, co_rewarding_1. Every engine meets both kinds of training data,
-resumed and not, and every reward method; both kinds of data meet resumed and straight runs and every method that
-can train on them. Pairs left out: rule, cooper and model with unlabelled data (refused before any model loads:
-test_train_unlabeled.py), and co_rewarding_2 with unlabelled data (on one process: test_train_unlabeled.py), to keep
-the launches few. The guard sees the training rollouts' verified accuracy in the labelled
+LABEL_FREE = majority, self_certainty, entropy, co_rewarding_1, co_rewarding_2 (its teacher as the KL reference,
+the only teacher a sharded engine holds). Every engine meets both kinds of training data, resumed and not, and every
+reward method; both kinds of data meet resumed and straight runs and every method that can train on them. The pairs
+left out cannot be run: rule, cooper and model with unlabelled data (refused before any model loads:
+test_train_unlabeled.py). The guard sees the training rollouts' verified accuracy in the labelled
 runs and the held-out avg@N here: both of its sources, under every engine.
 """
 
@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[2]
 RULE = REPO / "configs" / "demo" / "rule.yaml"
 ACCELERATE = REPO / "configs" / "accelerate"
 ENGINE_NAMES = {"ddp": "DDP", "fsdp2": "FSDP2", "zero2": "DeepSpeed ZeRO-2", "zero3": "DeepSpeed ZeRO-3"}
-LABEL_FREE = ("majority", "self_certainty", "entropy", "co_rewarding_1")
+LABEL_FREE = ("majority", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2")
 # the rule with no drop required: the alarm fires at the first reading at or after the warm-up (drop 0, fall 0)
 ALARM_AT_FIRST_READING = ["guard.min_drop=0", "guard.rel_drop=0", "guard.patience=1"]
 
@@ -66,13 +66,15 @@ def unlabeled_data(tmp_path: Path) -> tuple[Path, Path]:
 
 def label_free_overrides(policy: Path, tmp_path: Path, eval_every: int, warmup: int) -> list[str]:
     data, pairs = unlabeled_data(tmp_path)
+    # Co-rewarding-II's teacher as TRL's KL reference (grpo.beta > 0): the only teacher a sharded engine can hold
     rewards = ("[{name: majority}, {name: self_certainty}, {name: entropy}, "
-               f"{{name: co_rewarding_1, params: {{rephrasings: {pairs}}}}}]")
+               f"{{name: co_rewarding_1, params: {{rephrasings: {pairs}}}}}, "
+               "{name: co_rewarding_2, params: {alpha_start: 0.05, alpha_end: 0.005, as_reference: true}}]")
     return [f"model.name_or_path={policy}", f"data.train={data}", "data.columns.question=problem",
             "data.columns.id=uid", f"rewards={rewards}", *held_out(eval_every),
             # 2 questions and their rephrasings, 4 rollouts each, per step (8 rows per process)
             "grpo.num_generations=4", "grpo.per_device_train_batch_size=8", "grpo.max_completion_length=16",
-            "grpo.learning_rate=1e-3", "torch_threads=1",
+            "grpo.learning_rate=1e-3", "grpo.beta=0.01", "torch_threads=1",
             f"guard.warmup={warmup}", *ALARM_AT_FIRST_READING]
 
 
