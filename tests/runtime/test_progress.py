@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import sys
+from pathlib import Path
 
 from transformers import TrainerControl, TrainerState, TrainingArguments
 
@@ -40,3 +41,40 @@ def test_the_bar_shows_the_step_it_finished_and_printed_lines_start_their_own_li
     lines = screen_lines(terminal.getvalue())
     assert "guard: a summary line" in lines and "eval before step 2's log" in lines  # not glued to the bar's end
     assert lines[-2].startswith("100%") and "2/2" in lines[-2] and "reward=0.75" in lines[-2]
+
+
+def test_a_bar_on_a_terminal_and_a_line_per_step_anywhere_else(monkeypatch, tmp_path):
+    """`coreward train`'s default: the bar where stderr is a terminal with a width; in a log file, a pipe or a
+    terminal of 0 columns one line per step (a bar redrawn into a file leaves a copy per redraw; tqdm draws
+    nothing 0 columns wide)."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.train import build_grpo_args
+    from coreward.runtime.config import load_config
+
+    rule = Path(__file__).resolve().parents[2] / "configs" / "demo" / "rule.yaml"
+    config = load_config(TrainConfig, rule, [])
+
+    def shows_a_bar(stream) -> bool:
+        monkeypatch.setattr(sys, "stderr", stream)
+        return not build_grpo_args(config, tmp_path, 1).disable_tqdm
+
+    main, terminal = os.openpty()
+    try:
+        with open(terminal, "w", closefd=False) as stream:
+            fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+            assert shows_a_bar(stream)
+            fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
+            assert not shows_a_bar(stream)
+    finally:
+        os.close(main)
+        os.close(terminal)
+    with open(tmp_path / "train.log", "w") as log:
+        assert not shows_a_bar(log)
+    assert not shows_a_bar(io.StringIO())
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # the config's own setting wins: a bar in a log, if asked
+    assert build_grpo_args(load_config(TrainConfig, rule, ["grpo.disable_tqdm=false"]), tmp_path, 1).disable_tqdm is False

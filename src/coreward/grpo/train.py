@@ -7,6 +7,7 @@ costs a second, not a model download.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,15 @@ def build_sources(config: TrainConfig):
 STRATEGY_KEYS = ("save_strategy", "eval_strategy", "logging_strategy")
 
 
+def _is_terminal(stream) -> bool:
+    """A terminal the bar can be drawn on: a tty with a width (tqdm draws nothing on a pseudo-terminal of 0 columns,
+    as a container started with `-t` and no size has)."""
+    try:
+        return stream.isatty() and os.get_terminal_size(stream.fileno()).columns > 0
+    except (AttributeError, ValueError, OSError):  # replaced by something without a descriptor, or closed
+        return False
+
+
 def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     import torch
     from trl import GRPOConfig
@@ -112,7 +122,9 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     flags = compute_flags(config.model.dtype, precision, on_gpu)
     settings: dict[str, Any] = {
         "logging_steps": 1,
-        "disable_tqdm": False,  # the progress bar, whatever the logging level (quiet libraries raise it)
+        # on a terminal the progress bar, whatever the logging level (quiet libraries raise it); anywhere else (a log
+        # file, a pipe, a cluster job's output) one line per step: a bar redrawn into a file leaves a copy per redraw
+        "disable_tqdm": not _is_terminal(sys.stderr),
         "save_strategy": "steps",
         "save_steps": 50,
         "report_to": ["tensorboard"],
