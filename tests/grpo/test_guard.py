@@ -115,6 +115,25 @@ def test_a_weighted_rule_reward_is_read_on_its_own_scale():
     assert replay(mixed, weights={"rule": 1.0, "hack": 0.0})[0].detector.fired_at is None  # the hack weighs nothing
 
 
+def test_a_report_replays_the_guard_with_the_runs_own_weights(tmp_path):
+    """A run trained without the guard: `coreward report` replays the rule on its metrics with the weights of its
+    config.yaml, as the live guard would have read them: a hack of weight 0 beside the rule fires no alarm there,
+    while the same rows read with every source at weight 1 do; two sources of one name are numbered as the trainer
+    numbers their metrics."""
+    from coreward.evaluation.overoptimization import guard_alarm, reward_weights
+    from coreward.evaluation.plots import Run
+
+    verified, hacked = collapse()
+    rows = [{"step": step, "verified_accuracy": v, "rewards/rule/mean": v, "rewards/hack/mean": h, "reward": v}
+            for step, (v, h) in enumerate(zip(verified, hacked), start=1)]
+    weighed = {"rewards": [{"name": "rule", "weight": 1.0}, {"name": "hack", "weight": 0.0}]}
+    assert reward_weights(weighed) == {"rule": 1.0, "hack": 0.0}
+    assert guard_alarm(Run("weighed", tmp_path, rows, config=weighed)) == {"alarm_step": None, "alarm_logged": False}
+    assert guard_alarm(Run("no config", tmp_path, rows))["alarm_step"] is not None  # every source at weight 1
+    assert reward_weights({"rewards": [{"name": "model"}, {"name": "model", "weight": 0.5}, {"name": "x:Y"}]}) == {
+        "model_0": 1.0, "model_1": 0.5, "x:Y_2": 1.0}
+
+
 def test_the_guard_names_its_signal():
     """Training data with references: its rollouts' verified accuracy. Without: a held-out set with references
     (avg@N), else nothing, saying why (agree@N is no accuracy; no held-out set at all)."""

@@ -250,6 +250,7 @@ def replay(rows: list[dict[str, Any]], settings: GuardSettings | None = None, so
     return watch, readings
 
 
-def alarm_step(rows: list[dict[str, Any]], settings: GuardSettings | None = None) -> int | None:
-    """The step at which the guard fires on these metrics rows (None: never)."""
-    return replay(rows, settings)[0].detector.fired_at
+def alarm_step(rows: list[dict[str, Any]], settings: GuardSettings | None = None,
+               weights: dict[str, float] | None = None) -> int | None:
+    """The step at which the guard fires on these metrics rows (None: never); `weights` as `replay`'s."""
+    return replay(rows, settings, weights=weights)[0].detector.fired_at

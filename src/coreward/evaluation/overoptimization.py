@@ -116,7 +116,23 @@ def guard_alarm(run: Run, upto_step: int | None = None) -> dict[str, Any]:
     if any("guard/alarm" in r for r in rows):
         fired = [r["step"] for r in rows if r.get("guard/alarm") == 1]
         return {"alarm_step": fired[0] if fired else None, "alarm_logged": True}
-    return {"alarm_step": alarm_step(rows), "alarm_logged": False}
+    return {"alarm_step": alarm_step(rows, weights=reward_weights(run.config)), "alarm_logged": False}
+
+
+def reward_weights(config: dict[str, Any]) -> dict[str, float]:
+    """Each reward source's weight in a run's config.yaml, under the name its metrics carry (`rewards/NAME/mean`:
+    the source's name, numbered `NAME_i` when two share one, as grpo/trainer.py names them), so a replayed guard
+    averages the sources as the live guard did. A source written otherwise (a user's `module:Class`) weighs 1."""
+    specs = [spec for spec in config.get("rewards") or [] if isinstance(spec, dict) and isinstance(spec.get("name"), str)]
+    names = [spec["name"] for spec in specs]
+    if len(set(names)) != len(names):
+        names = [f"{name}_{i}" for i, name in enumerate(names)]
+    weights = {}
+    for name, spec in zip(names, specs):
+        weight = spec.get("weight", 1.0)
+        if isinstance(weight, (int, float)) and not isinstance(weight, bool):
+            weights[name] = float(weight)
+    return weights
 
 
 def plot_curves(runs: list[Run], path, smooth: float, title: str = "Overoptimization: reward and verified accuracy "
