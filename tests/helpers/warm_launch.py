@@ -13,8 +13,9 @@ exec'd. Two details of that path are made to behave as an exec'd worker does:
 * a worker that ends with `os._exit(0)` (coreward.runtime.distributed.exit_now, how `coreward train` ends a
   distributed run) puts no return value on the agent's queue, and the agent would wait for it for ever: an exit
   status of 0 counts as the return value here;
-* the worker's streams are unbuffered (`python -u`), and its signal handlers are an interpreter's defaults, not the
-  launcher's (the agent turns SIGTERM into an exception in itself).
+* the worker's streams are unbuffered (`python -u`), its signal handlers are an interpreter's defaults, not the
+  launcher's (the agent turns SIGTERM into an exception in itself), and it gets no signal when the launcher dies
+  (torch.multiprocessing's fork asks for SIGINT then).
 
 What a fork cannot show -- the launcher's own process structure (workers in sessions of their own, what killing only
 the launcher does), and an interpreter importing the package from scratch -- is left to the tests that launch
@@ -150,6 +151,11 @@ def _worker(*command_args: str) -> None:
 
     # runpy's warning that MODULE was imported before it ran as __main__: here it was, by the forkserver's preload
     warnings.filterwarnings("ignore", message=".*found in sys.modules after import of package", category=RuntimeWarning)
+    # torch.multiprocessing asks for SIGINT when the launcher dies; an exec'd worker gets none (a kill of the whole
+    # tree, the tests' "machine dies", must not hand a worker a Ctrl-C to act on first)
+    from torch.multiprocessing import _prctl_pr_set_pdeathsig
+
+    _prctl_pr_set_pdeathsig(0)
     for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
