@@ -8,7 +8,8 @@ own `torch.distributed.run.main` (or accelerate's launch command, which calls it
 agent, rendezvous, environment, failure handling and exit status. One thing differs, through torchrun's own option for
 it: the workers are started as its function entrypoints are (`--start-method fork`), so each is a fork of the
 launcher with the imports done, running the same `python -u -m MODULE ARGS` / `python -u SCRIPT ARGS` it would have
-exec'd. Two details of that path are made to behave as an exec'd worker does:
+exec'd. These details of that path are made to behave as an exec'd worker does (tests/test_warm_launch.py checks
+them, and the same checks on a fresh launch):
 
 * a worker that ends with `os._exit(0)` (coreward.runtime.distributed.exit_now, how `coreward train` ends a
   distributed run) puts no return value on the agent's queue, and the agent would wait for it for ever: an exit
