@@ -78,3 +78,22 @@ def test_a_bar_on_a_terminal_and_a_line_per_step_anywhere_else(monkeypatch, tmp_
     assert not shows_a_bar(io.StringIO())
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # the config's own setting wins: a bar in a log, if asked
     assert build_grpo_args(load_config(TrainConfig, rule, ["grpo.disable_tqdm=false"]), tmp_path, 1).disable_tqdm is False
+
+
+def test_a_long_loop_prints_lines_with_the_time_left_where_no_bar_can_be_drawn(monkeypatch):
+    """runtime/progress.py, as `coreward eval` generates with it: off a terminal, a line at most every `every_s`
+    seconds and one at the end, each with the elapsed time and (before the end) the time left; disabled, silent."""
+    from coreward.runtime import progress as module
+
+    log = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", log)
+    clock = iter(range(0, 1000, 10))  # 10 s a batch
+    monkeypatch.setattr(module.time, "monotonic", lambda: next(clock))
+    assert list(module.progress(range(7), "generate (batches)", every_s=25)) == list(range(7))
+    assert log.getvalue().splitlines() == [
+        "generate (batches): 3/7 (0m30s, about 0m40s left)",
+        "generate (batches): 6/7 (1m00s, about 0m10s left)",
+        "generate (batches): 7/7 (1m10s)",
+    ]
+    log.truncate(0)
+    assert list(module.progress([1, 2], "x", enabled=False)) == [1, 2] and log.getvalue() == ""

@@ -84,7 +84,8 @@ class HFBackend:
         kept: dict[int, list[Generation]] | None = None, on_batch: BatchDone | None = None,
     ) -> list[list[Generation]]:
         import torch
-        from tqdm.auto import tqdm
+
+        from coreward.runtime.progress import progress
 
         kept = kept or {}
         ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
@@ -97,7 +98,7 @@ class HFBackend:
         todo = [(index, batch) for index, batch in enumerate(batches) if not all(i in kept for i in batch)]
         config = self._generation_config(n, temperature, top_p, max_new_tokens)
         with torch.no_grad(), torch_threads(self.num_threads):
-            for index, batch in tqdm(todo, desc="generate", disable=not self.show_progress):
+            for index, batch in progress(todo, "generate (batches)", enabled=self.show_progress):
                 torch.manual_seed(derived_seed(seed, index))
                 generations = self._generate_batch([ids[i] for i in batch], config, n)
                 for j, i in enumerate(batch):

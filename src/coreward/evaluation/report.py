@@ -237,8 +237,6 @@ def _percent(value: float | None) -> str:
 
 def _duration(seconds: float | None) -> str:
     """Wall time from the run's summary.json (written by HF at the end of training); '–' if it never finished."""
-    if not isinstance(seconds, (int, float)):
-        return "–"
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+    from coreward.runtime.progress import duration
+
+    return duration(seconds) if isinstance(seconds, (int, float)) else "–"

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coreward.runtime.devices import usable_cores
+from coreward.runtime.progress import duration
 
 
 @dataclass
@@ -114,12 +115,6 @@ def last_step(run_dir: Path) -> int:
         except (ValueError, KeyError, TypeError):
             continue
     return 0
-
-
-def duration(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 # imported once in the forkserver every run is forked from: `coreward train` and its training stack (torch,

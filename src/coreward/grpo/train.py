@@ -19,6 +19,7 @@ from coreward.runtime.devices import load_tokenizer
 from coreward.runtime.distributed import print_once
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.model_files import check_model
+from coreward.runtime.progress import is_terminal
 
 
 @dataclass
@@ -101,15 +102,6 @@ def build_sources(config: TrainConfig):
 STRATEGY_KEYS = ("save_strategy", "eval_strategy", "logging_strategy")
 
 
-def _is_terminal(stream) -> bool:
-    """A terminal the bar can be drawn on: a tty with a width (tqdm draws nothing on a pseudo-terminal of 0 columns,
-    as a container started with `-t` and no size has)."""
-    try:
-        return stream.isatty() and os.get_terminal_size(stream.fileno()).columns > 0
-    except (AttributeError, ValueError, OSError):  # replaced by something without a descriptor, or closed
-        return False
-
-
 def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
     import torch
     from trl import GRPOConfig
@@ -124,7 +116,7 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
         "logging_steps": 1,
         # on a terminal the progress bar, whatever the logging level (quiet libraries raise it); anywhere else (a log
         # file, a pipe, a cluster job's output) one line per step: a bar redrawn into a file leaves a copy per redraw
-        "disable_tqdm": not _is_terminal(sys.stderr),
+        "disable_tqdm": not is_terminal(sys.stderr),
         "save_strategy": "steps",
         "save_steps": 50,
         "report_to": ["tensorboard"],
