@@ -19,8 +19,9 @@ SLOWEST_FILES = ("grpo/test_sharded.py", "grpo/test_trainer_faults.py", "test_gp
 
 def pytest_configure(config):
     """Whatever first starts this process's forkserver (a verifier pool, a forked run of the kill-and-resume harness)
-    starts it with the training stack imported, so every one-process `coreward train` the fault tests launch is
-    forked from it rather than paying its imports again (tests/helpers/kill_resume.py)."""
+    starts it with the training stack imported, so every one-process `coreward` command and every torchrun or
+    accelerate launch the tests make is forked from it rather than paying its imports again (tests/helpers/runs.py,
+    tests/helpers/kill_resume.py, tests/helpers/warm_launch.py)."""
     from coreward.experiments.jobs import PRELOAD
     from coreward.runtime import forkserver
 
