@@ -28,27 +28,42 @@ def coreward_in(cwd: Path, *args: str, env: dict[str, str], timeout: int = 600) 
     there: a test that changes one starts a new interpreter instead."""
     from coreward.experiments.jobs import fork
 
-    with tempfile.TemporaryDirectory() as streams:  # not in `cwd`: the tests read what a run leaves there
+    arguments = [str(a) for a in args]
+    return run_captured([sys.executable, "-m", "coreward.cli", *arguments],
+                        lambda out, err: fork(_forked_command, (arguments, out, err, env, str(cwd))), timeout)
+
+
+def run_captured(command: list[str], start, timeout: float) -> subprocess.CompletedProcess:
+    """What `subprocess.run(command, capture_output=True, text=True)` returns, for a process `start(out, err)` starts
+    (forked, its two streams written into those files: a pipe it inherited would tie it to this process). At the
+    timeout the process and everything it started are killed."""
+    from tests.helpers.kill_resume import _kill_group
+
+    with tempfile.TemporaryDirectory() as streams:  # not in the command's directory: the tests read what it leaves
         out, err = Path(streams) / "stdout", Path(streams) / "stderr"
-        process = fork(_forked_command, ([str(a) for a in args], str(out), str(err), env, str(cwd)))
+        process = start(str(out), str(err))
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
-            process.send_signal(9)
+            _kill_group(process)
             raise
-        stdout, stderr = out.read_text(), err.read_text()
-    return subprocess.CompletedProcess([sys.executable, "-m", "coreward.cli", *args], process.returncode, stdout, stderr)
+        return subprocess.CompletedProcess(command, process.returncode, out.read_text(), err.read_text())
 
 
-def _forked_command(arguments: list[str], out: str, err: str, env: dict[str, str], cwd: str) -> None:
-    """In the forked child: the directory and environment a new process would have had, a session of its own, its
-    streams in `out` and `err` (one file when they are the same), then the `coreward` command line (`coreward.cli.main`,
-    which exits with the command's status)."""
+def enter_as_new_process(out: str, err: str, env: dict[str, str], cwd: str) -> None:
+    """In a forked child: what a new process started there would have: its directory, exactly `env`, a session of its
+    own, its streams in `out` and `err` (one file when they are the same)."""
     from coreward.experiments.jobs import _enter_forked
 
     os.chdir(cwd)
     os.environ.clear()
     _enter_forked(out, env, error_log=err)
+
+
+def _forked_command(arguments: list[str], out: str, err: str, env: dict[str, str], cwd: str) -> None:
+    """In the forked child: a new process's surroundings (`enter_as_new_process`), then the `coreward` command line
+    (`coreward.cli.main`, which exits with the command's status)."""
+    enter_as_new_process(out, err, env, cwd)
     sys.argv = ["coreward", *arguments]
     from coreward.cli import main
 

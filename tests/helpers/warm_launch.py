@@ -30,8 +30,9 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from tests.helpers.runs import enter_as_new_process, run_captured
 
 
 LAUNCHERS = {"torch.distributed.run", "accelerate.commands.launch"}
@@ -68,40 +69,13 @@ def run(command: list[str], env: dict[str, str], cwd: str | Path | None = None,
     COREWARD_TEST_FRESH_LAUNCH is set)."""
     if fresh_by_default():
         return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    with tempfile.TemporaryDirectory() as streams:
-        out, err = Path(streams) / "stdout", Path(streams) / "stderr"
-        process = start(command, str(out), str(err), env, cwd or Path.cwd())
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            _kill_tree(process.pid)
-            raise
-        return subprocess.CompletedProcess(command, process.returncode, out.read_text(), err.read_text())
-
-
-def _kill_tree(pid: int) -> None:
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        tree = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
-    for member in tree:
-        try:
-            member.kill()
-        except psutil.NoSuchProcess:
-            pass
+    return run_captured(command, lambda out, err: start(command, out, err, env, cwd or Path.cwd()), timeout)
 
 
 def _launch(launcher: str, arguments: list[str], out: str, err: str, env: dict[str, str], cwd: str) -> None:
     """In the forked launcher: a new process's directory, environment, session and streams, then torchrun's main (or
     accelerate's launch, which calls torchrun's `run`) with its workers forked."""
-    from coreward.experiments.jobs import _enter_forked
-
-    os.chdir(cwd)
-    os.environ.clear()
-    _enter_forked(out, env, error_log=err)
+    enter_as_new_process(out, err, env, cwd)
     # what a new interpreter reads from its environment: PYTHONPATH ahead of the rest of sys.path
     sys.path[:0] = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
     _workers_forked()

@@ -34,6 +34,12 @@ from typing import Any
 EVAL_PATTERN = re.compile(r"eval/avg@\d+")
 SOURCE_PATTERN = re.compile(r"rewards/([^/]+)/mean")
 EVAL_PATIENCE = 2
+
+
+def source_metric_names(names: list[str]) -> list[str]:
+    """The names a run's reward sources log their metrics under (`rewards/NAME/mean`), from their names in order:
+    the names themselves, or `NAME_i` (i its place) for every source when two share a name."""
+    return names if len(set(names)) == len(names) else [f"{name}_{i}" for i, name in enumerate(names)]
 TRAINING, HELD_OUT = "training rollouts", "held-out evaluation"  # the verified signal the guard watches
 
 

@@ -121,12 +121,12 @@ def guard_alarm(run: Run, upto_step: int | None = None) -> dict[str, Any]:
 
 def reward_weights(config: dict[str, Any]) -> dict[str, float]:
     """Each reward source's weight in a run's config.yaml, under the name its metrics carry (`rewards/NAME/mean`:
-    the source's name, numbered `NAME_i` when two share one, as grpo/trainer.py names them), so a replayed guard
-    averages the sources as the live guard did. A source written otherwise (a user's `module:Class`) weighs 1."""
+    `source_metric_names`, as the trainer names them), so a replayed guard averages the sources as the live guard did.
+    A source written otherwise (a user's `module:Class`) weighs 1."""
+    from coreward.evaluation.guard import source_metric_names
+
     specs = [spec for spec in config.get("rewards") or [] if isinstance(spec, dict) and isinstance(spec.get("name"), str)]
-    names = [spec["name"] for spec in specs]
-    if len(set(names)) != len(names):
-        names = [f"{name}_{i}" for i, name in enumerate(names)]
+    names = source_metric_names([spec["name"] for spec in specs])
     weights = {}
     for name, spec in zip(names, specs):
         weight = spec.get("weight", 1.0)

@@ -45,6 +45,7 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
+from coreward.evaluation.guard import source_metric_names
 from coreward.grpo.checkpoints import discard, disk_full, last_complete_checkpoint, mark_complete, rotate_checkpoints
 from coreward.grpo.policy import TrainerPolicy
 from coreward.grpo.token_stats import completion_token_stats
@@ -147,9 +148,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self.fault_counts = dict.fromkeys(FAULT_COUNTERS, 0)  # cumulative, saved with checkpoints
         self._train_sampler = None
         self._policy: TrainerPolicy | None = None
-        names = [source.name for source in reward_sources]
-        if len(set(names)) != len(names):
-            names = [f"{n}_{i}" for i, n in enumerate(names)]
+        names = source_metric_names([source.name for source in reward_sources])
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
         self.kl_init_source, self.kl_init_model = self._initial_policy_for_kl() if kl_from_init else (None, None)
         self.kl_estimator = self._kl_estimator(kl_from_init_estimator) if kl_from_init else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 
@@ -23,14 +23,13 @@ def is_terminal(stream) -> bool:
         return False
 
 
-def progress(items: Iterable[T], desc: str, total: int | None = None, enabled: bool = True,
-             every_s: float = 30.0) -> Iterator[T]:
+def progress(items: Sequence[T], desc: str, enabled: bool = True, every_s: float = 30.0) -> Iterator[T]:
     """`items`, reporting progress on stderr: tqdm's bar on a terminal, else `desc: 3/40 (1m05s, about 13m left)`
     at most every `every_s` seconds and once at the end. Nothing when not `enabled`."""
     if not enabled:
         yield from items
         return
-    total = total if total is not None else len(items)  # type: ignore[arg-type]
+    total = len(items)
     if is_terminal(sys.stderr):
         from tqdm.auto import tqdm
 
