@@ -3,9 +3,11 @@
 What is checked: every paper config fits the hardware its comment declares with at least 10% to spare; the plan's
 terms mean what they say (ZeRO-3 on 8 GPUs holds about an eighth of one process's model states, the RM's gradient
 checkpointing lowers the RM-update phase by the activation difference, vLLM's reservation is utilization × device
-memory, each proposed setting fits when planned again); the papers' models plan offline from their shipped
-config.json and a directory holding only a config.json is enough; and on this CPU the plan of `coreward train` in
-one process predicts its peak resident memory (ru_maxrss, what `/usr/bin/time -v` reports) within ±20%.
+memory, each proposed setting fits when planned again, a LoRA plan holds no head-weight gradient); bad input is one
+line and exit 2, a plan that does not fit exits 3 and is printed all the same; the papers' models plan offline from
+their shipped config.json and a directory holding only a config.json is enough; and on this CPU the plan of
+`coreward train` in one process predicts its peak resident memory (ru_maxrss, what `/usr/bin/time -v` reports)
+within ±20%.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from coreward.grpo.plan import SPARE, declared_hardware
+from coreward.grpo.plan_cli import DOES_NOT_FIT
 from coreward.runtime.memory import GIB, ModelShape, activation_bytes, parameter_count
 from tests.helpers.runs import RULE_CONFIG, coreward_here
 
@@ -41,8 +44,10 @@ def plan(config: Path, *sets: str, **options: str | int) -> dict:
     for name, value in options.items():
         args += [f"--{name.replace('_', '-')}", value]
     result = coreward_here(*args)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    return json.loads(result.stdout)
+    assert result.returncode in (0, DOES_NOT_FIT), result.stdout[-2000:] + result.stderr[-2000:]
+    planned = json.loads(result.stdout)  # printed whether it fits or not
+    assert result.returncode == (0 if planned["fits"] else DOES_NOT_FIT), planned["fits"]
+    return planned
 
 
 def item(planned: dict, name: str) -> dict:
@@ -123,6 +128,58 @@ def test_a_model_the_plan_cannot_find_is_a_one_line_error_naming_the_key():
     assert result.returncode == 2
     error = result.stderr.strip().splitlines()[-1]
     assert "model.name_or_path" in error and "config.json" in error
+
+
+def config_without(tmp_path: Path, key: str) -> Path:
+    """A directory holding Llama-3.2-1B's config.json less `key`."""
+    data = json.loads((REPO / "src" / "coreward" / "assets" / "model_configs" / "meta-llama--Llama-3.2-1B"
+                       / "config.json").read_text())
+    del data[key]
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--gpu-memory", "80"], ["--gpu-memory", "needs a unit", "'80'"]),  # was read as 80 bytes and "fit"
+    (["--gpu-memory", "-5GiB"], ["--gpu-memory", "positive", "'-5GiB'"]),
+    (["--gpu-memory", "0GiB"], ["--gpu-memory", "positive", "'0GiB'"]),
+    (["--gpu-memory", "abc"], ["--gpu-memory", "not a memory size", "'abc'"]),
+    (["--device", "cpu", "--gpu-memory", "8"], ["--gpu-memory", "needs a unit"]),
+    (["--engine", "zero4"], ["--engine", "'zero4'", "zero3"]),
+    (["--gpus", "0"], ["--gpus", ">= 1"]),
+    (["--device", "tpu"], ["--device", "'tpu'"]),
+    ("no num_attention_heads", ["model.name_or_path", "config.json", "'num_attention_heads'"]),
+], ids=["bare-number", "negative", "zero", "not-a-size", "cpu-bare-number", "engine", "no-gpus", "device",
+        "config-json-key"])
+def test_bad_input_is_one_line_naming_what_is_wrong_and_exit_2(args, names, tmp_path):
+    if args == "no num_attention_heads":
+        args = ["--set", f"model.name_or_path={config_without(tmp_path, 'num_attention_heads')}"]
+    result = coreward_here("plan", "--config", GSM8K, *args)  # a traceback would raise here
+    assert result.returncode == 2, result.stdout[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert all(name in lines[0] for name in names), lines[0]
+    assert not result.stdout.strip()
+
+
+def test_a_plan_that_does_not_fit_exits_3_and_is_printed_all_the_same():
+    text = coreward_here("plan", "--config", GSM8K, "--gpu-memory", "8GiB")
+    assert text.returncode == DOES_NOT_FIT and "does NOT fit" in text.stdout, text.stderr
+    as_json = coreward_here("plan", "--config", GSM8K, "--gpu-memory", "8GiB", "--json")
+    assert as_json.returncode == DOES_NOT_FIT and json.loads(as_json.stdout)["fits"] is False
+    assert coreward_here("plan", "--config", GSM8K, "--gpu-memory", "80GiB").returncode == 0
+
+
+def test_a_lora_plan_holds_no_head_weight_gradient_a_full_finetune_on_16_bit_weights_does():
+    """TRL 1.16's fused head (trl/kernels/chunked_logprob.py) allocates the float32 gradient of its weight only `if
+    needs_weight_grad`: under LoRA the head is frozen, so its backward holds the input's gradient and the tiles only.
+    (Full finetune on float32 weights: that gradient is the weight's own, counted with the policy's gradients.)"""
+    head = "policy log-prob head tiles (backward)"
+    full = item(plan(GSM8K, "model.master_weights=none"), head)
+    lora = item(plan(GSM8K, "model.master_weights=none", "lora.enabled=true"), head)
+    shape = ModelShape.from_path("Qwen/Qwen2.5-1.5B-Instruct")
+    assert full["bytes"] - lora["bytes"] == 4 * shape.vocab_size * shape.hidden_size  # the weight's float32 gradient
+    assert lora["bytes"] == item(plan(GSM8K, "lora.enabled=true"), head)["bytes"]  # whatever the base's dtype
 
 
 def test_training_over_a_gpu_is_refused_before_loading_with_what_would_fit():

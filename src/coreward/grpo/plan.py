@@ -186,7 +186,10 @@ def declared_hardware(config_file: str | Path) -> dict[str, Any]:
                 continue
             gpus = re.search(r"#\s*gpus:\s*(\d+)\s*x\s*([\d.]+\s*[A-Za-z]+)", line)
             if gpus and "gpus" not in found:
-                found["gpus"], found["device_bytes"] = int(gpus.group(1)), parse_bytes(gpus.group(2))
+                try:
+                    found["gpus"], found["device_bytes"] = int(gpus.group(1)), parse_bytes(gpus.group(2))
+                except ValueError as err:
+                    raise CorewardError(f"{path}: the `# gpus: N x SIZE` comment: {err}") from None
             engine = re.search(r"#\s*engine:\s*(\w+)", line)
             if engine and "engine" not in found:
                 found["engine"] = engine.group(1)
@@ -460,10 +463,14 @@ def plan_run(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None 
         gradient_checkpointing=precision.checkpointing, head="lm"), ("policy update",),
         f"{rows} sequences x {seq} tokens, {precision.compute}, {attn}, gradient checkpointing "
         f"{'on' if precision.checkpointing else 'off'}"))
+    # under LoRA the head is frozen (PEFT trains the adapters only): TRL's fused head then makes no float32 gradient
+    # of its weight (chunked_logprob.py allocates it only `if needs_weight_grad`), just its input's
     items.append(Item("policy log-prob head tiles (backward)", lm_head_tile_bytes(
-        policy, rows * seq, dtype=precision.compute, on_gpu=on_gpu, backward=True,
-        weights_dtype=precision.weights if not config.lora.enabled else "bfloat16"), ("policy update",),
-        "TRL's fused head: 4,096-token x 32,768-vocabulary tiles, float32 head gradient"))
+        policy, rows * seq, dtype=precision.compute, on_gpu=on_gpu, backward=True, weights_dtype=precision.weights,
+        head_trained=not config.lora.enabled), ("policy update",),
+        "TRL's fused head: 4,096-token x 32,768-vocabulary tiles"
+        + (", the input's float32 gradient (frozen head: none of its weight)" if config.lora.enabled
+           else ", float32 head gradient")))
     if policy.tie_word_embeddings and not config.lora.enabled:
         grad_bytes = 4 if engine in ("zero2", "zero3", "fsdp2") else w_bytes
         items.append(Item("tied embedding's input-side gradient (transient)", policy.vocab_size * policy.hidden_size
@@ -738,21 +745,42 @@ def plan_with_suggestions(config: TrainConfig, hardware: Hardware, prompt_tokens
     return plan
 
 
+def memory_size(text: str, option: str = "--gpu-memory") -> int:
+    """A device's memory as the command line gives it, in bytes: a positive number with a unit (80GiB, 24GB,
+    81920MiB). A bare number is refused rather than read as bytes (`80` meant 80 GiB, not 80 bytes)."""
+    example = "e.g. 80GiB, 24GB, 81920MiB"
+    try:
+        size = parse_bytes(text)
+    except ValueError:
+        raise CorewardError(f"{option}: not a memory size: {text!r} ({example})") from None
+    if not re.search(r"[A-Za-z]\s*$", str(text)):
+        raise CorewardError(f"{option} needs a unit: {text!r} ({example})")
+    if size <= 0:
+        raise CorewardError(f"{option} must be a positive size, got {text!r} ({example})")
+    return size
+
+
 def resolve_hardware(config_file: str | Path | None, gpus: int | None, gpu_memory: str | None, engine: str | None,
                      device: str = "cuda") -> Hardware:
     """The hardware to plan for: the command line's, else the config file's `# gpus:` / `# engine:` comments,
-    else one 80 GiB GPU. `device` "cpu": this machine's RAM, one process."""
+    else one 80 GiB GPU. `device` "cpu": this machine's RAM, one process. Bad values are one-line CorewardErrors
+    naming the option (or the comment they came from)."""
     if device == "cpu":
-        return Hardware(gpus=1, device_bytes=parse_bytes(gpu_memory) if gpu_memory else machine_ram_bytes(),
-                        engine="one", device="cpu")
+        ram = memory_size(gpu_memory) if gpu_memory is not None else machine_ram_bytes()
+        return Hardware(gpus=1, device_bytes=ram, engine="one", device="cpu")
     declared = declared_hardware(config_file) if config_file else {}
+    comment = f"{config_file}'s comment"  # where a value the command line did not give came from
+    size = memory_size(gpu_memory) if gpu_memory is not None else declared.get("device_bytes", 80 * GIB)
+    if size <= 0:
+        raise CorewardError(f"{comment} `# gpus: N x SIZE` must give a positive SIZE")
+    where_gpus = "--gpus" if gpus is not None else f"{comment} `# gpus: N x SIZE`"
     gpus = gpus if gpus is not None else declared.get("gpus", 1)
-    size = parse_bytes(gpu_memory) if gpu_memory else declared.get("device_bytes", 80 * GIB)
+    if gpus < 1:
+        raise CorewardError(f"{where_gpus} must be >= 1, got {gpus}")
+    where_engine = "--engine" if engine is not None else f"{comment} `# engine:`"
     engine = engine or declared.get("engine") or ("one" if gpus == 1 else "ddp")
     if engine not in ENGINES:
-        raise CorewardError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if gpus < 1:
-        raise CorewardError(f"--gpus must be >= 1, got {gpus}")
+        raise CorewardError(f"{where_engine} must be one of {', '.join(ENGINES)}, got {engine!r}")
     return Hardware(gpus=gpus, device_bytes=size, engine=engine, device="cuda")
 
 

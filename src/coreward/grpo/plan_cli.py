@@ -10,13 +10,19 @@ import typer
 from coreward.grpo.cli import CONFIG_HELP, SET_HELP
 
 
+# the exit status of a plan over the device's memory (the plan is printed all the same): distinct from 0 (fits), 1
+# (coreward's own failure) and 2 (bad input: click's usage errors, CorewardError), so a script can tell them apart
+DOES_NOT_FIT = 3
+
+
 def plan_command(
     config: str = typer.Option(..., "--config", help=CONFIG_HELP),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs (processes) the run trains on (default: the "
                                        "config's `# gpus: N x SIZE` comment, else 1)"),
-    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="memory of one GPU, e.g. 80GiB (default: the "
-                                             "config's `# gpus:` comment, else 80GiB); with --device cpu, the RAM"),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="memory of one GPU, with its unit, e.g. "
+                                             "80GiB, 24GB, 81920MiB (default: the config's `# gpus:` comment, else "
+                                             "80GiB); with --device cpu, the RAM"),
     engine: Optional[str] = typer.Option(None, "--engine", help="one | ddp | fsdp2 | zero2 | zero3 (default: the "
                                          "config's `# engine:` comment, else one process / DDP)"),
     device: str = typer.Option("cuda", "--device", help="cuda: plan for the GPUs above; cpu: this machine's RAM, "
@@ -27,6 +33,8 @@ def plan_command(
     """Predict the peak memory per device of one training step, item by item, from the models' config.json only.
 
     Example: coreward plan --config configs/paper/cooper_gsm8k_qwen2.5-1.5b.yaml --gpus 1 --gpu-memory 80GiB
+
+    Exit status: 0 the plan fits; 3 it does not fit (printed all the same, --json too); 2 bad input.
     """
     from coreward.grpo.config import as_train_config
     from coreward.grpo.plan import plan_with_suggestions, processes, resolve_hardware
@@ -42,6 +50,8 @@ def plan_command(
         typer.echo(json.dumps(plan.to_json(), indent=2))
     else:
         typer.echo(plan.render())
+    if not plan.fits:
+        raise typer.Exit(DOES_NOT_FIT)
 
 
 def data_prompt_bound(config) -> int | None:

@@ -94,8 +94,18 @@ class ModelShape:
 
     @classmethod
     def from_path(cls, name_or_path: str | os.PathLike, kind: str = "policy", key: str = "model") -> ModelShape:
-        """From `config_path(name_or_path)`'s config.json."""
-        return cls.from_config(json.loads(config_path(name_or_path, kind, key).read_text()))
+        """From `config_path(name_or_path)`'s config.json; one that is not a decoder's config (a field missing, not a
+        number, not JSON) is a one-line error naming `key`, the file and the field."""
+        path = config_path(name_or_path, kind, key)
+        try:
+            return cls.from_config(json.loads(path.read_text()))
+        except KeyError as err:
+            raise CorewardError(f"{key}: {path} has no {err.args[0]!r}: the memory plan needs a decoder's widths "
+                                "(vocab_size, hidden_size, intermediate_size, num_hidden_layers, "
+                                "num_attention_heads)") from None
+        except (ValueError, TypeError, AttributeError, ZeroDivisionError) as err:  # JSONDecodeError is a ValueError
+            raise CorewardError(f"{key}: {path} is not a decoder's config.json the memory plan can read "
+                                f"({err})") from None
 
 
 def config_path(name_or_path: str | os.PathLike, kind: str = "policy", key: str = "model") -> Path:
@@ -259,17 +269,18 @@ def activation_bytes(shape: ModelShape, rows: int, seq_len: int, *, dtype: str, 
 
 
 def lm_head_tile_bytes(shape: ModelShape, tokens: int, *, dtype: str, on_gpu: bool, backward: bool,
-                       weights_dtype: str = "float32") -> int:
+                       weights_dtype: str = "float32", head_trained: bool = True) -> int:
     """The largest transient of TRL 1.16's fused log-probability head (trl/kernels/chunked_logprob.py): tiles of
     at most 4,096 tokens × 32,768 vocabulary entries in the compute dtype (on a CPU, without Triton, the torch fold
     adds ~3 float32 tiles); its backward also accumulates float32 gradients of its input (tokens × hidden) and of
     the head's weight (vocab × hidden): with float32 weights that tensor becomes the weight's gradient (counted with
-    the gradients), with 16-bit weights it is a transient beside its cast copy."""
+    the gradients), with 16-bit weights it is a transient beside its cast copy. A frozen head (`head_trained` false:
+    LoRA) gets no weight gradient at all: the kernel allocates it only `if needs_weight_grad`."""
     tile = min(tokens, 4096) * min(shape.vocab_size, 32768)
     transient = tile * (DTYPE_BYTES[dtype] + (0 if on_gpu else 3 * 4))
     if backward:
         transient += 4 * tokens * shape.hidden_size
-        if weights_dtype != "float32":
+        if head_trained and weights_dtype != "float32":
             transient += 4 * shape.vocab_size * shape.hidden_size
     return int(transient)
 
@@ -295,7 +306,7 @@ def parse_bytes(text: str) -> int:
     unit = stripped[len(number):]
     try:
         return int(float(number) * units[unit])
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, OverflowError):  # OverflowError: "1e400GiB"
         raise ValueError(f"not a memory size: {text!r} (e.g. 80GiB, 24GB, 81920MiB)") from None
 
 
