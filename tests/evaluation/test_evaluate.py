@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -229,6 +230,74 @@ def test_eval_of_a_loaded_model_with_chat_prompts(tiny_model, verifier):
     assert results["demo"].num_problems == 1 and len(results.samples) == 3
     assert results.samples[0].prompt == "Ann has 3 pens, buys 2. How many?"  # the demo chat template is plain text
     assert "| Demo |" in results.table("tiny").splitlines()[0]
+
+
+def test_a_chat_model_on_a_cpu_gets_defaults_that_finish_and_is_told(tiny_model, verifier, capsys):
+    """On a CPU a chat model's evaluation takes `CPU_CHAT_DEFAULTS` for what the user left unset (the papers' 2,048
+    tokens in batches of 64 take hours there), recorded in the results and said in one stderr line with the option
+    that overrides each; on a GPU the papers' protocol is unchanged, and the demo policy keeps its own defaults."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coreward.evaluation.evaluate import CHAT_DEFAULTS, CPU_CHAT_DEFAULTS, DEMO_DEFAULTS, cpu_note, model_defaults
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    assert model_defaults(tokenizer, "cpu") == DEMO_DEFAULTS
+    tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }}\n{% endfor %}"
+    assert model_defaults(tokenizer, "cuda:0") == model_defaults(tokenizer) == CHAT_DEFAULTS
+    assert model_defaults(tokenizer, "cpu") == CPU_CHAT_DEFAULTS
+    assert cpu_note(EvalSettings(max_new_tokens=4, batch_size=2), CPU_CHAT_DEFAULTS) is None
+    assert cpu_note(EvalSettings(), CHAT_DEFAULTS) is None
+    assert cpu_note(EvalSettings(), CPU_CHAT_DEFAULTS) == (
+        "on a CPU, to finish in reasonable time: generating at most 512 new tokens a completion (the papers' 2048; "
+        "--max-new-tokens sets it) in batches of 8 (on a GPU 64; --batch-size sets it)")
+
+    records = {"demo": [Record("q", "Ann has 3 pens, buys 2. How many?", "5", "demo", "test")]}
+    capsys.readouterr()  # loading's own bars
+    results = evaluate(model, tokenizer=tokenizer, benchmarks=records, n=1, max_new_tokens=3, verifier=verifier)
+    assert results.settings["device"] == "cpu" and results.settings["prompt_format"] == "chat"
+    assert results.settings["batch_size"] == CPU_CHAT_DEFAULTS.batch_size and results.settings["max_new_tokens"] == 3
+    assert capsys.readouterr().err.splitlines() == [
+        "on a CPU, to finish in reasonable time: generating in batches of 8 (on a GPU 64; --batch-size sets it)"]
+
+
+def test_generation_reports_progress_within_a_batch(tiny_model, monkeypatch):
+    """`coreward eval`'s progress comes from each decoding step (backends.DecodingProgress), not only from each
+    batch's end: a batch of long completions takes minutes on a CPU. Off a terminal, a line at most every 30 s (a
+    clock stepped 10 s a read) with the problems done, the tokens, the batch's step and the time left, the first
+    one before the first batch ends; the last one counts what was generated. On a terminal the bar says the same."""
+    import io
+    import sys
+    import time
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coreward.evaluation.backends import HFBackend
+    from coreward.runtime import progress as module
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    backend = HFBackend(model, AutoTokenizer.from_pretrained(tiny_model), batch_size=2, show_progress=True)
+    log = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", log)
+    clock = iter(range(0, 100_000, 10))
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+    on_batch = lambda batch, _: print(f"batch of {len(batch)} done", file=log)  # noqa: E731
+    prompts = ["one plus two", "ten minus one", "two times three", "four", "five plus five", "six"]
+    results = backend.generate(prompts, 1, 1.0, 1.0, 12, seed=0, on_batch=on_batch)
+
+    lines = log.getvalue().splitlines()
+    assert lines[0] == "generate: 0/6 problems, 6 tokens; batch 1/3 at token 3/12 (0m30s, about 5m30s left)"
+    assert lines.index("batch of 2 done") > 1  # several lines within the first batch
+    tokens = sum(g.num_tokens for group in results for g in group)
+    assert lines[-2].startswith(f"generate: 6/6 problems, {tokens:,} tokens (") and lines[-1] == "batch of 2 done"
+    assert all(re.fullmatch(r"generate: \d/6 problems, [\d,]+ tokens(; batch \d/3 at token \d+/12)? "
+                            r"\(\dm\d\ds(, about \dm\d\ds left)?\)", line) or line == "batch of 2 done"
+               for line in lines)
+
+    log.seek(0), log.truncate()
+    monkeypatch.setattr(module, "is_terminal", lambda stream: True)
+    backend.generate(prompts, 1, 1.0, 1.0, 12, seed=0)
+    assert "problems" in log.getvalue() and "batch 1/3 at token" in log.getvalue()  # the bar's postfix
 
 
 def test_eval_rejects_bad_input(tiny_model):

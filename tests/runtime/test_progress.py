@@ -81,19 +81,29 @@ def test_a_bar_on_a_terminal_and_a_line_per_step_anywhere_else(monkeypatch, tmp_
 
 
 def test_a_long_loop_prints_lines_with_the_time_left_where_no_bar_can_be_drawn(monkeypatch):
-    """runtime/progress.py, as `coreward eval` generates with it: off a terminal, a line at most every `every_s`
-    seconds and one at the end, each with the elapsed time and (before the end) the time left; disabled, silent."""
+    """runtime/progress.py's `Progress`, as `coreward eval` generates with it: off a terminal, a line at most every
+    `every_s` seconds and one at the end, each with the elapsed time and (before the end) the time left; `describe`
+    words what was done; disabled, silent."""
     from coreward.runtime import progress as module
 
     log = io.StringIO()
     monkeypatch.setattr(sys, "stderr", log)
-    clock = iter(range(0, 1000, 10))  # 10 s a batch
+    clock = iter(range(0, 1000, 10))  # 10 s a unit
     monkeypatch.setattr(module.time, "monotonic", lambda: next(clock))
-    assert list(module.progress(range(7), "generate (batches)", every_s=25)) == list(range(7))
+    meter = module.Progress(7, "work", every_s=25)
+    for _ in range(7):
+        meter.advance()
     assert log.getvalue().splitlines() == [
-        "generate (batches): 3/7 (0m30s, about 0m40s left)",
-        "generate (batches): 6/7 (1m00s, about 0m10s left)",
-        "generate (batches): 7/7 (1m10s)",
+        "work: 3/7 (0m30s, about 0m40s left)",
+        "work: 6/7 (1m00s, about 0m10s left)",
+        "work: 7/7 (1m10s)",
     ]
-    log.truncate(0)
-    assert list(module.progress([1, 2], "x", enabled=False)) == [1, 2] and log.getvalue() == ""
+    log.seek(0), log.truncate()
+    meter = module.Progress(4, "work", every_s=10, describe=lambda: f"{meter.done * 2} problems")
+    meter.advance(3)  # 10 s after the start
+    meter.advance()
+    assert log.getvalue().splitlines() == ["work: 6 problems (0m10s, about 0m03s left)", "work: 8 problems (0m20s)"]
+    log.seek(0), log.truncate()
+    quiet = module.Progress(2, "x", enabled=False)
+    quiet.advance(2)
+    assert log.getvalue() == ""

@@ -85,8 +85,6 @@ class HFBackend:
     ) -> list[list[Generation]]:
         import torch
 
-        from coreward.runtime.progress import progress
-
         kept = kept or {}
         ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
         order = sorted(range(len(prompts)), key=lambda i: -len(ids[i]))
@@ -94,17 +92,23 @@ class HFBackend:
         batches = [order[start : start + per_call] for start in range(0, len(order), per_call)]
         results: list[list[Generation]] = [kept.get(i, []) for i in range(len(prompts))]
         # the batches and their seeds are the whole list's: a stopped evaluation's batches are skipped, the others
-        # sampled exactly as they would have been (the progress bar's time left counts only those)
+        # sampled exactly as they would have been (the time left shown counts only those)
         todo = [(index, batch) for index, batch in enumerate(batches) if not all(i in kept for i in batch)]
         config = self._generation_config(n, temperature, top_p, max_new_tokens)
-        with torch.no_grad(), torch_threads(self.num_threads):
-            for index, batch in progress(todo, "generate (batches)", enabled=self.show_progress):
-                torch.manual_seed(derived_seed(seed, index))
-                generations = self._generate_batch([ids[i] for i in batch], config, n)
-                for j, i in enumerate(batch):
-                    results[i] = generations[j * n : (j + 1) * n]
-                if on_batch is not None:
-                    on_batch(batch, [results[i] for i in batch])
+        steps = DecodingProgress([len(batch) for _, batch in todo], max_new_tokens, self._eos_ids()) \
+            if self.show_progress else None
+        try:
+            with torch.no_grad(), torch_threads(self.num_threads):
+                for index, batch in todo:
+                    torch.manual_seed(derived_seed(seed, index))
+                    generations = self._generate_batch([ids[i] for i in batch], config, n, steps)
+                    for j, i in enumerate(batch):
+                        results[i] = generations[j * n : (j + 1) * n]
+                    if on_batch is not None:
+                        on_batch(batch, [results[i] for i in batch])
+        finally:  # a bar ends its line, also at a Ctrl-C
+            if steps is not None:
+                steps.close()
         return results
 
     def _generation_config(self, n: int, temperature: float, top_p: float, max_new_tokens: int):
@@ -135,9 +139,18 @@ class HFBackend:
             ids.append(self.tokenizer.eos_token_id)
         return ids
 
-    def _generate_batch(self, prompt_ids: list[list[int]], config, n: int) -> list[Generation]:
+    def _generate_batch(self, prompt_ids: list[list[int]], config, n: int, steps: DecodingProgress | None = None
+                        ) -> list[Generation]:
         """n generations per prompt, prompt-major; greedy decoding is run once and repeated n times."""
-        rows = generate_from_ids(self.model, prompt_ids, self.tokenizer.pad_token_id, generation_config=config)
+        hooks = {}
+        if steps is not None:
+            from transformers import StoppingCriteriaList
+
+            steps.start_batch(len(prompt_ids))
+            hooks = {"stopping_criteria": StoppingCriteriaList([steps])}
+        rows = generate_from_ids(self.model, prompt_ids, self.tokenizer.pad_token_id, generation_config=config, **hooks)
+        if steps is not None:
+            steps.end_batch()
         generations = self._decode(rows, config.max_new_tokens)
         repeat = n // config.num_return_sequences
         return [g for g in generations for _ in range(repeat)]
@@ -152,6 +165,60 @@ class HFBackend:
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
             generations.append(Generation(text, len(tokens), end is None and len(tokens) >= max_new_tokens))
         return generations
+
+
+class DecodingProgress:
+    """Progress within each batch as well as across them: a batch of 64 completions of 256 tokens takes many minutes
+    on a CPU, and a line per batch left `coreward eval` silent that long. `model.generate` calls it after every
+    decoding step, as a stopping criterion that never stops (transformers' StoppingCriteriaList calls each of its
+    items). A batch is `max_new_tokens` steps of work, the ones it did not need (each of its sequences ended) counted
+    done when it ends, so the time left is the time per step so far times the steps the remaining batches may take.
+    Its lines say what a user counts: problems done, tokens generated, and where the current batch is."""
+
+    def __init__(self, batch_sizes: list[int], max_new_tokens: int, end_ids: list[int]):
+        from coreward.runtime.progress import Progress
+
+        self.max_new_tokens, self.end_ids = max_new_tokens, end_ids
+        self.batches, self.problems = len(batch_sizes), sum(batch_sizes)
+        self.batch = self.problems_done = self.tokens = 0  # the finished batches'
+        self.ended = None  # within a batch: which of its sequences have made an end token (a tensor)
+        self.meter = Progress(self.batches * max_new_tokens, "generate", unit="step", describe=self.describe)
+
+    def start_batch(self, problems: int) -> None:
+        self.batch, self.batch_problems, self.step = self.batch + 1, problems, 0
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        last = input_ids[:, -1]
+        if self.ended is None:
+            self.ended = torch.zeros_like(last, dtype=torch.bool)
+            self.batch_tokens = torch.zeros((), dtype=torch.long, device=last.device)
+            self.ends = torch.tensor(self.end_ids, device=last.device)
+        # counted on the device, read only when a line is drawn: no extra synchronization on a GPU
+        self.batch_tokens += (~self.ended).sum()  # this step's token of each sequence still going (its end included)
+        self.ended |= torch.isin(last, self.ends)
+        self.step += 1
+        if self.step < self.max_new_tokens:  # a batch's last step is counted as it ends, with its problems
+            self.meter.advance()
+        return torch.zeros_like(self.ended)
+
+    def end_batch(self) -> None:
+        self.problems_done += self.batch_problems
+        self.tokens += int(self.batch_tokens) if self.ended is not None else 0
+        self.ended = None
+        self.meter.advance(self.max_new_tokens - min(self.step, self.max_new_tokens - 1))
+
+    def describe(self) -> str:
+        if self.ended is None:
+            return f"{self.problems_done}/{self.problems} problems, {self.tokens:,} tokens"
+        ended = self.ended.view(self.batch_problems, -1).all(dim=1)  # a problem's rows are adjacent (prompt-major)
+        return (f"{self.problems_done + int(ended.sum())}/{self.problems} problems, "
+                f"{self.tokens + int(self.batch_tokens):,} tokens; batch {self.batch}/{self.batches} at token "
+                f"{self.step}/{self.max_new_tokens}")
+
+    def close(self) -> None:
+        self.meter.close()
 
 
 # --------------------------------------------------------------------------- vLLM

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -324,6 +325,11 @@ class ModelDefaults:
 # ~30-token solutions; a tiny model on CPU runs fastest in large batches on one thread (backends.torch_threads).
 DEMO_DEFAULTS = ModelDefaults("plain", None, 64, 512, 1)
 CHAT_DEFAULTS = ModelDefaults("chat", INSTRUCTION, 2048, 64, None)
+# The papers' 2,048 tokens in batches of 64 take hours on a CPU: SmolLM2-135M-Instruct on 2 cores made 8 GSM8K
+# completions of at most 512 tokens in 5 minutes (its finished answers 193 to 238 tokens; the rest ran on past 512),
+# and a batch of 8 decoded the most tokens per second of 1, 4, 8, 16 and 32 (a finished sequence still costs its
+# batch's every step). A chat model on a CPU gets these unless the user sets them (and is told so: `cpu_note`).
+CPU_CHAT_DEFAULTS = replace(CHAT_DEFAULTS, max_new_tokens=512, batch_size=8)
 
 
 def reads_plain_text(tokenizer) -> bool:
@@ -331,8 +337,22 @@ def reads_plain_text(tokenizer) -> bool:
     return getattr(tokenizer, "chat_template", None) == PLAIN_CHAT_TEMPLATE
 
 
-def model_defaults(tokenizer) -> ModelDefaults:
-    return DEMO_DEFAULTS if reads_plain_text(tokenizer) else CHAT_DEFAULTS
+def model_defaults(tokenizer, device: str | None = None) -> ModelDefaults:
+    """The defaults for the model's kind and, for a chat model, the device it runs on ("cpu": `CPU_CHAT_DEFAULTS`)."""
+    if reads_plain_text(tokenizer):
+        return DEMO_DEFAULTS
+    return CPU_CHAT_DEFAULTS if device == "cpu" else CHAT_DEFAULTS
+
+
+def cpu_note(settings: EvalSettings, defaults: ModelDefaults) -> str | None:
+    """The line that says which CPU defaults an evaluation took and how to choose otherwise (None: it took none)."""
+    if defaults is not CPU_CHAT_DEFAULTS or (settings.max_new_tokens and settings.batch_size):
+        return None
+    tokens = (f" at most {defaults.max_new_tokens} new tokens a completion (the papers' {CHAT_DEFAULTS.max_new_tokens}; "
+              "--max-new-tokens sets it)" if settings.max_new_tokens is None else "")
+    batches = (f" in batches of {defaults.batch_size} (on a GPU {CHAT_DEFAULTS.batch_size}; --batch-size sets it)"
+               if settings.batch_size is None else "")
+    return f"on a CPU, to finish in reasonable time: generating{tokens}{batches}"
 
 
 def build_prompt(
@@ -369,7 +389,8 @@ def build_problems(
 class EvalSettings:
     """What one evaluation samples and how: `coreward eval`'s options (`--top-p` sets `top_p`) and the keywords of
     `coreward.evaluate`. A setting left None takes the model kind's default once its tokenizer is known
-    (`DEMO_DEFAULTS` for the demo policy, else `CHAT_DEFAULTS`). Bad choices fail here, before any model loads."""
+    (`DEMO_DEFAULTS` for the demo policy, else `CHAT_DEFAULTS`, on a CPU `CPU_CHAT_DEFAULTS`). Bad choices fail here,
+    before any model loads."""
 
     benchmarks: list[str] | dict[str, list[Record]] | None = field(default=None, metadata={"help": (
         "registered benchmark names, .jsonl/.json/.parquet/.csv files (verl too), directories or hub dataset ids "
@@ -380,7 +401,7 @@ class EvalSettings:
     temperature: float = field(default=0.7, metadata={"help": "sampling temperature; 0 = greedy"})
     top_p: float = field(default=0.95, metadata={"help": "nucleus sampling's top-p"})
     max_new_tokens: int | None = field(default=None, metadata={
-        "help": "completion length cap (default: 64 for the demo policy, else 2048)"})
+        "help": "completion length cap (default: 64 for the demo policy, else 2048, or 512 on a CPU)"})
     seed: int = field(default=0, metadata={"help": "same seed, same samples"})
     prompt_format: str | None = field(default=None, metadata={
         "help": "chat or plain (default: plain for the demo tokenizer, else chat)"})
@@ -390,7 +411,7 @@ class EvalSettings:
     system: str | None = field(default=None, metadata={
         "help": "a system message before each question (chat format; default: none)"})
     batch_size: int | None = field(default=None, metadata={
-        "help": "sequences per generate call (default: 512 for the demo policy, else 64)"})
+        "help": "sequences per generate call (default: 512 for the demo policy, else 64, or 8 on a CPU)"})
     limit: int | None = field(default=None, metadata={"help": "first K problems of each benchmark (default: all)"})
     split: str = field(default="test", metadata={"help": "split of each benchmark to read"})
     data_dir: str | Path | None = field(default=None, metadata={
@@ -500,8 +521,11 @@ def _open_judge(settings: EvalSettings):
 def _evaluate(model, settings: EvalSettings, tokenizer, verifier, records, judge, started: str, start: float
               ) -> EvalResults:
     label, loaded, tokenizer = _load(model, tokenizer, settings)
-    defaults = model_defaults(tokenizer)
-    recorded = {**settings.recorded(defaults), **_placement(loaded)}
+    placement = _placement(loaded)
+    defaults = model_defaults(tokenizer, placement["device"])
+    recorded = {**settings.recorded(defaults), **placement}
+    if note := cpu_note(settings, defaults):
+        print(note, file=sys.stderr, flush=True)
     engine = loaded
     if not isinstance(loaded, VLLMBackend):
         threads = defaults.cpu_threads if recorded["device"] == "cpu" else None

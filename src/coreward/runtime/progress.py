@@ -7,11 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from typing import TypeVar
-
-
-T = TypeVar("T")
+from collections.abc import Callable
 
 
 def is_terminal(stream) -> bool:
@@ -23,29 +19,48 @@ def is_terminal(stream) -> bool:
         return False
 
 
-def progress(items: Sequence[T], desc: str, enabled: bool = True, every_s: float = 30.0) -> Iterator[T]:
-    """`items`, reporting progress on stderr: tqdm's bar on a terminal, else `desc: 3/40 (1m05s, about 13m left)`
-    at most every `every_s` seconds and once at the end. Nothing when not `enabled`."""
-    if not enabled:
-        yield from items
-        return
-    total = len(items)
-    if is_terminal(sys.stderr):
-        from tqdm.auto import tqdm
+class Progress:
+    """Units of work toward a known `total`, reported on stderr as they are done: tqdm's bar on a terminal, else
+    `desc: 3/40 (1m05s, about 13m left)` at most every `every_s` seconds and once at the end, the time left being the
+    time per unit so far times the units left. `describe`, when given, says what was done in the caller's words: it
+    replaces `3/40` in a line and is the bar's postfix (redrawn at most every second), called only when drawn.
+    Nothing when not `enabled`."""
 
-        yield from tqdm(items, desc=desc, total=total)
-        return
-    start = last = time.monotonic()
-    done = 0
-    for item in items:
-        yield item
-        done += 1
+    def __init__(self, total: int, desc: str, enabled: bool = True, every_s: float = 30.0, unit: str = "it",
+                 describe: Callable[[], str] | None = None):
+        self.total, self.desc, self.enabled, self.every_s, self.describe = total, desc, enabled, every_s, describe
+        self.done = 0
+        self.bar = None
+        if enabled and is_terminal(sys.stderr):
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit=unit)
+        self.start = self.last = time.monotonic()
+
+    def advance(self, units: int = 1) -> None:
+        self.done += units
+        if not self.enabled:
+            return
         now = time.monotonic()
-        if done == total or now - last >= every_s:
-            last = now
-            elapsed = now - start
-            left = f", about {duration(elapsed / done * (total - done))} left" if done < total else ""
-            print(f"{desc}: {done}/{total} ({duration(elapsed)}{left})", file=sys.stderr, flush=True)
+        if self.bar is not None:
+            self.bar.update(units)
+            if self.describe is not None and now - self.last >= 1.0:  # often enough to read, not at every unit
+                self.last = now
+                self.bar.set_postfix_str(self.describe())
+            return
+        if self.done >= self.total or now - self.last >= self.every_s:
+            self.last = now
+            elapsed = now - self.start
+            left = (f", about {duration(elapsed / max(self.done, 1) * (self.total - self.done))} left"
+                    if self.done < self.total else "")
+            done = self.describe() if self.describe is not None else f"{self.done}/{self.total}"
+            print(f"{self.desc}: {done} ({duration(elapsed)}{left})", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            if self.describe is not None:  # the bar's last state says it all
+                self.bar.set_postfix_str(self.describe(), refresh=False)
+            self.bar.close()
 
 
 def duration(seconds: float) -> str:
