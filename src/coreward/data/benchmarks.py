@@ -250,8 +250,9 @@ BENCHMARKS: dict[str, Benchmark] = {
             _competition_row("amc23"),
             HubSource("math-ai/amc23", None, {"test": "test"}),
         ),
-        # generated in code by coreward.data.synthetic: no files, no hub
+        # generated in code (coreward.data.synthetic, coreward.data.arith): no files, no hub
         Benchmark("demo", ("train", "test"), instructed=False),
+        Benchmark("arith", ("train", "test")),
     ]
 }
 
@@ -320,8 +321,13 @@ def benchmark_file(name: str, split: str, data_dir: str | os.PathLike | None = N
     return path
 
 
-def _load_demo(split: str, limit: int | None) -> list[Record]:
-    """The demo task lives in coreward.data.synthetic; import it only when asked for."""
+def _load_generated(name: str, split: str, limit: int | None) -> list[Record]:
+    """A task generated in code: the demo's (coreward.data.synthetic) or `arith` (coreward.data.arith, small real
+    models' one-step arithmetic); imported only when asked for."""
+    if name == "arith":
+        from coreward.data.arith import load_arith
+
+        return load_arith(split, limit)
     try:
         from coreward.data.synthetic import load_demo
     except ModuleNotFoundError as err:
@@ -356,7 +362,7 @@ def load_benchmark(
     bench = get_benchmark(name)
     _check_split(bench, split)
     if bench.to_record is None:
-        return _load_demo(split, limit)
+        return _load_generated(name, split, limit)
     if source == "hub":
         return _load_hub(bench, split, limit)
     if source != "local":
@@ -370,5 +376,5 @@ def count_rows(name: str, split: str, data_dir: str | os.PathLike | None = None)
     bench = get_benchmark(name)
     _check_split(bench, split)
     if bench.to_record is None:
-        return len(_load_demo(split, None))
+        return len(_load_generated(name, split, None))
     return count_file_rows(benchmark_file(name, split, data_dir))

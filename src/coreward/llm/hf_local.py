@@ -22,6 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, L
 
 from coreward.llm.base import GenerationRequest, GenerationResult, TextGenerator
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.real_models import real_model_path
 from coreward.verify.extract import encodable
 
 
@@ -176,7 +177,7 @@ def _auto_device(device: str) -> str:
 
 def _load(name: str, tokenizer, device: str, dtype: str | torch.dtype):
     """Model and tokenizer from the hub or a directory; a name that can't be loaded is a CorewardError."""
-    name = os.path.expanduser(name)
+    name = real_model_path(name, key="generation model") or os.path.expanduser(name)
     if name.startswith(("/", ".")) and not os.path.isdir(name):  # clearer than the hub's "invalid repo id"
         raise CorewardError(f"generation model directory {name!r} does not exist")
     try:

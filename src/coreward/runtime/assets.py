@@ -3,6 +3,9 @@
 `resolve_model(name_or_path, kind)` is how every command turns what a user wrote into something
 `from_pretrained` reads:
 
+* a real pretrained model's registered name (`smollm2-135m-instruct`) or a `.gguf` file: a Hugging Face folder
+  (`coreward.runtime.real_models`: the hub's cache when it holds the model, else the GGUF a registry package
+  carries, converted once into the cache);
 * an asset name (`demo`): that asset of the given kind, `policy` (the warm-started demo policy), `rm` (the
   demo VerifyRM) or `rm_pairs` (the demo RM's held-out labelled pairs, a file). The package ships both in `coreward/assets/`; the `coreward.demo`
   package registers builders that check the shipped copy against its recipe and rebuild it into the cache
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.real_models import REAL_MODELS, real_model_path
 
 
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "assets"
@@ -90,6 +94,8 @@ def resolve_model(name_or_path: str | os.PathLike, kind: str = "policy", key: st
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     name = str(name_or_path)
+    if kind == "policy" and (real := real_model_path(name, key)) is not None:
+        return real
     builder = _BUILDERS.get((name, kind))
     if builder is not None:
         return str(builder())
@@ -103,7 +109,7 @@ def resolve_model(name_or_path: str | os.PathLike, kind: str = "policy", key: st
     if path.is_dir():
         return str(path)
     if is_path_like(name):
-        raise CorewardError(f"{key}: no such directory: {name} (give a saved model directory, a hub id, or 'demo')")
+        raise CorewardError(f"{key}: no such directory: {name} (give a saved model directory, a hub id, a .gguf file, or 'demo')")
     if ":" in name:  # no hub id has one: an asset name that nothing registered (the demo's are, by `coreward.demo`)
         raise CorewardError(f"{key}: {name!r} is neither a directory nor a known {kind} name (known: "
                             f"{', '.join(registered_names(kind))}; the demo's names are registered by importing "
@@ -120,7 +126,8 @@ def is_path_like(name: str) -> bool:
 
 def registered_names(kind: str) -> list[str]:
     """The asset names that stand for a model of `kind`: the shipped ones and those a builder registered."""
-    return sorted({n for n, kinds in SHIPPED.items() if kind in kinds} | {n for n, k in _BUILDERS if k == kind})
+    real = set(REAL_MODELS) if kind == "policy" else set()
+    return sorted({n for n, kinds in SHIPPED.items() if kind in kinds} | {n for n, k in _BUILDERS if k == kind} | real)
 
 
 HUB_PROBE_S = 3.0  # how long the hub may take to accept a connection before it counts as unreachable

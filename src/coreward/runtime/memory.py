@@ -110,7 +110,8 @@ class ModelShape:
 
 def config_path(name_or_path: str | os.PathLike, kind: str = "policy", key: str = "model") -> Path:
     """The config.json of a model, found without a download: a directory holding one (weights are not needed), a
-    shipped asset name (`demo`: `kind` says which), a model whose config ships with coreward
+    shipped asset name (`demo`: `kind` says which), a real model's registered name or a GGUF file
+    (runtime/real_models.py), a model whose config ships with coreward
     (assets/model_configs/<org>--<name>/), or a hub id in the local Hugging Face cache. Else a one-line error
     naming `key`."""
     name = str(name_or_path)
@@ -118,7 +119,10 @@ def config_path(name_or_path: str | os.PathLike, kind: str = "policy", key: str 
     if (directory / "config.json").is_file():
         return directory / "config.json"
     from coreward.runtime.assets import SHIPPED, shipped_path
+    from coreward.runtime.real_models import is_real_model, real_model_path
 
+    if kind == "policy" and is_real_model(name):  # smollm2-135m-instruct, a .gguf file: the folder it converts to
+        return Path(real_model_path(name, key)) / "config.json"
     if name in SHIPPED and kind in SHIPPED[name]:
         return shipped_path(name, kind) / "config.json"
     shipped = MODEL_CONFIGS_DIR / name.replace("/", "--") / "config.json"

@@ -1,0 +1,46 @@
+"""The `arith` task: one-operation arithmetic that a small pretrained chat model sometimes solves.
+
+    What is 14 + 15?   ->   29
+
+Two numbers from 2 to 20 and one of +, -, * (a - b with a >= b): 19 x 19 + 190 + 19 x 19 = 912 distinct
+problems. A real model's learning signal needs prompts it sometimes solves: SmolLM2-135M-Instruct, asked with the
+papers' instruction (`\\boxed{}`) and sampled at temperature 0.7, top-p 0.95, 96 new tokens, verified by the rule
+(no last-number fallback), solves 18.0% of samples and at least one of 8 samples on half the problems (pass@8 0.50);
+on two-digit additions 4.7% (pass@8 0.19), on GSM8K and SVAMP 0 of 30 greedy (docs/real_model.md). So each GRPO
+group of 8 has a success on about half the prompts, and what RL can teach it here (answer in a form the verifier
+reads, stop early, get the sum right) is visible within tens of steps.
+
+The test split is 112 problems whose (a, op, b) no train problem has; train is the other 800, in a fixed order.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+
+from coreward.runtime.errors import CorewardError
+
+
+LOW, HIGH = 2, 20
+OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+TEST_SIZE = 112
+SEED = 20261128
+
+
+@cache
+def _splits() -> dict[str, tuple[tuple[int, str, int], ...]]:
+    problems = [(a, op, b) for op in OPS for a in range(LOW, HIGH + 1) for b in range(LOW, HIGH + 1)
+                if op != "-" or a >= b]
+    random.Random(SEED).shuffle(problems)
+    return {"test": tuple(problems[:TEST_SIZE]), "train": tuple(problems[TEST_SIZE:])}
+
+
+def load_arith(split: str, limit: int | None = None) -> list:
+    from coreward.data.records import Record
+
+    if split not in ("train", "test"):
+        raise CorewardError(f"unknown arith split {split!r} (known: train, test)")
+    return [Record(id=f"arith-{split}-{i:04d}", question=f"What is {a} {op} {b}?", answer=str(OPS[op](a, b)),
+                   source="arith", split=split, solution=f"{a} {op} {b} = {OPS[op](a, b)}. The answer is "
+                   f"$\\boxed{{{OPS[op](a, b)}}}$.", subject="arithmetic")
+            for i, (a, op, b) in enumerate(_splits()[split][:limit])]

