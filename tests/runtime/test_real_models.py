@@ -115,7 +115,8 @@ def test_one_training_step_of_the_real_model(folder, tmp_path):
 
     run = tmp_path / "run"
     result = coreward_here("train", "--config", str(CONFIGS / "rule.yaml"), "--max-steps", "1", "--output-dir", str(run),
-                           "--set", "grpo.per_device_train_batch_size=4", "--set", "grpo.num_generations=2",
+                           "--set", "grpo.per_device_train_batch_size=4", "--set", "grpo.gradient_accumulation_steps=1",
+                           "--set", "grpo.num_generations=2",
                            "--set", "grpo.max_completion_length=16", "--set", "grpo.save_steps=1",
                            "--set", "torch_threads=1", "--no-plan-check")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -126,3 +127,27 @@ def test_one_training_step_of_the_real_model(folder, tmp_path):
     saved, base = AutoTokenizer.from_pretrained(final), AutoTokenizer.from_pretrained(folder)
     assert saved.chat_template == base.chat_template and saved.eos_token == "<|im_end|>"
     assert (run / "checkpoint-1").is_dir()
+
+
+def test_the_real_models_demo_trains_its_configs_and_evaluates_on_arith(folder, tmp_path):
+    """`coreward demo --model smollm2-135m-instruct`: rule and majority by default, from configs/smol, the held-out
+    arith problems scored as the demo does (one run of training is test_one_training_step_of_the_real_model's)."""
+    from coreward.data.benchmarks import load_benchmark
+    from coreward.demo.run import SMOL, demo_task, heldout_avg, parse_methods, plan_runs
+
+    task = demo_task(NAME)
+    assert task is SMOL and parse_methods(None, task) == ["rule", "majority"]
+    runs = plan_runs(parse_methods(None, task), task.full, 5, tmp_path, task)
+    configs = [run.config() for run in runs]
+    assert [run.config_file for run in runs] == [CONFIGS / "rule.yaml", CONFIGS / "majority.yaml"]
+    assert all(c.model.name_or_path == NAME and c.seed == 5 and c.grpo["max_steps"] == task.full.steps for c in configs)
+    assert [c.rewards[0].name for c in configs] == ["rule", "majority"]
+    with pytest.raises(Exception, match="known: rule, majority"):
+        parse_methods("cooper", task)
+    result = coreward_here("demo", "--model", "gpt-5", "--output-dir", str(tmp_path / "x"))
+    assert result.returncode == 2 and "--model: no demo for 'gpt-5'" in result.stderr
+    heldout = {"arith": load_benchmark("arith", "test", limit=2)}
+    avg = heldout_avg(folder, heldout, 1, 0, tmp_path / "eval", {**task.generation, "max_new_tokens": 24})
+    assert 0 <= avg <= 1
+    saved = json.loads((tmp_path / "eval" / "results.json").read_text())
+    assert saved["settings"]["max_new_tokens"] == 24 and saved["settings"]["prompt_format"] == "chat"

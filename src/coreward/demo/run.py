@@ -4,6 +4,9 @@ Each method trains the shipped demo policy with its own `configs/demo/<method>.y
 the same budget (steps, batch, learning rate: the configs differ only in their reward). Then the same
 evaluation code as `coreward eval` scores every final policy on the held-out demo problems (avg@n), and
 `coreward report` draws reward and verified accuracy against step for all runs.
+
+`coreward demo --model smollm2-135m-instruct` does the same with a real pretrained model (`SMOL`): its
+`configs/smol/<method>.yaml`, the `arith` task's held-out problems, GT-GRPO and majority voting by default.
 """
 
 from __future__ import annotations
@@ -83,20 +86,58 @@ FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_probl
 QUICK = Budget(steps=8, eval_problems=200, eval_n=8, curve_every=0, curve_problems=0)
 
 
-def configs_dir() -> Path:
-    """`configs/` of the repository the package was installed from (pip install -e .)."""
+@dataclass(frozen=True)
+class DemoTask:
+    """What a demo trains and where it looks: the policy, its configs (`configs/<configs>/<method>.yaml`), the
+    held-out benchmark, the budgets, the methods run by default (None: every demo method) and the evaluation's
+    generation settings."""
+
+    policy: str
+    configs: str
+    benchmark: str
+    full: Budget
+    quick: Budget
+    methods: tuple[str, ...] | None = None
+    generation: dict[str, int] = field(default_factory=dict)
+
+    def budget(self, quick: bool) -> Budget:
+        return self.quick if quick else self.full
+
+
+TOY = DemoTask(policy="demo", configs="demo", benchmark="demo", full=FULL, quick=QUICK)
+# A real model on 2 CPU cores: a step of configs/smol/rule.yaml (4 prompts x 8 completions of <= 64 tokens) takes
+# about a minute, the held-out evaluation (112 problems x 4 samples of <= 128 tokens) minutes (docs/real_model.md)
+SMOL = DemoTask(policy="smollm2-135m-instruct", configs="smol", benchmark="arith",
+                full=Budget(steps=20, eval_problems=112, eval_n=4, curve_every=0, curve_problems=0),
+                quick=Budget(steps=3, eval_problems=16, eval_n=2, curve_every=0, curve_problems=0),
+                methods=("rule", "majority"), generation={"max_new_tokens": 128, "batch_size": 64})
+TASKS = {"demo": TOY, SMOL.policy: SMOL}
+
+
+def demo_task(model: str | None) -> DemoTask:
+    if model is None:
+        return TOY
+    if model not in TASKS:
+        raise CorewardError(f"--model: no demo for {model!r} (known: {', '.join(TASKS)}); to train another model, "
+                            "point a config's model.name_or_path at it (coreward train)")
+    return TASKS[model]
+
+
+def configs_dir(task: DemoTask = TOY) -> Path:
+    """`configs/<task.configs>` of the repository the package was installed from (pip install -e .)."""
     here = Path(__file__).resolve()
     for parent in here.parents:
-        candidate = parent / "configs" / "demo"
+        candidate = parent / "configs" / task.configs
         if candidate.is_dir():
             return candidate
-    raise CorewardError("configs/demo not found: install coreward from a clone of its repository (pip install -e .)")
+    raise CorewardError(f"configs/{task.configs} not found: install coreward from a clone of its repository "
+                        "(pip install -e .)")
 
 
-def parse_methods(text: str | None) -> list[str]:
-    known = list(demo_methods())
+def parse_methods(text: str | None, task: DemoTask = TOY) -> list[str]:
+    known = [m for m in demo_methods() if task is TOY or (configs_dir(task) / f"{m}.yaml").is_file()]
     if not text:
-        return known
+        return list(task.methods) if task.methods else known
     methods = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in methods if m not in known]
     if unknown:
@@ -104,9 +145,9 @@ def parse_methods(text: str | None) -> list[str]:
     return methods
 
 
-def method_overrides(method: str, budget: Budget, seed: int) -> tuple[Path, list[str]]:
+def method_overrides(method: str, budget: Budget, seed: int, task: DemoTask = TOY) -> tuple[Path, list[str]]:
     """The method's demo config file and the `--set` items that give it the budget and the seed."""
-    path = configs_dir() / f"{method}.yaml"
+    path = configs_dir(task) / f"{method}.yaml"
     if not path.is_file():
         raise CorewardError(f"no demo config for method {method!r}: {path} is missing")
     # one line per step (`StepLinesCallback`): a progress bar redrawn in place shows nothing in a log or a CI job
@@ -114,7 +155,7 @@ def method_overrides(method: str, budget: Budget, seed: int) -> tuple[Path, list
                  "grpo.disable_tqdm=true"]
     if budget.curve_every:
         overrides += [
-            "data.eval=demo", "data.eval_split=test", f"data.eval_limit={budget.curve_problems}",
+            f"data.eval={task.benchmark}", "data.eval_split=test", f"data.eval_limit={budget.curve_problems}",
             f"data.eval_every={budget.curve_every}", "data.eval_n=2",
         ]
     else:
@@ -122,11 +163,11 @@ def method_overrides(method: str, budget: Budget, seed: int) -> tuple[Path, list
     return path, overrides
 
 
-def method_config(method: str, budget: Budget, seed: int):
+def method_config(method: str, budget: Budget, seed: int, task: DemoTask = TOY):
     from coreward.grpo.config import TrainConfig
     from coreward.runtime.config import load_config
 
-    return load_config(TrainConfig, *method_overrides(method, budget, seed))
+    return load_config(TrainConfig, *method_overrides(method, budget, seed, task))
 
 
 def reads_demo_rm(config) -> bool:
@@ -149,9 +190,9 @@ def final_metrics(run_dir: Path, last: int = 5, first: bool = False) -> dict[str
     return {"train_reward": mean("reward"), "train_verified_accuracy": mean("verified_accuracy")}
 
 
-def stress_overrides(method: str, budget: Budget, seed: int) -> tuple[Path, list[str]]:
+def stress_overrides(method: str, budget: Budget, seed: int, task: DemoTask = TOY) -> tuple[Path, list[str]]:
     """The method's demo config at the stress setting's learning rate and steps (no validation curve)."""
-    path, overrides = method_overrides(method, replace(budget, steps=budget.stress.steps, curve_every=0), seed)
+    path, overrides = method_overrides(method, replace(budget, steps=budget.stress.steps, curve_every=0), seed, task)
     return path, [*overrides, f"grpo.learning_rate={budget.stress.learning_rate!r}"]
 
 
@@ -179,26 +220,28 @@ class DemoRun:
         return load_config(TrainConfig, self.config_file, self.overrides)
 
 
-def plan_runs(methods: list[str], budget: Budget, seed: int, output_dir: Path) -> list[DemoRun]:
+def plan_runs(methods: list[str], budget: Budget, seed: int, output_dir: Path, task: DemoTask = TOY) -> list[DemoRun]:
     """The seed's runs in table order: every method, then the stress rows."""
-    runs = [DemoRun(m, seed, False, *method_overrides(m, budget, seed), output_dir / m, output_dir / "eval" / m)
+    runs = [DemoRun(m, seed, False, *method_overrides(m, budget, seed, task), output_dir / m, output_dir / "eval" / m)
             for m in methods]
     def asked(method: str) -> bool:  # a stress-only setting runs when its method does
         return (STRESS_SETTINGS[method][0] if method in STRESS_SETTINGS else method) in methods
 
     stressed = [m for m in budget.stress.methods if asked(m)] if budget.stress else []
-    runs += [DemoRun(m, seed, True, *stress_overrides(m, budget, seed), output_dir / "stress" / m,
+    runs += [DemoRun(m, seed, True, *stress_overrides(m, budget, seed, task), output_dir / "stress" / m,
                      output_dir / "eval" / f"stress-{m}") for m in stressed]
     return runs
 
 
-def heldout_avg(model: Path | str, heldout: dict, n: int, seed: int, output_dir: Path) -> float:
-    """avg@n of `model` on the held-out demo problems, sampled as the demo does (temperature 0.7, top-p 0.95)."""
+def heldout_avg(model: Path | str, heldout: dict, n: int, seed: int, output_dir: Path,
+                generation: dict[str, int] | None = None) -> float:
+    """avg@n of `model` on the held-out problems (`heldout`: one benchmark's records by name), sampled as the demo
+    does (temperature 0.7, top-p 0.95; `generation`: the task's length cap and batch size)."""
     from coreward.evaluation import evaluate
 
     result = evaluate(str(model), benchmarks=heldout, n=n, temperature=0.7, top_p=0.95, seed=seed,
-                      output_dir=output_dir)
-    return result["demo"].avg
+                      output_dir=output_dir, **(generation or {}))
+    return result[next(iter(heldout))].avg
 
 
 def demo_output_dir(output_dir: str | Path | None, overwrite: bool) -> Path:
@@ -233,13 +276,13 @@ def report_paths(output_dir: Path, summary: dict[str, Any]) -> list[Path]:
 
 
 def run_demo(methods: list[str], quick: bool, output_dir: str | Path, seed: int = 0,
-             budget: Budget | None = None, jobs: int = 1) -> dict[str, Any]:
+             budget: Budget | None = None, jobs: int = 1, task: DemoTask = TOY) -> dict[str, Any]:
     """The demo for one seed, in `output_dir`: the table, results.json and the reports."""
-    return run_demo_seeds(methods, quick, output_dir, [seed], budget, jobs)
+    return run_demo_seeds(methods, quick, output_dir, [seed], budget, jobs, task)
 
 
 def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seeds: list[int],
-                   budget: Budget | None = None, jobs: int = 1) -> dict[str, Any]:
+                   budget: Budget | None = None, jobs: int = 1, task: DemoTask = TOY) -> dict[str, Any]:
     """Every method (and stress row) for every seed, then the tables. One seed writes in `output_dir`; several
     write each seed's own demo in `seed-<s>/` and one table of mean ± std over seeds (results.json keeps every
     seed's value). `jobs` > 1 trains that many runs side by side, each a `coreward train` process with one
@@ -251,24 +294,31 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
         from coreward.experiments.jobs import warm_forkserver
 
         warm_forkserver()
-    budget = budget or (QUICK if quick else FULL)
+    budget = budget or task.budget(quick)
     output_dir, started = Path(output_dir), time.perf_counter()
     seed_dirs = {s: output_dir if len(seeds) == 1 else output_dir / f"seed-{s}" for s in seeds}
-    runs = [run for s in seeds for run in plan_runs(methods, budget, s, seed_dirs[s])]
+    runs = [run for s in seeds for run in plan_runs(methods, budget, s, seed_dirs[s], task)]
     configs = [run.config() for run in runs]  # every config checked before any training
-    policy = ensure_demo_policy()
+    if task is TOY:
+        policy = ensure_demo_policy()
+    else:  # a real model: found (converted once from its GGUF) before any run starts
+        from coreward.runtime.assets import resolve_model
+
+        policy = resolve_model(task.policy, "policy", key="--model")
     if any(reads_demo_rm(config) for config in configs):
         # build the demo RM now if it isn't cached: built lazily inside a run, its sampling would draw on
         # that run's random stream, and the first demo would differ from every later one
         from coreward.demo.rm import ensure_demo_rm
 
         ensure_demo_rm()
-    heldout = {"demo": load_benchmark("demo", split="test", limit=budget.eval_problems)}
+    heldout = {task.benchmark: load_benchmark(task.benchmark, split="test", limit=budget.eval_problems)}
+    generation = task.generation
     baselines = {}
 
     def baseline_evaluated(seed: int, avg: float) -> None:
         baselines[seed] = avg
-        print(f"baseline (warm-started demo policy{'' if len(seeds) == 1 else f', seed {seed}'}): "
+        print(f"baseline ({'warm-started demo policy' if task is TOY else task.policy}"
+              f"{'' if len(seeds) == 1 else f', seed {seed}'}): "
               f"held-out avg@{budget.eval_n} = {avg:.3f}")
 
     def evaluated(run: DemoRun, seconds: float, avg: float) -> None:
@@ -287,11 +337,13 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
         seed_dirs[s].mkdir(parents=True, exist_ok=True)
     if jobs > 1:
         baseline_jobs = [evaluation_job("baseline", policy, heldout, budget.eval_n, s, seed_dirs[s] / "eval" / "baseline",
-                                        {"seed": s}) for s in seeds]
-        train_side_by_side(runs, configs, jobs, baseline_jobs, heldout, budget.eval_n, baseline_evaluated, evaluated)
+                                        {"seed": s}, generation) for s in seeds]
+        train_side_by_side(runs, configs, jobs, baseline_jobs, heldout, budget.eval_n, baseline_evaluated, evaluated,
+                           generation)
     else:
         for s in seeds:
-            baseline_evaluated(s, heldout_avg(policy, heldout, budget.eval_n, s, seed_dirs[s] / "eval" / "baseline"))
+            baseline_evaluated(s, heldout_avg(policy, heldout, budget.eval_n, s, seed_dirs[s] / "eval" / "baseline",
+                                              generation))
         from coreward.grpo.train import run_training
 
         for run, config in zip(runs, configs):
@@ -301,16 +353,17 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
             began = time.perf_counter()
             run_training(config, output_dir=str(run.run_dir))
             seconds = time.perf_counter() - began
-            evaluated(run, seconds, heldout_avg(run.run_dir / "final", heldout, budget.eval_n, run.seed, run.eval_dir))
+            evaluated(run, seconds, heldout_avg(run.run_dir / "final", heldout, budget.eval_n, run.seed, run.eval_dir,
+                                                generation))
 
-    summaries = [seed_summary(s, [r for r in runs if r.seed == s], baselines[s], budget, quick, seed_dirs[s])
+    summaries = [seed_summary(s, [r for r in runs if r.seed == s], baselines[s], budget, quick, seed_dirs[s], task)
                  for s in seeds]
     if len(seeds) == 1:
         summaries[0]["seconds"] = round(time.perf_counter() - started, 1)
         write_summary(output_dir, summaries[0])
         return summaries[0]
     rows, stress_rows = combine_seeds(summaries, "rows"), combine_seeds(summaries, "stress_rows")
-    table = f"{len(seeds)} seeds ({', '.join(map(str, seeds))}): mean ± std over seeds\n\n" + demo_table(rows, budget)
+    table = f"{len(seeds)} seeds ({', '.join(map(str, seeds))}): mean ± std over seeds\n\n" + demo_table(rows, budget, task)
     if stress_rows:
         table += "\n\n" + stress_table(stress_rows, rows[0]["heldout_avg"], budget)
     summary = {"budget": asdict(budget), "seeds": seeds, "quick": quick, "jobs": jobs, "rows": rows,
@@ -326,23 +379,26 @@ EVAL_COST = 7.0
 HELDOUT_FILE = "heldout_avg.json"
 
 
-def heldout_eval(model: str, heldout: dict, n: int, seed: int, output_dir: Path) -> None:
+def heldout_eval(model: str, heldout: dict, n: int, seed: int, output_dir: Path,
+                 generation: dict[str, int] | None = None) -> None:
     """`heldout_avg` as a job of its own (forked, experiments/jobs.py): the value goes to `output_dir`/HELDOUT_FILE
     (JSON keeps a float exactly, so the table is the one `--jobs 1` makes)."""
-    avg = heldout_avg(model, heldout, n, seed, output_dir)
+    avg = heldout_avg(model, heldout, n, seed, output_dir, generation)
     (Path(output_dir) / HELDOUT_FILE).write_text(json.dumps({"heldout_avg": avg}))
 
 
-def evaluation_job(label: str, model: Path | str, heldout: dict, n: int, seed: int, eval_dir: Path, extra: dict):
+def evaluation_job(label: str, model: Path | str, heldout: dict, n: int, seed: int, eval_dir: Path, extra: dict,
+                   generation: dict[str, int] | None = None):
     from coreward.experiments.jobs import Job
 
     (eval_dir / HELDOUT_FILE).unlink(missing_ok=True)  # an earlier demo's, with --overwrite
     return Job(f"evaluation of {label}", ["heldout_eval", str(model)], eval_dir, eval_dir.parent / f"{eval_dir.name}.log",
-               0, cost=EVAL_COST, extra=extra, target=heldout_eval, args=(str(model), heldout, n, seed, eval_dir))
+               0, cost=EVAL_COST, extra=extra, target=heldout_eval,
+               args=(str(model), heldout, n, seed, eval_dir, generation))
 
 
 def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_jobs: list, heldout: dict, n: int,
-                       baseline_evaluated, evaluated) -> None:
+                       baseline_evaluated, evaluated, generation: dict[str, int] | None = None) -> None:
     """Every run as a `coreward train` process, `jobs` at a time, the longest first, and every evaluation (the
     baselines', each run's once it has finished) as a forked job of its own, after the training runs: the evaluations
     fill the cores the last runs leave idle. A failed run or evaluation fails the demo, naming its log."""
@@ -361,7 +417,7 @@ def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_j
         if job.target is None:  # a training run: its evaluation
             run = job.extra["run"]
             evaluations.append(evaluation_job(run.title, run.run_dir / "final", heldout, n, run.seed, run.eval_dir,
-                                              {"run": run, "train_seconds": job.seconds}))
+                                              {"run": run, "train_seconds": job.seconds}, generation))
             return evaluations[-1:]
         avg = json.loads((job.run_dir / HELDOUT_FILE).read_text())["heldout_avg"]
         if "run" in job.extra:
@@ -382,14 +438,14 @@ def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_j
 
 
 def seed_summary(seed: int, runs: list[DemoRun], baseline: float, budget: Budget, quick: bool,
-                 output_dir: Path) -> dict[str, Any]:
+                 output_dir: Path, task: DemoTask = TOY) -> dict[str, Any]:
     """One seed's rows, table, results.json and reports (the main runs' and the stress runs')."""
     from coreward.evaluation.report import make_report
 
     rows = [{"method": "baseline", "heldout_avg": baseline, "train_reward": None, "train_verified_accuracy": None,
              "seconds": None}] + [run.result for run in runs if not run.stress]
     stress_rows = [run.result for run in runs if run.stress]
-    table = demo_table(rows, budget)
+    table = demo_table(rows, budget, task)
     if stress_rows:
         table += "\n\n" + stress_table(stress_rows, baseline, budget)
     summary = {"budget": asdict(budget), "seed": seed, "quick": quick, "rows": rows, "stress_rows": stress_rows,
@@ -399,7 +455,7 @@ def seed_summary(seed: int, runs: list[DemoRun], baseline: float, budget: Budget
         run_dirs = [run.run_dir for run in runs if run.stress == kind]
         if run_dirs:  # the report says what each run's periodic evaluation measured; this, what table.md did
             make_report(run_dirs, directory, note=f"The demo's table.md measures after training: avg@{budget.eval_n} "
-                        f"on {budget.eval_problems} held-out problems of demo (test split).")
+                        f"on {budget.eval_problems} held-out problems of {task.benchmark} (test split).")
     return summary
 
 
@@ -440,13 +496,13 @@ def delta(value: Any, baseline: Any) -> Any:
     return value - baseline
 
 
-def demo_table(rows: list[dict[str, Any]], budget: Budget) -> str:
+def demo_table(rows: list[dict[str, Any]], budget: Budget, task: DemoTask = TOY) -> str:
     """Markdown in the Cooper paper's layout: one row per method, held-out accuracy first (per-seed lists: mean ± std)."""
     from coreward.evaluation.tables import spread_cell
 
     baseline = rows[0]["heldout_avg"]
     lines = [
-        (f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline | Train reward (last 5 steps) | "
+        (f"| Method | {task.benchmark.capitalize()} held-out avg@{budget.eval_n} | Δ vs baseline | Train reward (last 5 steps) | "
         "Train verified acc. (last 5 steps) |"),
         "|---|---:|---:|---:|---:|",
     ]
