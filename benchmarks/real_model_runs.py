@@ -1,0 +1,124 @@
+"""Runs of a real model against its base, on held-out problems: accuracy, what the policy learned, paired intervals.
+
+    python benchmarks/real_model_runs.py --base EVAL_DIR --run RUN_DIR=EVAL_DIR [--run ...] [--plot out.png]
+
+EVAL_DIR: what `coreward eval --output` wrote (results.json, samples.parquet) for the base model and for each run's
+final policy, evaluated alike (docs/real_model.md gives the commands). Per run: held-out avg@n before and after,
+and what the policy learned, from the samples: mean completion length, the share cut at the length cap, the share
+with no answer the rule can read, the share that boxes its answer; the training rollouts' reward and verified
+accuracy over the first and last 5 steps (metrics.jsonl). Over the runs (seeds): the mean change with a 95% t
+interval and an exact sign-flip p (every one of the 2^k sign assignments), and the change pooled per problem
+(paired per problem and seed: a normal interval over the problem-seed differences). `--plot` draws reward and
+verified accuracy against step for every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import statistics
+from pathlib import Path
+
+
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def samples(eval_dir: Path):
+    import pandas as pd
+
+    frame = pd.read_parquet(eval_dir / "samples.parquet")
+    frame["boxed"] = frame["completion"].str.contains(r"\\boxed\{", regex=True)
+    frame["answerless"] = frame["extracted"].isna()
+    return frame
+
+
+def learned(frame) -> dict[str, float]:
+    return {"avg": frame["correct"].mean(), "tokens": frame["completion_tokens"].mean(),
+            "cut": frame["truncated"].mean(), "answerless": frame["answerless"].mean(), "boxed": frame["boxed"].mean()}
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    """metrics.jsonl's training rows, the last one written for each step (a resumed run writes some twice)."""
+    rows: dict[int, dict] = {}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if "reward" in row:
+            rows[row["step"]] = row
+    return [rows[step] for step in sorted(rows)]
+
+
+def mean_of(rows: list[dict], key: str) -> float:
+    return statistics.fmean(r[key] for r in rows if isinstance(r.get(key), (int, float)))
+
+
+def sign_flip_p(diffs: list[float]) -> float:
+    """Two-sided exact sign-flip p of the mean difference (the share of sign assignments at least as extreme)."""
+    observed = abs(statistics.fmean(diffs))
+    flips = [abs(statistics.fmean(s * d for s, d in zip(signs, diffs)))
+             for signs in itertools.product((1, -1), repeat=len(diffs))]
+    return sum(f >= observed - 1e-12 for f in flips) / len(flips)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base", type=Path, required=True)
+    parser.add_argument("--run", action="append", required=True, help="RUN_DIR=EVAL_DIR")
+    parser.add_argument("--plot", type=Path)
+    args = parser.parse_args()
+
+    base = samples(args.base)
+    before = learned(base)
+    per_problem_base = base.groupby("problem_id")["correct"].mean()
+    n = int(base.groupby("problem_id").size().iloc[0])
+    print(f"base: held-out avg@{n} {100 * before['avg']:.1f}% over {len(per_problem_base)} problems; "
+          f"{before['tokens']:.0f} tokens, cut {100 * before['cut']:.0f}%, no answer {100 * before['answerless']:.0f}%, "
+          f"boxed {100 * before['boxed']:.0f}%\n")
+    print("| run | held-out avg | Δ | tokens | cut | no answer | boxed | train reward first 5 → last 5 | "
+          "train verified first 5 → last 5 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    diffs, pooled, curves = [], [], {}
+    for item in args.run:
+        run_dir, eval_dir = (Path(p) for p in item.split("=", 1))
+        after = learned(frame := samples(eval_dir))
+        rows = metrics(run_dir)
+        curves[run_dir.name] = rows
+        diffs.append(after["avg"] - before["avg"])
+        pooled += list(frame.groupby("problem_id")["correct"].mean() - per_problem_base)
+        first, last = rows[:5], rows[-5:]
+        print(f"| {run_dir.name} | {100 * after['avg']:.1f}% | {100 * diffs[-1]:+.1f} | {after['tokens']:.0f} | "
+              f"{100 * after['cut']:.0f}% | {100 * after['answerless']:.0f}% | {100 * after['boxed']:.0f}% | "
+              f"{mean_of(first, 'reward'):.3f} → {mean_of(last, 'reward'):.3f} | "
+              f"{100 * mean_of(first, 'verified_accuracy'):.1f}% → {100 * mean_of(last, 'verified_accuracy'):.1f}% |")
+    mean = statistics.fmean(diffs)
+    if len(diffs) > 1:
+        half = T95[len(diffs) - 1] * statistics.stdev(diffs) / math.sqrt(len(diffs))
+        print(f"\nover {len(diffs)} runs: Δ {100 * mean:+.1f} points, 95% t interval [{100 * (mean - half):+.1f}, "
+              f"{100 * (mean + half):+.1f}], sign-flip p = {sign_flip_p(diffs):.3f} (exact, {2 ** len(diffs)} "
+              "assignments)")
+    pooled_mean = statistics.fmean(pooled)
+    pooled_half = 1.96 * statistics.stdev(pooled) / math.sqrt(len(pooled))
+    print(f"per problem and run ({len(pooled)} paired differences): Δ {100 * pooled_mean:+.1f} points, 95% interval "
+          f"[{100 * (pooled_mean - pooled_half):+.1f}, {100 * (pooled_mean + pooled_half):+.1f}]")
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
+        for name, rows in curves.items():
+            steps = [r["step"] for r in rows]
+            axes[0].plot(steps, [r["reward"] for r in rows], label=name)
+            axes[1].plot(steps, [r["verified_accuracy"] for r in rows], label=name)
+        axes[0].set(title="training reward", xlabel="step")
+        axes[1].set(title="verified accuracy of the rollouts", xlabel="step")
+        axes[1].legend()
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=110)
+        print(f"wrote {args.plot}")
+
+
+if __name__ == "__main__":
+    main()
