@@ -269,3 +269,17 @@ def test_plan_bounds_the_prompts_by_the_training_data_as_train_does():
     assert not any("256 tokens" in note for note in by_data["notes"]), by_data["notes"]
     at_256 = plan(demo, "data.max_prompt_tokens=256", device="cpu")
     assert item(by_data, "policy update activations")["bytes"] < item(at_256, "policy update activations")["bytes"]
+
+
+def test_lora_dropout_keeps_a_copy_of_each_adapted_layers_input_and_checkpointing_keeps_one_layers():
+    """PEFT's LoRA dropout saves the dropped-out input (and its mask) of every adapted map for backward: planned
+    with dropout, not without it (lora_A then reads the layer's input, already counted), one layer's worth when
+    the layers are recomputed."""
+    name = "policy LoRA dropout copies"
+    shape = ModelShape.from_path("Qwen/Qwen2.5-1.5B-Instruct")
+    with_dropout = item(plan(GSM8K, "lora.enabled=true", "lora.dropout=0.05", "grpo.gradient_checkpointing=false"),
+                        name)
+    assert name not in [i["name"] for i in plan(GSM8K, "lora.enabled=true", "lora.dropout=0")["items"]]
+    checkpointed = item(plan(GSM8K, "lora.enabled=true", "lora.dropout=0.05", "grpo.gradient_checkpointing=true"),
+                        name)
+    assert with_dropout["bytes"] == shape.num_hidden_layers * checkpointed["bytes"]

@@ -151,3 +151,23 @@ def test_the_real_models_demo_trains_its_configs_and_evaluates_on_arith(folder, 
     assert 0 <= avg <= 1
     saved = json.loads((tmp_path / "eval" / "results.json").read_text())
     assert saved["settings"]["max_new_tokens"] == 24 and saved["settings"]["prompt_format"] == "chat"
+
+
+def test_the_plan_counts_the_prompts_in_the_models_own_tokens(folder):
+    """With the policy's tokenizer at hand, prompts are planned at their real length (ChatML, the default system
+    prompt, the instruction: 57 tokens for the longest arith question), not at a bound from their characters."""
+    from transformers import AutoTokenizer
+
+    from coreward.data.prompts import INSTRUCTION, build_messages
+    from coreward.grpo.plan import prompt_token_bound
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    prompts = [build_messages("What is 14 * 15?"), build_messages("What is 2 + 3?")]
+    exact = len(tokenizer(tokenizer.apply_chat_template(prompts[0], tokenize=False, add_generation_prompt=True),
+                          add_special_tokens=False).input_ids)
+    assert prompt_token_bound(prompts, tokenizer) == exact
+    assert prompt_token_bound(prompts) > exact  # the bound without it: characters, plus 16 a message
+    assert INSTRUCTION in prompts[0][-1]["content"]
+    planned = json.loads(coreward_here("plan", "--config", str(CONFIGS / "rule.yaml"), "--device", "cpu", "--json").stdout)
+    update = next(i for i in planned["items"] if i["name"] == "policy update activations")
+    assert f"x {exact + 64} tokens" in update["note"]

@@ -56,20 +56,28 @@ def plan_command(
 
 def data_prompt_bound(config) -> int | None:
     """What `coreward train` bounds the prompts by when data.max_prompt_tokens is unset: the training data's longest
-    prompt (`prompt_token_bound`), so `coreward plan` plans the run `coreward train` will plan. None when the limit is
+    prompt in the policy's tokens where its tokenizer is at hand, else in characters (`prompt_token_bound`), so `coreward plan` plans the run `coreward train` will plan. None when the limit is
     set (it decides) or the data can't be read here (a hub dataset offline: the plan then assumes 256 tokens, and
     says so)."""
     if config.data.max_prompt_tokens is not None:
         return None
-    from coreward.grpo.plan import prompt_token_bound
+    from coreward.grpo.plan import data_tokenizer, prompt_token_bound
     from coreward.grpo.train import build_train_dataset, resolve_prompt_format
+    from coreward.runtime.assets import resolve_model
     from coreward.runtime.errors import CorewardError
 
     try:
         dataset = build_train_dataset(resolve_prompt_format(config))
     except (CorewardError, OSError, ValueError):
         return None
-    return prompt_token_bound(dataset["prompt"]) if "prompt" in dataset.column_names else None
+    if "prompt" not in dataset.column_names:
+        return None
+    try:
+        tokenizer = data_tokenizer(resolve_model(config.model.name_or_path, "policy", key="model.name_or_path"),
+                                   config.model.trust_remote_code)
+    except CorewardError:  # the model can't be found here: the plan reads its shape elsewhere, or says why not
+        tokenizer = None
+    return prompt_token_bound(dataset["prompt"], tokenizer)
 
 
 def register(app: typer.Typer) -> None:

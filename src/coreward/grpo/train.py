@@ -280,9 +280,10 @@ def run_training(
     resume_checkpoint(config, run_dir, resume)  # a bad grpo.resume_from_checkpoint fails before any model path check
     model_path = resolve_model(config.model.name_or_path, "policy", key="key model.name_or_path")
     check_model(model_path, "policy", key="key model.name_or_path", trust_remote_code=config.model.trust_remote_code)
-    from coreward.grpo.plan import plan_before_loading, prompt_token_bound
+    from coreward.grpo.plan import data_tokenizer, plan_before_loading, prompt_token_bound
 
-    prompts = prompt_token_bound(dataset["prompt"]) if "prompt" in dataset.column_names else None
+    prompts = (prompt_token_bound(dataset["prompt"], data_tokenizer(model_path, config.model.trust_remote_code))
+               if "prompt" in dataset.column_names else None)
     memory_line, plan = plan_before_loading(config, plan_check, prompt_tokens=prompts)  # over a GPU's: exit 2 here
     print_once(memory_line)
     lock = RunLock(run_dir, enabled=int(os.environ.get("RANK", "0")) == 0)  # one writer: the main process holds it
