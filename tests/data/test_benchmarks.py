@@ -49,7 +49,7 @@ KNOWN_SIZES = {
 
 
 def test_registry_lists_every_benchmark():
-    assert set(list_benchmarks()) == {name for name, _ in KNOWN_SIZES} | {"demo"}
+    assert set(list_benchmarks()) == {name for name, _ in KNOWN_SIZES} | {"demo", "arith"}
     assert benchmark_splits("gsm8k") == ["train", "test"]
     assert benchmark_splits("math500") == ["test"]
 

@@ -23,12 +23,12 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from coreward.runtime.cache import CACHE_ENV, cache_root  # noqa: F401  (re-exported: callers import them from here)
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.real_models import REAL_MODELS, real_model_path
 
 
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "assets"
-CACHE_ENV = "COREWARD_CACHE"
 KINDS = ("policy", "rm", "rm_pairs")
 #: asset name -> {kind: directory name under assets/}
 SHIPPED = {"demo": {"policy": "demo_policy", "rm": "demo_rm", "rm_pairs": "demo_rm_heldout_pairs.jsonl"}}
@@ -36,11 +36,6 @@ SHIPPED = {"demo": {"policy": "demo_policy", "rm": "demo_rm", "rm_pairs": "demo_
 _BUILDERS: dict[tuple[str, str], Callable[[], Path]] = {}
 #: (asset name, kind) -> (seconds its build takes, or None when it is built; the command that builds it ahead)
 _BUILD_COSTS: dict[tuple[str, str], tuple[Callable[[], float | None], str]] = {}
-
-
-def cache_root() -> Path:
-    """Where built assets are cached: $COREWARD_CACHE, default ~/.cache/coreward."""
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "coreward")
 
 
 def is_asset(name: str | os.PathLike) -> bool:

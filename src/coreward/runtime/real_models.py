@@ -101,7 +101,7 @@ def sha256_of(path: Path) -> str:
 def convert_gguf(path: Path, key: str = "model") -> Path:
     """A Hugging Face folder holding `path` dequantized (built once; a file lock makes the processes of one
     distributed run build it once)."""
-    from coreward.runtime.assets import cache_root
+    from coreward.runtime.cache import cache_root
 
     digest = sha256_of(path)
     target = cache_root() / GGUF_DIR / f"{path.stem}-{digest[:12]}"
