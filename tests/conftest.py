@@ -13,7 +13,7 @@ import pytest
 # file handed out last keeps one worker busy while the other has finished.
 SLOWEST_FILES = ("grpo/test_sharded.py", "grpo/test_trainer_faults.py", "test_gpu_check.py", "grpo/test_multinode.py",
                  "grpo/test_every_option.py",
-                 "demo/test_run.py", "grpo/test_preemption.py", "grpo/test_sharded_teacher.py",
+                 "demo/test_run.py", "runtime/test_real_models.py", "grpo/test_preemption.py", "grpo/test_sharded_teacher.py",
                  "experiments/test_hackability.py", "test_user_scripts.py")
 
 
