@@ -83,6 +83,32 @@ def sample_completions(policy, records: Sequence, n: int, temperature: float, ma
     return rows, len(results) - len(rows)
 
 
+def rows_from_eval_samples(path: str | Path, records: Sequence) -> list[dict]:
+    """Rows (id, question, reference_answer, completion) from the samples `coreward eval` wrote, for labelling
+    instead of sampling again: eval's vLLM backend generates several times faster than a local `generate`.
+    Each sample's `problem_id` names its record in `records` (the same --data and --split)."""
+    import pandas as pd
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / "samples.parquet"
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError) as error:
+        raise CorewardError(f"{path}: not readable as an eval's samples.parquet ({error})") from error
+    missing = [column for column in ("problem_id", "sample_index", "completion") if column not in frame.columns]
+    if missing:
+        raise CorewardError(f"{path}: no column {', '.join(missing)} (is it `coreward eval`'s samples.parquet?)")
+    by_id = {record.id: record for record in records}
+    unknown = sorted(set(frame["problem_id"]) - by_id.keys())
+    if unknown:
+        raise CorewardError(f"{path}: {len(unknown)} problem(s) not in the data (first: {unknown[0]}): "
+                            "give the --data and --split that `coreward eval` read")
+    return [{"id": f"{row.problem_id}/{row.sample_index}", "question": by_id[row.problem_id].question,
+             "reference_answer": by_id[row.problem_id].answer, "completion": row.completion}
+            for row in frame.itertuples() if isinstance(row.completion, str)]
+
+
 def judge_labels(judge, rows: Sequence[dict], max_tokens: int = 16) -> list[int | None]:
     """The judge's verdict per row (1 = matches the reference); None when it fails or answers neither."""
     from coreward.llm import GenerationRequest

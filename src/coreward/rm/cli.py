@@ -41,11 +41,11 @@ def train_command(
 
 
 def annotate_command(
-    policy: Annotated[str, typer.Option("--policy", help="policy to sample from: a model directory, hub id, "
-                                        "OpenAI-compatible URL, or 'demo'")],
     data: Annotated[str, typer.Option("--data", help="a benchmark name, a .jsonl/.json/.parquet/.csv file (verl too), "
                                       "a directory, or a hub dataset id (owner/name[:subset]), with references")],
     output: Annotated[str, typer.Option("--output", help="labelled rows, .jsonl or .parquet")],
+    policy: Annotated[str | None, typer.Option("--policy", help="policy to sample from: a model directory, hub id, "
+                                               "OpenAI-compatible URL, or 'demo'")] = None,
     columns: Annotated[str | None, typer.Option(
         "--columns", help="map the data's columns: question=COL,answer=COL (files, directories and hub datasets)"
     )] = None,
@@ -62,19 +62,34 @@ def annotate_command(
         "questions), else the papers' boxed-answer instruction; '' for none")] = AUTO,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     data_dir: Annotated[str | None, typer.Option("--data-dir")] = None,
+    from_samples: Annotated[str | None, typer.Option(
+        "--from-samples", help="label the completions `coreward eval` wrote (its output directory or "
+        "samples.parquet, e.g. sampled fast with --backend vllm) instead of sampling a --policy")] = None,
 ) -> None:
     """Sample a policy's completions and label them by rule verifier (+ LLM judge) agreement.
 
     Example: coreward rm annotate --policy demo --data demo --limit 100 --output runs/rm/rows.jsonl
     """
+    if (policy is None) == (from_samples is None):
+        raise CorewardError("give one of --policy (sample its completions) or --from-samples (label an eval's)")
     from coreward.data.benchmarks import default_instruction
     from coreward.data.sources import load_named, parse_columns
     from coreward.llm import build_generator
     from coreward.rm.annotate import annotate as run_annotation
-    from coreward.rm.annotate import write_rows
     from coreward.verify import get_verifier
 
     records = load_named(data, split, limit, data_dir, key="--data", columns=parse_columns(columns))
+    if from_samples is not None:
+        from coreward.rm.annotate import label_rows, rows_from_eval_samples
+
+        judge_model = build_generator(judge) if judge else None
+        try:
+            rows, report = label_rows(rows_from_eval_samples(from_samples, records), get_verifier(), judge_model)
+        finally:
+            if judge_model is not None:
+                judge_model.close()
+        _write_annotation(rows, report, output)
+        return
     if instruction == AUTO:
         instruction = default_instruction(data)
     with _policy_generator(policy, batch_size) as generator:
@@ -85,6 +100,12 @@ def annotate_command(
         finally:
             if judge_model is not None:
                 judge_model.close()
+    _write_annotation(rows, report, output)
+
+
+def _write_annotation(rows, report, output: str) -> None:
+    from coreward.rm.annotate import write_rows
+
     write_rows(rows, output)
     Path(f"{output}.report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     typer.echo(report.text())
