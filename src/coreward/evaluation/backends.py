@@ -237,6 +237,11 @@ class VLLMBackend:
             ) from None
         from vllm.platforms import current_platform
 
+        if current_platform.is_cpu():
+            # vLLM's CPU build fails a seeded request whose prefill is split across steps (chunked prefill discards
+            # its sampled token and rewinds the request's generator: "CPU Generator does not use offset", measured
+            # with vllm 0.31.0 on 1,200 seeded prompts); whole prefills never rewind
+            llm_kwargs.setdefault("enable_chunked_prefill", False)
         self.llm = LLM(model=model_path, dtype=dtype, seed=seed, **llm_kwargs)
         # What actually ran, for results.json: vLLM resolves dtype "auto" its own way (a float32 checkpoint
         # runs in bfloat16 on a GPU), so the engine's resolved dtype is read back, not the one asked for.
