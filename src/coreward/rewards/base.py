@@ -21,7 +21,8 @@ Writing a method (see `majority.py` for a stateless one, `co_rewarding_2.py` for
 Parameters come from the config's `rewards: [{name, params}]`; `Params` is checked field by field (type,
 unknown keys, its own `validate()`), and an error names the bad key. A source that needs the policy
 (its device, its weights, to sample from a model) gets `batch.policy` and `on_step_begin(policy)`: the
-`Policy` interface below, which the engine implements. No source touches the trainer.
+`Policy` interface below, which the engine implements. No source touches the trainer. A source that holds a model
+on the training device says what, and when, in `memory_needs` (rewards/memory.py), for the memory plan.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
+from coreward.rewards.memory import MemoryNeeds, PlannedRun
 from coreward.runtime.errors import CorewardError
 
 
@@ -261,6 +263,16 @@ class RewardSource:
         """What these parsed `params` ask of the training data and of the loss (paired views, a loss per view,
         teacher prompts): asked at config load, by the dataset builder and by the trainer."""
         return DataNeeds()
+
+    @classmethod
+    def memory_needs(cls, params: Any, run: PlannedRun) -> MemoryNeeds:
+        """What these parsed `params` hold on each training device, and when: a `rewards.memory.MemoryNeeds` of
+        items (a model's weights, its optimizer state, the activations of its passes, a teacher copy), each held
+        through the phases of the step it names, given `run` (`rewards.memory.PlannedRun`: the device, the engine,
+        the policy's shape and batch). The memory plan (`coreward plan`, and `coreward train` before it loads) sums
+        them. Default: nothing (a source that holds no model); a source that loads one must declare it, or the plan
+        misses it."""
+        return MemoryNeeds()
 
     @property
     def needs(self) -> DataNeeds:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from coreward.rewards.base import DataNeeds, Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ema_teacher import EmaTeacher
+from coreward.rewards.memory import ALL, MemoryItem, MemoryNeeds, PlannedRun
 from coreward.rewards.voting import Extract, Match, extract, label_accuracy, majority_votes, matches_label
 from coreward.runtime.files import atomic_write_text
 
@@ -56,6 +57,25 @@ class CoRewarding2Reward(RewardSource):
     @classmethod
     def data_needs(cls, params: Params) -> DataNeeds:
         return DataNeeds(teacher_rephrasings=params.teacher_rephrasings)
+
+    @classmethod
+    def memory_needs(cls, params: Params, run: PlannedRun) -> MemoryNeeds:
+        """The teacher's weights (ema_teacher.py): a float32 copy of the policy; as the KL reference, float32 masters
+        beside a 16-bit reference (none where the reference is float32 already); under LoRA a second adapter."""
+        if run.lora:
+            return MemoryNeeds()
+        sharded = run.processes if run.engine in ("zero3", "fsdp2") else 1  # the copy is prepared like the policy
+        float32_copy = run.policy_parameters * 4 // sharded
+        if not params.as_reference:
+            return MemoryNeeds([MemoryItem("EMA teacher (float32)", float32_copy, ALL, "a float32 copy of the policy",
+                                           gpu_measured=True)])
+        needs = MemoryNeeds(kl_reference="the EMA teacher itself")
+        if run.kl_reference and run.policy_weights_dtype == "float32" and run.engine != "zero2":
+            needs.notes.append("the EMA teacher is TRL's reference (float32 weights): the EMA runs on it, no copy")
+        else:  # ZeRO-2 casts the reference to bf16
+            needs.items.append(MemoryItem("EMA teacher float32 masters", float32_copy, ALL,
+                                          "the EMA of a 16-bit reference runs on float32 copies"))
+        return needs
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.cooper_memory import CooperMemory  # memory_needs: what the RM learner holds, for the memory plan
 from coreward.rewards.cooper_variants import CooperVariants, VariantSettings, hardest_positive, rollout_negatives
 from coreward.rewards.judge import JudgeReward
 from coreward.rewards.rollout_diagnostics import log_rollout_diagnostics
@@ -74,7 +75,7 @@ def select_positives(correct: list[bool], scores: list[float], G: int, rule: str
 
 
 @register("cooper")
-class CooperReward(CooperVariants, RMOwner, RewardSource):
+class CooperReward(CooperMemory, CooperVariants, RMOwner, RewardSource):
     """σ(RM logit) as the reward, and the RM updated every step on (verified positive, negative) pairs.
     The RM, the assistant and their checkpoints are `RMOwner`'s (rm/owner.py)."""
 

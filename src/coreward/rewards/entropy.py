@@ -8,6 +8,7 @@ from the policy's own logits on its completion (`grpo/token_stats.py`). No refer
 from __future__ import annotations
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.memory import MemoryNeeds, PlannedRun
 
 
 @register("entropy")
@@ -16,6 +17,10 @@ class EntropyReward(RewardSource):
     table_order = 2
 
     needs_token_stats = ("entropy",)
+
+    @classmethod
+    def memory_needs(cls, params, run: PlannedRun) -> MemoryNeeds:
+        return MemoryNeeds([run.policy_logits_pass()])  # its statistic needs a no-grad pass of the policy
 
     def compute(self, batch: RolloutBatch) -> list[float]:
         return [-h for h in batch.token_stats["entropy"]]

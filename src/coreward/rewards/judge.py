@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.memory import MemoryNeeds, PlannedRun, local_llm_items
 from coreward.rm.inputs import user_message
 from coreward.rm.judge import Judge, Verdicts
 from coreward.runtime.distributed import on_main_then_broadcast
@@ -70,6 +71,11 @@ class JudgeReward(RewardSource):
                     raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
             if self.temperature < 0:
                 raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+
+    @classmethod
+    def memory_needs(cls, params: Params, run: PlannedRun) -> MemoryNeeds:
+        """A local judge LLM's weights and a generation's cache on the training device; an endpoint's are elsewhere."""
+        return MemoryNeeds(local_llm_items(run, params.judge, "judge", "judge"))
 
     def __init__(self, **params):
         super().__init__(**params)

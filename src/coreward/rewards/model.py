@@ -34,11 +34,14 @@ from typing import Literal
 
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ensemble import combine_scores, describe_format, log_members
+from coreward.rewards.memory import (ALL, RM_MAX_LENGTH, SCORING, Lever, MemoryItem, MemoryNeeds, PlannedRun, config_dtype,
+                                     rm_exists, rm_on_its_own_device, rm_passes, rm_shape)
 from coreward.rewards.rollout_diagnostics import log_rollout_diagnostics
 from coreward.rm.evaluate import score_unique
 from coreward.rm.inputs import RMInputSettings
 from coreward.rm.model import INPUT_FORMAT_KEY, VerifyRM
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.memory import DTYPE_BYTES, parameter_count, scoring_bytes
 
 
 @register("model")
@@ -103,6 +106,26 @@ class ModelReward(RewardSource):
                     raise ValueError(f"path.{i}: {member!r} is neither a directory nor an RM name (known: "
                                      f"{', '.join(registered_names('rm'))}, and the demo RM's ensemble members "
                                      "demo:1, demo:2, ...)")
+
+    @classmethod
+    def memory_needs(cls, params: Params, run: PlannedRun) -> MemoryNeeds:
+        """Every member's frozen weights (with `param_offload` on the device to score only) and one scoring pass."""
+        needs, members = MemoryNeeds(), params.members
+        if rm_on_its_own_device(params, run, needs.notes):
+            return needs
+        for m, path in enumerate(members):
+            key, member = f"{run.key}.params.path" + f".{m}" * (len(members) > 1), f" member {m}" * (len(members) > 1)
+            shape = rm_shape(path, key, needs.notes)
+            dtype = config_dtype(path, "rm", key) if rm_exists(path) else "float32"
+            needs.items.append(MemoryItem(f"{run.key} static RM{member} weights", parameter_count(shape, "score")
+                                          * DTYPE_BYTES[dtype], (SCORING,) if params.param_offload else ALL, f"{dtype}, frozen"))
+        rows, length = rm_passes(params, params.batch_size, min(RM_MAX_LENGTH, shape.max_position_embeddings))
+        needs.items.append(MemoryItem(f"{run.key} static RM scoring pass", scoring_bytes(shape, rows, length, "float32"),
+                                      (SCORING,), f"{rows} sequences per pass, no grad"))
+        if not params.param_offload and not run.shards_like_the_policy:
+            needs.levers.append(Lever.setting(f"{run.key}.params.param_offload=true",
+                                              "the RM's weights copied to the device for each scoring"))
+        return needs
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.memory import MemoryNeeds, PlannedRun
 
 
 @register("self_certainty")
@@ -24,6 +25,10 @@ class SelfCertaintyReward(RewardSource):
     @dataclass
     class Params:
         temperature_scaled: bool = False  # divide the logits by the sampling temperature first (Intuitor's verl code)
+
+    @classmethod
+    def memory_needs(cls, params, run: PlannedRun) -> MemoryNeeds:
+        return MemoryNeeds([run.policy_logits_pass()])  # its statistic needs a no-grad pass of the policy
 
     @property
     def needs_token_stats(self) -> tuple[str, ...]:  # type: ignore[override]

@@ -1,0 +1,120 @@
+"""What Cooper holds in memory (`CooperReward.memory_needs`, mixed in from here: cooper.py stays a page).
+
+On the training device, unless the RM has a device of its own: the RM's weights (on the CPU between uses with
+`param_offload`), its AdamW state and float32 masters (on the CPU with `optimizer_offload`), through every phase; its
+gradients from the RM update through the RM step; one update pass's kept activations (pairs' two sides, at most
+`max_tokens_per_pass` tokens, recomputed per layer with `gradient_checkpointing`); the AdamW step's temporaries of
+one tensor at a time (rm/learner.py); a no-grad scoring pass. The variants (cooper_variants.py): `anchor` keeps θ_0
+as float32; a co-optimized ensemble of `members` K holds K RMs with their own masters, moments and θ_0, updated and
+scored one after another (gradients, activations and passes are one member's at a time). A local assistant or
+positive judge holds its weights and a generation's cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from coreward.rewards.memory import (
+    ALL,
+    RM_MAX_LENGTH,
+    RM_STEP,
+    RM_UPDATE,
+    SCORING,
+    Lever,
+    MemoryItem,
+    MemoryNeeds,
+    PlannedRun,
+    local_llm_items,
+    parameters_text,
+    rm_on_its_own_device,
+    rm_passes,
+    rm_shape,
+)
+from coreward.runtime.memory import DTYPE_BYTES, activation_bytes, parameter_count, scoring_bytes
+
+
+class CooperMemory:
+    """`memory_needs` of the Cooper source (its RM learner, variants, assistant and positive judge)."""
+
+    @classmethod
+    def memory_needs(cls, params: Any, run: PlannedRun) -> MemoryNeeds:
+        needs = MemoryNeeds()
+        if not rm_on_its_own_device(params, run, needs.notes):
+            needs.items += _rm_learner_items(params, run, needs.notes)
+            needs.levers += _rm_levers(params, run)
+        needs.items += local_llm_items(run, params.assistant, "assistant", "assistant")
+        needs.items += local_llm_items(run, params.positive_judge, "positive judge", "positive_judge")
+        return needs
+
+
+def _rm_learner_items(params: Any, run: PlannedRun, notes: list[str]) -> list[MemoryItem]:
+    key, name = f"{run.key}.params", f"{run.key} Cooper RM"
+    shape = rm_shape(params.rm, f"{key}.rm", notes)
+    count = parameter_count(shape, "score")
+    dtype = params.rm_dtype
+    e = DTYPE_BYTES[dtype]
+    # an RM sharded like the policy (ZeRO-3, FSDP2) holds a 1/n share of each state; ZeRO-2 a share of the moments
+    divide = run.processes if run.engine in ("zero3", "fsdp2") and run.processes > 1 else 1
+    if run.shards_like_the_policy:
+        for setting in ("param_offload", "max_tokens_per_pass"):
+            if getattr(params, setting, None):
+                notes.append(f"{key}.{setting}: coreward train refuses it for an RM sharded like the policy "
+                             f"({run.engine}); planned as if it applied")
+    offload, optimizer_offload = params.param_offload, params.optimizer_offload
+    keeps_masters = params.keeps_masters(low_precision=e < 4)  # the learner's own rule (rm/learner.py)
+    items = [MemoryItem(f"{name} weights", count * e // divide, (SCORING, RM_UPDATE, RM_STEP) if offload else ALL,
+                        f"{parameters_text(count)} in {dtype}" + ("; on the CPU between uses (param_offload)"
+                                                                   if offload else ""), gpu_measured=True)]
+    if optimizer_offload:
+        notes.append(f"{key}: the RM's AdamW state and float32 masters are on the CPU (optimizer_offload)")
+    else:
+        if keeps_masters:
+            items.append(MemoryItem(f"{name} float32 masters", count * 4 // divide, ALL, "AdamW steps these"))
+        state = 4 if keeps_masters or e == 4 else e
+        zero2_split = run.processes if run.engine == "zero2" and run.processes > 1 else 1
+        items.append(MemoryItem(f"{name} AdamW moments", 2 * count * state // divide // zero2_split, ALL,
+                                f"2 x {state} bytes per parameter"))
+    items.append(MemoryItem(f"{name} gradients", count * e // divide, (RM_UPDATE, RM_STEP),
+                            f"in {dtype}, until the RM's optimizer step", gpu_measured=True))
+    rows, length = rm_passes(params, params.batch_size, min(RM_MAX_LENGTH, shape.max_position_embeddings))
+    checkpointing = params.gradient_checkpointing
+    items.append(MemoryItem(f"{name} update activations", activation_bytes(
+        shape, rows, length, dtype=dtype, attn_implementation="sdpa", gradient_checkpointing=checkpointing,
+        head="score"), (RM_UPDATE,), f"{rows} sequences (pairs' two sides) x {length} tokens per pass, gradient "
+        f"checkpointing {'on' if checkpointing else 'off'}", gpu_measured=True))
+    if not optimizer_offload:
+        # rm/learner.py steps AdamW one tensor at a time: the largest tensor's float32 gradient (for masters) and
+        # AdamW's temporaries for it (~2 float32 copies), never a copy of every gradient at once
+        largest = max(shape.vocab_size * shape.hidden_size, shape.hidden_size * shape.intermediate_size) // divide
+        items.append(MemoryItem(f"{name} optimizer step", largest * ((4 if keeps_masters else 0) + 8), (RM_STEP,),
+                                "one tensor at a time: its float32 gradient and AdamW's temporaries"))
+    items.append(MemoryItem(f"{name} scoring pass", scoring_bytes(shape, rows, length, dtype), (SCORING,),
+                            "no grad: one layer's working set", gpu_measured=True))
+    if params.anchor > 0:
+        items.insert(1, MemoryItem(f"{name} anchor weights", count * 4 // divide, ALL, "θ_0, float32 (anchor)"))
+    if params.members > 1:
+        held = {f"{name} {part}" for part in ("weights", "float32 masters", "AdamW moments", "anchor weights")}
+        items = [dataclasses.replace(it, bytes=it.bytes * params.members, note=f"{it.note}; x {params.members} members")
+                 if it.name in held else it for it in items]
+    return items
+
+
+def _rm_levers(params: Any, run: PlannedRun) -> list[Lever]:
+    """The RM's memory settings not yet on; none for an RM sharded like the policy (coreward train refuses them)."""
+    if run.shards_like_the_policy:
+        return []
+    key = f"{run.key}.params"
+    levers = []
+    if not params.gradient_checkpointing:
+        levers.append(Lever.setting(f"{key}.gradient_checkpointing=true",
+                                    "the RM's update recomputes each layer in backward (one more forward per pass)"))
+    budgets = tuple((f"{key}.max_tokens_per_pass={budget}",) for budget in (8192, 4096, 2048)
+                    if (params.max_tokens_per_pass or 1 << 60) > budget)
+    if budgets:
+        levers.append(Lever(budgets, "more, smaller RM passes (less parallel work per pass)"))
+    if not params.param_offload:
+        levers.append(Lever.setting(f"{key}.param_offload=true", "host-device copies of the RM each step (PCIe time)"))
+    if not params.optimizer_offload:
+        levers.append(Lever.setting(f"{key}.optimizer_offload=true", "the RM's AdamW step runs on the CPU (slower RM step)"))
+    return levers

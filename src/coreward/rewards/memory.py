@@ -1,0 +1,239 @@
+"""What a reward source holds in memory, for the memory plan of a training step (`coreward plan`, grpo/plan/).
+
+A source declares it through one method, `RewardSource.memory_needs(params, run)` (rewards/base.py; the default
+holds nothing), which returns `MemoryNeeds`: the items the source holds on each training device and the phases of
+the step it holds each through (its models' weights, their optimizer state, the activations of its passes, a
+teacher copy of the policy), notes for the reader, and the settings that would lower it (`Lever`s, which the
+plan's advice combines with its own). The plan sums every configured source's items with the engine's own (the
+policy's states, generation, the policy's update) and names no method.
+
+    @register("my_rm")
+    class MyRM(RewardSource):
+        @classmethod
+        def memory_needs(cls, params, run):
+            return MemoryNeeds([model_weights(run, params.path, "my RM", f"{run.key}.params.path")])
+
+`run` (`PlannedRun`) is what the plan knows of the run: the device, the engine and the processes it divides over,
+the policy's shape, dtypes and micro-batch. The declarations several sources share are here: a model's weights from
+its config.json, a local LLM's weights and cache, a VerifyRM's shape and passes (a paper RM that `coreward rm
+train` has not written yet is planned with the backbone of the config that writes it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coreward.runtime.errors import CorewardError
+from coreward.runtime.memory import (
+    DTYPE_BYTES,
+    ModelShape,
+    config_path,
+    kv_cache_bytes,
+    lm_head_tile_bytes,
+    parameter_count,
+    scoring_bytes,
+)
+
+
+# The phases of a GRPO step (the plan's columns); an item counts in every phase it is held through
+GENERATION, SCORING, RM_UPDATE, RM_STEP, POLICY_UPDATE = (
+    "generation", "reward scoring", "RM update", "RM step", "policy update")
+PHASES = (GENERATION, SCORING, RM_UPDATE, RM_STEP, POLICY_UPDATE)
+ALL = PHASES  # held through the whole step
+RM_MAX_LENGTH = 1024  # VerifyRM's max_length (rm/model.py): the tokens of one RM input at most
+
+
+@dataclass
+class MemoryItem:
+    """Bytes held per device through `phases`. `gpu_measured`: its term has been checked against
+    `torch.cuda.max_memory_allocated` on a GPU (docs/memory.md, "The GPU check"); a plan that fits names the others."""
+
+    name: str
+    bytes: int
+    phases: tuple[str, ...]
+    note: str = ""
+    gpu_measured: bool = False
+
+
+@dataclass(frozen=True)
+class Lever:
+    """A setting that lowers a plan: `choices`, each a list of `--set` items, mildest first (a suggestion takes at
+    most one of them), and what it costs the run."""
+
+    choices: tuple[tuple[str, ...], ...]
+    cost: str
+
+    @classmethod
+    def setting(cls, item: str, cost: str) -> Lever:
+        """A lever of one `--set` item."""
+        return cls(((item,),), cost)
+
+
+@dataclass
+class MemoryNeeds:
+    """What a source holds (`RewardSource.memory_needs`)."""
+
+    items: list[MemoryItem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    levers: list[Lever] = field(default_factory=list)
+    # set by a source that moves TRL's KL reference itself (an EMA teacher that is the reference): what the reference
+    # then is, for the plan's note; kl_from_init can't reuse a reference that moves, and keeps its own copy
+    kl_reference: str = ""
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """What the plan tells a source about the run it plans, per device."""
+
+    key: str  # the source's config entry ("rewards.0"): its items' names and its levers' keys start with it
+    on_gpu: bool
+    engine: str  # one | ddp | zero2 | zero3 | fsdp2 (DDP on one process is "one"; the CPU is "one")
+    processes: int  # the processes the engine divides over (1: one process)
+    policy: ModelShape
+    policy_weights_dtype: str  # the policy's weights (float32 unless model.master_weights is none, or LoRA's base)
+    policy_compute_dtype: str  # what its passes compute in
+    lora: bool  # the policy trains LoRA adapters over a frozen base
+    kl_reference: bool  # TRL keeps a reference copy of the policy (grpo.beta > 0, no LoRA)
+    rows: int  # sequences per micro-batch
+    seq_len: int  # tokens each (prompt + completion)
+
+    @property
+    def policy_parameters(self) -> int:
+        return parameter_count(self.policy, "lm")
+
+    @property
+    def shards_like_the_policy(self) -> bool:
+        """A source's model prepared with the policy is divided over the processes (ZeRO, FSDP2 on several)."""
+        return self.engine in ("zero2", "zero3", "fsdp2") and self.processes > 1
+
+    def policy_logits_pass(self) -> MemoryItem:
+        """A no-grad pass of the policy over a micro-batch, its vocabulary in tiles (grpo/token_stats.py: the logit
+        statistics a source asks for, and the exact kl_from_init). One pass serves every source that asks: items of
+        this name are held once."""
+        tokens = self.rows * self.seq_len
+        return MemoryItem("no-grad policy pass (logit rewards, exact kl_from_init)",
+                          scoring_bytes(self.policy, self.rows, self.seq_len, self.policy_compute_dtype)
+                          + lm_head_tile_bytes(self.policy, tokens, dtype=self.policy_compute_dtype, on_gpu=self.on_gpu,
+                                               backward=False),
+                          (SCORING,), f"{self.rows} sequences at a time, vocabulary in tiles")
+
+
+def parameters_text(count: int) -> str:
+    return f"{count / 1e9:.2f}B parameters" if count >= 1e8 else f"{count / 1e6:.1f}M parameters"
+
+
+def model_shape(name: str, kind: str, key: str) -> ModelShape:
+    """A model's widths from its config.json (runtime/memory.py finds it without a download); `key` names the config
+    key an error is about."""
+    return ModelShape.from_path(name, kind, key=f"key {key}")
+
+
+def config_dtype(name: str, kind: str, key: str) -> str:
+    """The dtype a model's config.json says its weights are in (float32 where it says none the plan knows)."""
+    data = json.loads(config_path(name, kind, key).read_text())
+    dtype = str(data.get("dtype") or data.get("torch_dtype") or "float32")
+    return dtype if dtype in DTYPE_BYTES else "float32"
+
+
+def model_weights(run: PlannedRun, path: str, label: str, key: str, phases: tuple[str, ...] = ALL) -> MemoryItem:
+    """A frozen causal LM's weights on the training device, in its config's dtype: what a user's source that loads
+    a model holds at least."""
+    dtype = config_dtype(path, "policy", key)
+    count = parameter_count(model_shape(path, "policy", key), "lm")
+    return MemoryItem(f"{run.key} {label} weights", count * DTYPE_BYTES[dtype], phases,
+                      f"{parameters_text(count)} in {dtype}, frozen")
+
+
+# ------------------------------------------------------------------------------------------------- a local LLM
+def local_llm(spec: Any) -> tuple[str, str] | None:
+    """(model, dtype) of an LLM (an assistant, a judge) that runs on the training device; None for an endpoint, a
+    built-in assistant or nothing."""
+    if isinstance(spec, str):
+        if spec.startswith(("http://", "https://")) or spec in ("perturb", "rollout", "") or "#" in spec:
+            return None
+        return spec, "auto"
+    if isinstance(spec, dict) and str(spec.get("backend", "")).lower() in ("hf", "local", "transformers", "hf_local"):
+        model = spec.get("model") or spec.get("model_name_or_path")
+        return (str(model), str(spec.get("dtype", "auto"))) if model else None
+    return None
+
+
+def local_llm_items(run: PlannedRun, spec: Any, role: str, field_name: str) -> list[MemoryItem]:
+    """A local LLM's weights and a generation's cache (32 sequences of 2,048 tokens), held through the step; none
+    for an endpoint."""
+    local = local_llm(spec)
+    if local is None:
+        return []
+    name, dtype = local
+    key = f"{run.key}.params.{field_name}"
+    shape = model_shape(name, "policy", key)
+    dtype = config_dtype(name, "policy", key) if dtype == "auto" else dtype
+    dtype = dtype if dtype in DTYPE_BYTES else "float32"
+    return [MemoryItem(f"{run.key} local {role} model", parameter_count(shape, "lm") * DTYPE_BYTES[dtype]
+                       + kv_cache_bytes(shape, 32, 2048, dtype), ALL, f"{dtype} weights + a generation's cache")]
+
+
+# ------------------------------------------------------------------------------------------------- a VerifyRM
+def rm_shape(path: str, key: str, notes: list[str]) -> ModelShape:
+    """A VerifyRM's shape; a paper RM that `coreward rm train` has not written yet is planned with the backbone of
+    the shipped rm-train config that writes it (said in `notes`); a demo ensemble member (`demo:2`, built on first
+    use) as the demo RM it is trained like."""
+    from coreward.runtime.assets import SHIPPED
+
+    try:
+        return model_shape(path, "rm", key)
+    except CorewardError:
+        if ":" in str(path) and str(path).split(":")[0] in SHIPPED:
+            return model_shape(str(path).split(":")[0], "rm", key)
+        backbone = _rm_train_backbone(path)
+        if backbone is None:
+            raise
+        notes.append(f"{key}: {path} does not exist yet; planned with the backbone of {backbone[1]} that writes it "
+                     f"({backbone[0]})")
+        return model_shape(backbone[0], "policy", key)
+
+
+def _rm_train_backbone(path: str) -> tuple[str, str] | None:
+    """(backbone, config file) of the shipped `coreward rm train` config whose output (`output_dir/final`) is `path`."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[3] / "configs" / "rm"
+    for candidate in sorted(root.glob("*.yaml")) if root.is_dir() else []:
+        data = yaml.safe_load(candidate.read_text()) or {}
+        out = str(data.get("output_dir", ""))
+        if out and Path(path).as_posix().rstrip("/") in (f"{out}/final", out):
+            backbone = (data.get("model") or {}).get("backbone")
+            if backbone:
+                return str(backbone), f"configs/rm/{candidate.name}"
+    return None
+
+
+def rm_exists(path: str) -> bool:
+    """Whether a VerifyRM's config.json is at hand (else it is planned from its backbone)."""
+    try:
+        config_path(path, "rm")
+        return True
+    except CorewardError:
+        return False
+
+
+def rm_passes(params: Any, batch_size: int, max_length: int) -> tuple[int, int]:
+    """(sequences per RM pass, tokens each) at worst (every input at max_length): `batch_size` sequences, fewer
+    under `max_tokens_per_pass` (whole pairs: two sequences each; a pair longer than the budget runs alone)."""
+    rows = max(2, batch_size - batch_size % 2)
+    budget = getattr(params, "max_tokens_per_pass", None)
+    if budget:
+        rows = max(2, min(rows, (budget // max_length) // 2 * 2))
+    return rows, max_length
+
+
+def rm_on_its_own_device(params: Any, run: PlannedRun, notes: list[str]) -> bool:
+    """An RM given a device of its own (`device: cuda:1`) holds nothing on the training device (said in `notes`)."""
+    if run.on_gpu and str(getattr(params, "device", "auto")) != "auto":
+        notes.append(f"{run.key}.params.device is {params.device}: the RM's memory is on that device, not planned here")
+        return True
+    return False
+
