@@ -46,7 +46,7 @@ def measured_peak(device: str | None = None) -> dict[str, Any]:
 
 
 def record_memory(run_dir: str | os.PathLike, plan, step: int, stopped: str = "end") -> str:
-    """Write this process's measured peak beside `plan` (grpo/plan.py's Plan of this run; None: it was not planned)
+    """Write this process's measured peak beside `plan` (grpo/plan/'s Plan of this run; None: it was not planned)
     to its memory file, and return the run log's line."""
     rank = int(os.environ.get("RANK", "0"))
     measured = measured_peak()

@@ -1,4 +1,4 @@
-"""Command `coreward plan`: the memory plan of a training run (grpo/plan.py), without loading any weights."""
+"""Command `coreward plan`: the memory plan of a training run (grpo/plan/), without loading any weights."""
 
 from __future__ import annotations
 

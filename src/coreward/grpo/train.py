@@ -256,7 +256,7 @@ def run_training(
     mapping and `--set` items). The engine behind both entries: `coreward train` and `coreward.train(...)`.
     `resume`: True continues from the run's newest complete checkpoint and refuses a directory without one
     (`--resume`); "if_any" (`run_dir.RESUME_IF_ANY`, `--resume-if-any`) continues if there is one, else starts.
-    `plan_check`: on a GPU, a run whose memory plan (grpo/plan.py) exceeds the device is refused before any weights
+    `plan_check`: on a GPU, a run whose memory plan (grpo/plan/) exceeds the device is refused before any weights
     load; false trains anyway (`--no-plan-check`)."""
     from dataclasses import replace
 

@@ -1,4 +1,4 @@
-"""Model-shape arithmetic for the memory plan (`coreward plan`, grpo/plan.py): parameter counts and the bytes a
+"""Model-shape arithmetic for the memory plan (`coreward plan`, grpo/plan/): parameter counts and the bytes a
 forward pass with gradients keeps for its backward, from a model's config.json alone (no weights, no torch).
 
 The activation model counts the tensors a decoder layer saves for backward, per token, as multiples of the layer's

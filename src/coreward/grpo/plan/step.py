@@ -1,0 +1,87 @@
+"""The plan of one training step: the sum of what the engine holds (the policy's states and copies, generation, the
+policy's update, the engine's own) and what each configured reward source declares it holds (`memory_needs`,
+rewards/memory.py). The plan names no method: a user's registered source is planned by its own declaration."""
+
+from __future__ import annotations
+
+from coreward.grpo.config import TrainConfig
+from coreward.grpo.plan.activations import policy_update_items
+from coreward.grpo.plan.generation import generation_items, vllm_share_problem
+from coreward.grpo.plan.hardware import Hardware
+from coreward.grpo.plan.lengths import DEFAULT_PROMPT_TOKENS, Lengths, step_lengths
+from coreward.grpo.plan.model_states import policy_copy_items, policy_state_items
+from coreward.grpo.plan.result import Plan
+from coreward.grpo.plan.settings import Precision, grpo_setting, precision
+from coreward.grpo.plan.sharding import Sharding, engine_items
+from coreward.rewards.memory import MemoryItem, MemoryNeeds, PlannedRun, model_shape
+from coreward.runtime.memory import DTYPE_BYTES, ModelShape, parameter_count
+
+
+def plan_run(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None = None) -> Plan:
+    """The plan of one training step of `config` on `hardware` (grpo/plan/__init__.py says what it counts).
+    `prompt_tokens`: a bound on the prompts' length known from the data (`prompt_token_bound`), with
+    data.max_prompt_tokens the smaller."""
+    shard = Sharding(hardware.effective_engine, hardware.processes)
+    policy_precision = precision(config, hardware.on_gpu)
+    policy = model_shape(config.model.name_or_path, "policy", "model.name_or_path")
+    lengths = step_lengths(config, policy, prompt_tokens)
+    sources = reward_needs(config, hardware, shard, policy, policy_precision, lengths)
+    items: list[MemoryItem] = []
+    notes: list[str] = []
+
+    items += policy_state_items(config, policy, policy_precision, shard)
+    reference_is = next((needs.kl_reference for needs in sources if needs.kl_reference), "")
+    items += policy_copy_items(config, policy, policy_precision, shard, reference_is, notes)
+    if lengths.prompt_from_default:
+        notes.append(f"prompts planned at {DEFAULT_PROMPT_TOKENS} tokens: set data.max_prompt_tokens to plan (and "
+                     "enforce) their length")
+    items += generation_items(config, policy, policy_precision, hardware, lengths, notes)
+    for needs in sources:
+        items += needs.items
+        notes += needs.notes
+    if config.kl_from_init and config.kl_from_init_estimator == "exact":  # its log-ratio needs the policy's logits
+        items.append(run_facts(config, hardware, shard, policy, policy_precision, lengths).policy_logits_pass())
+    items += policy_update_items(config, policy, policy_precision, shard.engine, lengths, hardware.on_gpu)
+    items += engine_items(shard, policy, parameter_count(policy, "lm"), DTYPE_BYTES[policy_precision.compute],
+                          hardware.on_gpu)
+    problem = vllm_share_problem(config, policy, policy_precision, hardware, lengths)
+    return Plan(hardware, held_once(items), notes, levers=[lever for needs in sources for lever in needs.levers],
+                problems=[problem] if problem else [])
+
+
+def reward_needs(config: TrainConfig, hardware: Hardware, shard: Sharding, policy: ModelShape, policy_precision: Precision,
+                 lengths: Lengths) -> list[MemoryNeeds]:
+    """What each configured reward source declares it holds (`RewardSource.memory_needs`), in config order."""
+    from coreward.rewards import source_class
+
+    needs = []
+    for i, spec in enumerate(config.rewards):
+        key = f"rewards.{i}"
+        run = run_facts(config, hardware, shard, policy, policy_precision, lengths, key)
+        needs.append(source_class(spec.name, key=f"{key}.name").memory_needs(spec.parsed_params(key), run))
+    return needs
+
+
+def run_facts(config: TrainConfig, hardware: Hardware, shard: Sharding, policy: ModelShape, policy_precision: Precision,
+              lengths: Lengths, key: str = "") -> PlannedRun:
+    """What a reward source is told of the run (rewards/memory.py's PlannedRun)."""
+    return PlannedRun(
+        key=key, on_gpu=hardware.on_gpu, engine=shard.engine, processes=shard.n, policy=policy,
+        policy_weights_dtype=policy_precision.weights, policy_compute_dtype=policy_precision.compute,
+        lora=config.lora.enabled, kl_reference=float(grpo_setting(config, "beta", 0.0)) > 0 and not config.lora.enabled,
+        rows=lengths.rows, seq_len=lengths.seq_len)
+
+
+def held_once(items: list[MemoryItem]) -> list[MemoryItem]:
+    """Items of one name are one thing several ask for (the policy's no-grad pass serves every logit reward and
+    the exact kl_from_init): held once, at its largest, where it was first asked for."""
+    first: dict[str, int] = {}
+    kept: list[MemoryItem] = []
+    for item in items:
+        if item.name in first:
+            at = first[item.name]
+            kept[at] = max(kept[at], item, key=lambda i: i.bytes)
+        else:
+            first[item.name] = len(kept)
+            kept.append(item)
+    return kept
