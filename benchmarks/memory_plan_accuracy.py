@@ -24,7 +24,7 @@ one, as in training) and prints predicted / measured with their ratio:
 - state (policy and reward model, float32 weights or bf16 weights with float32 masters; at the fewest layers,
   on a model of its own, where it fits in --max-gib): weights, gradients, AdamW moments and masters counted
   from the tensors after one optimizer step, and the process's resident bytes then (RssAnon above the baseline
-  before the model), against `parameter_count` × the bytes per parameter grpo/plan.py counts for one process
+  before the model), against `parameter_count` × the bytes per parameter grpo/plan/ counts for one process
   (float32: 4 weights + 4 gradients + 8 moments; bf16 with masters: 2 + 2 and 4 (the masters' float32
   gradients) + 4 masters + 8 moments). The step's peak beside plan.py's (the state plus AdamW's temporaries of
   the largest tensor on a CPU).
