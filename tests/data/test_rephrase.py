@@ -47,6 +47,7 @@ def test_endpoint_failures_and_unparseable_outputs_are_dropped_and_counted():
     # the healthy item echoes the prompt back: the markers enclose " and ", which lost every number
     assert pairs == []
     assert (report.total, report.kept, report.failed_generation, report.failed_parse) == (2, 0, 1, 1)
+    assert build_request_text(records[0].question) in report.first_unparsed  # the echo is what the model wrote
 
 
 def test_cli_demo_rephrasings_write_side_by_side_pairs(tmp_path):

@@ -102,6 +102,7 @@ class RephraseReport:
     kept: int
     failed_generation: int
     failed_parse: int
+    first_unparsed: str | None = None  # the first output dropped as unparseable: what the model wrote instead
 
     @property
     def dropped(self) -> int:
@@ -128,7 +129,7 @@ def rephrase_records(records: list[Record], generator, temperature: float = 0.7,
                                        max_tokens=max_tokens, top_p=top_p, chat_template_kwargs=template_kwargs)
                 for r in records]
     results = generator.generate(requests)
-    pairs, failed_generation, failed_parse = [], 0, 0
+    pairs, failed_generation, failed_parse, first_unparsed = [], 0, 0, None
     for record, result in zip(records, results):
         if result.text is None:
             failed_generation += 1
@@ -137,9 +138,10 @@ def rephrase_records(records: list[Record], generator, temperature: float = 0.7,
                      else parse_rephrasing(result.text, record.question))
         if rephrased is None:
             failed_parse += 1
+            first_unparsed = first_unparsed if first_unparsed is not None else result.text
             continue
         pairs.append((record, rephrased))
-    return pairs, RephraseReport(len(records), len(pairs), failed_generation, failed_parse)
+    return pairs, RephraseReport(len(records), len(pairs), failed_generation, failed_parse, first_unparsed)
 
 
 def demo_pairs(records: list[Record]) -> list[tuple[Record, str]]:

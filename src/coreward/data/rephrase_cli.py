@@ -56,6 +56,9 @@ def rephrase_command(
             f"kept {report.kept} of {report.total} rows; dropped {report.dropped} "
             f"({report.failed_generation} generation failures, {report.failed_parse} unparseable outputs)"
         )
+        if report.first_unparsed is not None:  # what the model wrote instead tells a user which model or prompt to change
+            shown = report.first_unparsed.strip().replace("\n", " ")
+            typer.echo(f"the first unparseable output: {shown[:300]!r}{' ...' if len(shown) > 300 else ''}")
     if not pairs:
         raise CorewardError("no row could be rephrased; nothing written")
     typer.echo(f"wrote {write_pairs(pairs, output, fmt)}")
