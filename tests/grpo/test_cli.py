@@ -97,7 +97,7 @@ def test_missing_dataset_file_is_named(tmp_path):
     assert "nope.jsonl" in done.stderr
 
 
-def test_every_shipped_config_loads(monkeypatch):
+def test_every_shipped_config_loads(monkeypatch, tmp_path):
     from coreward.grpo.config import TrainConfig
     from coreward.grpo.plan import declared_hardware
 
@@ -107,6 +107,15 @@ def test_every_shipped_config_loads(monkeypatch):
     for path in train_configs:  # in the processes it declares (`# gpus: N x ...`): its batch checks count them all
         monkeypatch.setenv("WORLD_SIZE", str(declared_hardware(path).get("gpus", 1)))
         load_config(TrainConfig, path)
+
+    # the real model's configs: those on its VerifyRM need it built first (configs/rm/smol.yaml), and say so
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.chdir(tmp_path)  # no runs/ here
+    for path in sorted((REPO / "configs" / "smol").glob("*.yaml")):
+        try:
+            load_config(TrainConfig, path)
+        except CorewardError as error:
+            assert "runs/smol_rm" in str(error) and "no such" in str(error), (path, error)
 
 
 def test_progress_bar_keeps_the_latest_held_out_score():
