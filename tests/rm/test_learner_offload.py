@@ -51,3 +51,38 @@ def test_offloaded_optimizer_updates_like_the_plain_one_and_resumes(tiny_rm_path
     after, expected = weights(resumed), weights(offload)
     for name in after:
         assert torch.allclose(after[name], expected[name], atol=1e-6, rtol=0), name
+
+
+def test_offloaded_optimizer_stepped_on_the_device_updates_alike_and_is_on_the_cpu_between_updates(tiny_rm_path,
+                                                                                                    monkeypatch):
+    """`optimizer_offload_step: device` (the Cooper authors': verl's update_reward loads the offloaded optimizer to
+    the GPU for the update and offloads it after): the same updates as the CPU step; masters and moments go to the
+    RM's device for each update, where AdamW steps them, and are back on the CPU between updates."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    on_cpu = RMLearner(VerifyRM.from_pretrained(tiny_rm_path, device=device), lr=1e-2, batch_size=4,
+                       optimizer_offload=True)
+    on_device = RMLearner(VerifyRM.from_pretrained(tiny_rm_path, device=device), lr=1e-2, batch_size=4,
+                          optimizer_offload=True, optimizer_offload_step="device")
+    moves, stepped_on = [], []
+    move, step = on_device._move_optimizer, on_device._optimizer_step
+    monkeypatch.setattr(on_device, "_move_optimizer", lambda to: (moves.append(str(to)), move(to)))
+    monkeypatch.setattr(on_device, "_optimizer_step", lambda *a: (stepped_on.append(on_device.masters[0].device.type),
+                                                                 step(*a)))
+    for n in range(2):
+        pairs = demo_pairs(4 + n)
+        assert on_cpu.update(pairs)["rm/loss"] == pytest.approx(on_device.update(pairs)["rm/loss"], abs=1e-5)
+    assert moves == [str(on_device.rm.device), "cpu"] * 2  # there for each update, back after it
+    assert stepped_on == [torch.device(device).type] * 2  # AdamW steps where the gradients are
+    state = [t for s in on_device.optimizer.state.values() for k, t in s.items() if k != "step"]
+    assert state and all(t.device.type == "cpu" for t in state + on_device.masters)  # between updates: the CPU
+    ours, theirs = weights(on_device), weights(on_cpu)
+    for name in ours:
+        assert torch.allclose(ours[name], theirs[name], atol=1e-5, rtol=0), name
+
+
+def test_an_optimizer_that_is_not_offloaded_is_never_moved(tiny_rm_path, monkeypatch):
+    learner = RMLearner(VerifyRM.from_pretrained(tiny_rm_path, device="cpu"), lr=1e-2, batch_size=4,
+                        optimizer_offload_step="device")  # on the device already: nothing to bring there
+    monkeypatch.setattr(learner, "_move_optimizer", lambda to: pytest.fail("moved"))
+    learner.update(demo_pairs(4))
+    assert learner.updates == 1

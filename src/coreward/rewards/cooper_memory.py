@@ -1,7 +1,8 @@
 """What Cooper holds in memory (`CooperReward.memory_needs`, mixed in from here: cooper.py stays a page).
 
 On the training device, unless the RM has a device of its own: the RM's weights (on the CPU between uses with
-`param_offload`), its AdamW state and float32 masters (on the CPU with `optimizer_offload`), through every phase; its
+`param_offload`), its AdamW state and float32 masters (on the CPU with `optimizer_offload`; on the device through the
+RM update and step with `optimizer_offload_step: device`, the Cooper authors'), through every phase; its
 gradients from the RM update through the RM step; one update pass's kept activations (pairs' two sides, at most
 `max_tokens_per_pass` tokens, recomputed per layer with `gradient_checkpointing`); the AdamW step's temporaries of
 one tensor at a time (rm/learner.py); a no-grad scoring pass. The variants (cooper_variants.py): `anchor` keeps θ_0
@@ -66,15 +67,20 @@ def _rm_learner_items(params: Any, run: PlannedRun, notes: list[str]) -> list[Me
     items = [MemoryItem(f"{name} weights", count * e // divide, (SCORING, RM_UPDATE, RM_STEP) if offload else ALL,
                         f"{parameters_text(count)} in {dtype}" + ("; on the CPU between uses (param_offload)"
                                                                    if offload else ""), gpu_measured=True)]
-    if optimizer_offload:
+    # optimizer_offload_step device (the authors'): the offloaded state comes to the device for each RM update and
+    # its step (rm/learner.py `_optimizer_held`), so it is held there through those phases
+    steps_on_device = optimizer_offload and params.optimizer_offload_step == "device"
+    if optimizer_offload and not steps_on_device:
         notes.append(f"{key}: the RM's AdamW state and float32 masters are on the CPU (optimizer_offload)")
     else:
+        held = (RM_UPDATE, RM_STEP) if steps_on_device else ALL
+        where = "; on the CPU between RM updates (optimizer_offload, stepped on the device)" if steps_on_device else ""
         if keeps_masters:
-            items.append(MemoryItem(f"{name} float32 masters", count * 4 // divide, ALL, "AdamW steps these"))
+            items.append(MemoryItem(f"{name} float32 masters", count * 4 // divide, held, "AdamW steps these" + where))
         state = 4 if keeps_masters or e == 4 else e
         zero2_split = run.processes if run.engine == "zero2" and run.processes > 1 else 1
-        items.append(MemoryItem(f"{name} AdamW moments", 2 * count * state // divide // zero2_split, ALL,
-                                f"2 x {state} bytes per parameter"))
+        items.append(MemoryItem(f"{name} AdamW moments", 2 * count * state // divide // zero2_split, held,
+                                f"2 x {state} bytes per parameter" + where))
     items.append(MemoryItem(f"{name} gradients", count * e // divide, (RM_UPDATE, RM_STEP),
                             f"in {dtype}, until the RM's optimizer step", gpu_measured=True))
     rows, length = rm_passes(params, params.batch_size, min(RM_MAX_LENGTH, shape.max_position_embeddings))
@@ -83,7 +89,7 @@ def _rm_learner_items(params: Any, run: PlannedRun, notes: list[str]) -> list[Me
         shape, rows, length, dtype=dtype, attn_implementation="sdpa", gradient_checkpointing=checkpointing,
         head="score"), (RM_UPDATE,), f"{rows} sequences (pairs' two sides) x {length} tokens per pass, gradient "
         f"checkpointing {'on' if checkpointing else 'off'}", gpu_measured=True))
-    if not optimizer_offload:
+    if not optimizer_offload or steps_on_device:
         # rm/learner.py steps AdamW one tensor at a time: the largest tensor's float32 gradient (for masters) and
         # AdamW's temporaries for it (~2 float32 copies), never a copy of every gradient at once
         largest = max(shape.vocab_size * shape.hidden_size, shape.hidden_size * shape.intermediate_size) // divide
@@ -117,4 +123,7 @@ def _rm_levers(params: Any, run: PlannedRun) -> list[Lever]:
         levers.append(Lever.setting(f"{key}.param_offload=true", "host-device copies of the RM each step (PCIe time)"))
     if not params.optimizer_offload:
         levers.append(Lever.setting(f"{key}.optimizer_offload=true", "the RM's AdamW step runs on the CPU (slower RM step)"))
+    elif params.optimizer_offload_step == "device":
+        levers.append(Lever.setting(f"{key}.optimizer_offload_step=cpu",
+                                    "the RM's AdamW step runs on the CPU (slower RM step)"))
     return levers

@@ -23,6 +23,7 @@ import dataclasses
 import json
 import logging
 import random
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -64,6 +65,7 @@ class LearnerSettings:
     epochs: int = 1  # passes over each step's pairs (the authors' ppo_epochs)
     warmup_ratio: float = 0.0  # linear lr warmup over this fraction of the run's steps, then constant (the authors': none in effect)
     optimizer_offload: bool = False  # the RM's AdamW state (and float32 master weights) on the CPU, off its device
+    optimizer_offload_step: Literal["cpu", "device"] = "cpu"  # with optimizer_offload, where AdamW steps: on the CPU, where its state stays (ours), or on the RM's device, the state brought there for each update and back after (the Cooper authors': verl's update_reward loads the offloaded optimizer to the GPU)
     gradient_checkpointing: bool = False  # the RM's update keeps each layer's input only and recomputes the rest in backward (less activation memory, a slower update; scoring never keeps activations)
     step_without_pairs: bool = False  # a step with no valid pair still takes an AdamW step on a zero gradient (the authors'), instead of leaving the RM as it is
     master_weights: Literal["float32", "none"] = "float32"  # AdamW steps float32 copies of a bf16 RM's weights; none: the bf16 weights themselves (the authors': updates below half a bf16 step round away)
@@ -146,7 +148,8 @@ class RMLearner:
         #   bf16 rounding step of most weights (runtime/precision.py), so stepped in place they would barely move;
         #   the masters sit on the RM's device, and scoring still runs on the bf16 weights;
         # * optimizer_offload: the masters on the CPU, so the RM's device holds weights and gradients only (12 of
-        #   fp32 AdamW's 16 bytes per parameter leave it), for two copies per step.
+        #   fp32 AdamW's 16 bytes per parameter leave it), for two copies per step; with optimizer_offload_step
+        #   device only between updates: masters and moments come to the device for each update (`_optimizer_held`).
         # A sharded RM's masters are its shards' (rm/sharding.py builds them): none are made here for the whole RM.
         self.low_precision = any(is_low_precision(p.dtype) for p in self.parameters)
         self.masters = [p.detach().float().to("cpu" if optimizer_offload else rm.device, copy=True)
@@ -159,6 +162,10 @@ class RMLearner:
         # `anchor` (a variant): θ_0, the weights the learner starts from, as float32 on the RM's device (a loaded
         # learner takes the checkpoint's θ_0 instead, `load`); its gradient λ(θ − θ_0) joins the pairs' before the clip
         self.anchor = settings.anchor
+        if settings.optimizer_offload and settings.optimizer_offload_step == "device" and sharding is not None:
+            raise CorewardError("optimizer_offload_step: device is not supported for an RM sharded like the policy: "
+                                "set it to cpu, or give the RM a device of its own (`device: cuda:1`), which keeps it whole")
+        self.optimizer_to_device_for_updates = settings.optimizer_offload and settings.optimizer_offload_step == "device"
         if self.anchor and sharding is not None:
             raise CorewardError("anchor: not supported for an RM sharded like the policy: set it to 0, or give the RM "
                                 "a device of its own (`device: cuda:1`), which keeps it whole")
@@ -196,9 +203,35 @@ class RMLearner:
         if not pairs and not self.step_without_pairs:
             return {}
         before = self._snapshot()
-        with self.rm.weights_on_device(changed=True):  # param_offload: from the CPU and back, with the new weights
+        # param_offload: the weights from the CPU and back, with the new values; optimizer_offload_step device: the
+        # optimizer's state too
+        with self.rm.weights_on_device(changed=True), self._optimizer_held():
             metrics = self._learn(pairs) if pairs else self._step_without_pairs()
         return metrics | self._update_norms(before)
+
+    @contextmanager
+    def _optimizer_held(self):
+        """With `optimizer_offload_step: device`, the float32 masters and AdamW's moments on the RM's device inside,
+        back on the CPU after: an offloaded optimizer that steps where the gradients are, as the Cooper authors' verl
+        does (`fsdp_workers.update_reward`: load_fsdp_optimizer before the update, offload_fsdp_optimizer after). The
+        tensors keep their identity (`.data` is moved), so the optimizer's parameter groups and state still match."""
+        if not self.optimizer_to_device_for_updates:
+            yield
+            return
+        self._move_optimizer(self.rm.device)
+        try:
+            yield
+        finally:
+            self._move_optimizer("cpu")
+
+    def _move_optimizer(self, device) -> None:
+        """The masters and every AdamW state tensor but its step counts (torch keeps those on the CPU) to `device`."""
+        for master in self.masters or []:
+            master.data = master.data.to(device)
+        for state in self.optimizer.state.values():
+            for key, value in state.items():
+                if key != "step" and torch.is_tensor(value):
+                    state[key] = value.to(device)
 
     def _learn(self, pairs: list[Pair]) -> dict[str, float]:
         """`epochs` passes over `pairs` in mini-batches (see `update`); the first pass's metrics."""
