@@ -35,9 +35,10 @@ PAPER = sorted((REPO / "configs" / "paper").glob("*.yaml"))
 COOPER = REPO / "configs" / "paper" / "cooper_gsm8k_qwen2.5-1.5b.yaml"
 MATH = REPO / "configs" / "paper" / "gt_grpo_math_qwen.yaml"
 GSM8K = REPO / "configs" / "paper" / "gt_grpo_gsm8k_qwen2.5-1.5b.yaml"
-# Cooper's paper config as it was before its RM memory settings: the authors' RM without their offload
+# Cooper's paper config as it was before its memory settings: the authors' RM without their offload, vLLM held
+# through every phase (the authors' verl sleeps it after each generation)
 COOPER_AS_WRITTEN = ["rewards.0.params.param_offload=false", "rewards.0.params.optimizer_offload=false",
-                     "rewards.0.params.max_tokens_per_pass=null"]
+                     "rewards.0.params.max_tokens_per_pass=null", "grpo.vllm_enable_sleep_mode=false"]
 
 
 def plan(config: Path, *sets: str, **options: str | int) -> dict:
@@ -83,6 +84,22 @@ def test_cooper_as_the_authors_wrote_it_does_not_fit_one_gpu_and_the_plan_says_w
         assert again["peak_bytes"] <= (1 - SPARE) * again["device_bytes"], suggestion
 
 
+def test_cooper_paper_config_sleeps_vllm_and_steps_its_offloaded_rm_optimizer_on_the_gpu_as_the_authors():
+    """As the authors' verl 0.4.1 ran it: vLLM asleep outside generation (fsdp_vllm.py's __exit__ sleeps it after every
+    generation whatever free_cache_engine says), and the RM's offloaded optimizer brought to the GPU for the RM update
+    and its step (fsdp_workers.update_reward: load_fsdp_optimizer), on the CPU between them (docs/fidelity.md)."""
+    planned = plan(COOPER)
+    assert item(planned, "vLLM reservation (colocated)")["phases"] == ["generation"]
+    for state in ("rewards.0 Cooper RM float32 masters", "rewards.0 Cooper RM AdamW moments"):
+        assert item(planned, state)["phases"] == ["RM update", "RM step"], state
+    assert item(planned, "rewards.0 Cooper RM optimizer step")["phases"] == ["RM step"]  # the step itself on the GPU
+    from coreward.rewards.cooper import CooperReward
+    from coreward.runtime.config import read_yaml_with_base
+
+    params = CooperReward.Params(**read_yaml_with_base(COOPER)["rewards"][0]["params"])
+    assert params.optimizer_offload and params.optimizer_offload_step == "device" and params.param_offload
+
+
 def test_zero3_on_eight_gpus_holds_an_eighth_of_one_process_model_states():
     def states(planned: dict) -> int:
         names = ("policy weights", "policy float32 master weights", "policy AdamW moments", "policy gradients")
@@ -106,10 +123,11 @@ def test_rm_gradient_checkpointing_lowers_the_rm_update_by_the_activation_differ
 
 
 def test_vllm_reservation_is_its_utilization_of_the_device():
-    planned = plan(GSM8K, "grpo.vllm_gpu_memory_utilization=0.45", gpu_memory="40GiB")
+    planned = plan(GSM8K, "grpo.vllm_gpu_memory_utilization=0.45", "grpo.vllm_enable_sleep_mode=false",
+                   gpu_memory="40GiB")
     vllm = item(planned, "vLLM reservation (colocated)")
-    assert vllm["bytes"] == int(0.45 * 40 * GIB) and len(vllm["phases"]) == 5  # held through every phase
-    asleep = item(plan(GSM8K, "grpo.vllm_enable_sleep_mode=true"), "vLLM reservation (colocated)")
+    assert vllm["bytes"] == int(0.45 * 40 * GIB) and len(vllm["phases"]) == 5  # awake: held through every phase
+    asleep = item(plan(GSM8K), "vLLM reservation (colocated)")  # the config's sleep mode, as the authors' verl
     assert asleep["phases"] == ["generation"]
     served = plan(GSM8K, "grpo.vllm_mode=server")
     assert not any("vLLM" in i["name"] for i in served["items"])
