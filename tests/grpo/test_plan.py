@@ -59,6 +59,16 @@ def item(planned: dict, name: str) -> dict:
     return next(i for i in planned["items"] if i["name"] == name)
 
 
+MARGIN = "allocator reserve over allocated"  # a tenth of what torch allocates, held in every phase (grpo/plan/step.py)
+
+
+def phase(planned: dict, name: str) -> int:
+    """A phase's total without the allocator's margin (which moves with everything): what the tests of one term's
+    difference compare."""
+    margin = next((i["bytes"] for i in planned["items"] if i["name"] == MARGIN), 0)
+    return planned["phases"][name] - margin
+
+
 @pytest.mark.parametrize("config", PAPER, ids=[p.stem for p in PAPER])
 def test_every_paper_config_fits_its_declared_gpus_with_room_to_spare(config):
     declared = declared_hardware(config)
@@ -116,10 +126,10 @@ def test_rm_gradient_checkpointing_lowers_the_rm_update_by_the_activation_differ
     rm = ModelShape.from_path("Qwen/Qwen2.5-Math-1.5B-Instruct")  # the VerifyRM's backbone (configs/rm/paper_verifyrm.yaml)
     kept = {ckpt: activation_bytes(rm, 8, 1024, dtype="bfloat16", attn_implementation="sdpa",
                                    gradient_checkpointing=ckpt, head="score") for ckpt in (False, True)}
-    drop = off["phases"]["RM update"] - on["phases"]["RM update"]
+    drop = phase(off, "RM update") - phase(on, "RM update")
     assert drop == pytest.approx(kept[False] - kept[True], rel=0.01)
     assert drop > 15 * GIB  # 8 sequences × 1,024 tokens × 28 layers of a 1.5B model: most of an RM pass's memory
-    assert on["phases"]["policy update"] == off["phases"]["policy update"]  # the RM's setting moves the RM's phase only
+    assert phase(on, "policy update") == phase(off, "policy update")  # the RM's setting moves the RM's phase only
 
 
 def test_vllm_reservation_is_its_utilization_of_the_device():
@@ -280,7 +290,7 @@ def test_a_co_optimized_ensemble_multiplies_the_rms_held_state_by_k_and_the_anch
     anchored = plan(COOPER, *COOPER_AS_WRITTEN, "rewards.0.params.anchor=0.1")
     count = parameter_count(ModelShape.from_path("Qwen/Qwen2.5-Math-1.5B-Instruct"), "score")
     assert item(anchored, "rewards.0 Cooper RM anchor weights")["bytes"] == 4 * count
-    assert anchored["phases"]["RM update"] - one["phases"]["RM update"] == 4 * count
+    assert phase(anchored, "RM update") - phase(one, "RM update") == 4 * count
     assert not any("anchor" in i["name"] for i in one["items"])
 
 
@@ -315,7 +325,8 @@ def replanned(config: Path, suggestion: dict, *sets: str, **options: str | int) 
     return plan(config, *sets, *(s for s in suggestion["set"] if not s.startswith("--")), **options)
 
 
-@pytest.mark.parametrize("size", ["40GiB", "24GiB"])
+@pytest.mark.parametrize("size", ["40GiB", "32GiB"])  # on 24 GiB nothing fits with 10% spare since the allocator's
+# margin, NCCL's and vLLM's residue are planned (23.7 GiB with the best combination): docs/memory.md
 def test_cooper_on_one_smaller_gpu_gets_settings_for_that_gpu_that_fit_with_10_percent_to_spare(size):
     """Settings the plan knows, combined (the RM's checkpointing, vLLM's sleep, AdamW without float32 masters, ...),
     fit Cooper's paper config on one GPU of the user's size: proposed before more GPUs, each with 10% to spare."""
@@ -389,8 +400,9 @@ def test_a_users_registered_source_that_loads_a_model_is_planned_by_its_own_decl
     weights = next(i for i in planned.items if i.name == "rewards.0 user judge weights")
     shape = ModelShape.from_path(judge_dir)
     assert weights.bytes == parameter_count(shape, "lm") * 2  # the config's bfloat16
-    for phase in ("generation", "reward scoring", "policy update"):
-        assert planned.phase_bytes(phase) - without.phase_bytes(phase) == weights.bytes, phase
+    margins = [sum(i.bytes for i in p.items if i.name == MARGIN) for p in (planned, without)]
+    for name in ("generation", "reward scoring", "policy update"):
+        assert planned.phase_bytes(name) - margins[0] - without.phase_bytes(name) + margins[1] == weights.bytes, name
 
 
 def test_the_plan_names_no_method():

@@ -37,6 +37,7 @@ from coreward.runtime.errors import CorewardError
 
 
 GIB = 1024**3
+MIB = 1024**2
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # the model configs of the papers' models, shipped so that their plans work offline: <org>--<name>/config.json
 MODEL_CONFIGS_DIR = Path(__file__).resolve().parents[1] / "assets" / "model_configs"

@@ -33,7 +33,7 @@ from coreward.grpo.plan.hardware import (
     resolve_hardware,
     running_hardware,
 )
-from coreward.grpo.plan.lengths import data_tokenizer, prompt_token_bound
+from coreward.grpo.plan.lengths import data_tokenizer, logged_completion_tokens, prompt_token_bound
 from coreward.grpo.plan.result import SPARE, Item, Plan, Suggestion
 from coreward.grpo.plan.sharding import CPU_BASELINE_BYTES, CUDA_CONTEXT_BYTES
 from coreward.grpo.plan.step import plan_run
@@ -43,7 +43,7 @@ from coreward.rewards.memory import ALL, PHASES, RM_MAX_LENGTH
 __all__ = [
     "ALL", "CPU_BASELINE_BYTES", "CUDA_CONTEXT_BYTES", "ENGINES", "ENGINE_OF_ACCELERATE_CONFIG", "Hardware", "Item",
     "PHASES", "Plan", "RM_MAX_LENGTH", "SPARE", "Suggestion", "candidate_settings", "check_before_loading",
-    "data_tokenizer", "declared_hardware", "machine_ram_bytes", "memory_size", "plan_before_loading", "plan_run",
+    "data_tokenizer", "declared_hardware", "logged_completion_tokens", "machine_ram_bytes", "memory_size", "plan_before_loading", "plan_run",
     "plan_with_suggestions", "processes", "prompt_token_bound", "replan", "resolve_hardware", "running_hardware",
     "suggest",
 ]

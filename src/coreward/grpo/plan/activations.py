@@ -28,6 +28,9 @@ def policy_update_items(config: TrainConfig, policy: ModelShape, precision: Prec
         gradient_checkpointing=precision.checkpointing, head="lm"), (POLICY_UPDATE,),
         f"{rows} sequences x {seq} tokens, {precision.compute}, {attn}, gradient checkpointing "
         f"{'on' if precision.checkpointing else 'off'}", gpu_measured=engine == "one" and "flash" not in attn)]
+    items.append(MemoryItem("backward's activation gradients (one layer, transient)", activation_gradient_bytes(
+        policy, rows * seq, DTYPE_BYTES[precision.compute], DTYPE_BYTES[runs_in]), (POLICY_UPDATE,),
+        "the gradients of one layer's MLP intermediates and hidden states while backward runs through it"))
     if config.lora.enabled and config.lora.dropout > 0:
         items.append(MemoryItem("policy LoRA dropout copies", lora_dropout_bytes(
             policy, rows * seq, config.lora.target_modules, DTYPE_BYTES[runs_in], precision.checkpointing),
@@ -47,6 +50,13 @@ def policy_update_items(config: TrainConfig, policy: ModelShape, precision: Prec
                                 * policy.hidden_size * grad_bytes, (POLICY_UPDATE,),
                                 "a dense vocab x hidden gradient, added into the head's", gpu_measured=engine == "one"))
     return items
+
+
+def activation_gradient_bytes(shape: ModelShape, tokens: int, compute_bytes: int, stream_bytes: int) -> int:
+    """What backward allocates beyond the kept activations, one layer at a time: the gradients of the MLP's gate and
+    up outputs (2 I in the compute dtype), of the attention output (q), and of the residual stream in and out
+    (2 h in the stream's dtype: float32 under autocast over float32 weights)."""
+    return tokens * (compute_bytes * (2 * shape.intermediate_size + shape.q_width) + 2 * stream_bytes * shape.hidden_size)
 
 
 def lora_dropout_bytes(shape: ModelShape, tokens: int, target_modules: Any, dtype_bytes: int,

@@ -108,8 +108,9 @@ def suggest(config: TrainConfig, plan: Plan, limit: int = SAME_GPUS + MORE_GPUS,
     return found[:limit]
 
 
-def plan_with_suggestions(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None = None) -> Plan:
-    plan = plan_run(config, hardware, prompt_tokens)
+def plan_with_suggestions(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None = None,
+                          completion_tokens: tuple[int, str] | None = None) -> Plan:
+    plan = plan_run(config, hardware, prompt_tokens, completion_tokens)
     if not plan.fits:
         plan.suggestions = suggest(config, plan, prompt_tokens=prompt_tokens)
     return plan

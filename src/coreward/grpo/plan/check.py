@@ -35,7 +35,7 @@ def plan_before_loading(config: TrainConfig, plan_check: bool = True, hardware: 
         return f"memory: not planned ({err})", None
     where = "CPU RAM" if hardware.device == "cpu" else f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
     line = (f"memory: planned peak {format_bytes(plan.peak_bytes)} per device ({plan.peak_phase}), "
-            f"{format_bytes(plan.device_bytes)} on {where}")
+            f"{format_bytes(plan.device_bytes)} on {where}; worst-case lengths: {plan.lengths.describe()}")
     if plan.fits or hardware.device == "cpu" or not plan_check:
         return line + ("" if plan.fits else " (over: --no-plan-check)"), plan
     plan.suggestions = suggest(config, plan, prompt_tokens=prompt_tokens)

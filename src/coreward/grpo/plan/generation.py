@@ -15,6 +15,9 @@ from coreward.runtime.memory import DTYPE_BYTES, ModelShape, format_bytes, kv_ca
 
 
 VLLM_RESERVATION = "vLLM reservation (colocated)"  # the item's name (the advice looks for it)
+# what a colocated vLLM engine keeps on its GPU while asleep (its CUDA graphs, context and allocator): 774 MiB at
+# tensor parallel 1, 2.4-7.4 GiB at 2 (https://github.com/NVIDIA-NeMo/RL/issues/223, Llama-3.2-1B)
+VLLM_ASLEEP_BYTES = 774 * 1024**2
 
 
 def colocated_vllm(config: TrainConfig) -> bool:
@@ -28,10 +31,15 @@ def generation_items(config: TrainConfig, policy: ModelShape, precision: Precisi
         utilization = float(grpo_setting(config, "vllm_gpu_memory_utilization", 0.3))
         sleeps = bool(grpo_setting(config, "vllm_enable_sleep_mode", False))
         if hardware.on_gpu:
-            return [MemoryItem(VLLM_RESERVATION, int(utilization * hardware.device_bytes),
-                               (GENERATION,) if sleeps else ALL,
-                               f"vllm_gpu_memory_utilization {utilization} x the device (its weights and KV cache)"
-                               + ("; released outside generation (sleep mode)" if sleeps else ""))]
+            items = [MemoryItem(VLLM_RESERVATION, int(utilization * hardware.device_bytes),
+                                (GENERATION,) if sleeps else ALL,
+                                f"vllm_gpu_memory_utilization {utilization} x the device (its weights and KV cache)"
+                                + ("; released outside generation (sleep mode)" if sleeps else ""))]
+            if sleeps:
+                items.append(MemoryItem("vLLM residue while asleep", VLLM_ASLEEP_BYTES,
+                                        tuple(p for p in ALL if p != GENERATION),
+                                        "what sleep mode leaves on the GPU (NVIDIA-NeMo/RL#223: 774 MiB at TP 1)"))
+            return items
         space = parse_bytes(os.environ.get("VLLM_CPU_KVCACHE_SPACE", "4") + "GiB")
         return [MemoryItem("vLLM on the CPU (weights + KV cache)", count * DTYPE_BYTES[precision.compute] + space, ALL,
                            "VLLM_CPU_KVCACHE_SPACE (default 4 GiB) plus its copy of the weights")]

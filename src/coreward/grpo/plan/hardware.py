@@ -31,6 +31,8 @@ class Hardware:
 
     def describe(self) -> str:
         if self.device == "cpu":
+            if self.processes > 1:
+                return f"the CPU's RAM, {format_bytes(self.device_bytes)} for each of {self.gpus} processes, engine {self.engine}"
             return f"the CPU's {format_bytes(self.device_bytes)} of RAM, one process"
         return f"{self.gpus} x {format_bytes(self.device_bytes)} GPU(s), engine {self.engine}"
 
@@ -40,14 +42,13 @@ class Hardware:
 
     @property
     def processes(self) -> int:
-        """The processes an engine divides the model states over (1: one process, or the CPU)."""
-        return 1 if not self.on_gpu or self.engine == "one" else self.gpus
+        """The processes an engine divides the model states over (1: one process). On the CPU, `gpus` counts the
+        launch's processes (gloo)."""
+        return 1 if self.engine == "one" else self.gpus
 
     @property
     def effective_engine(self) -> str:
-        """The engine as the plan counts it: DDP on one process is one process; the CPU runs one."""
-        if not self.on_gpu:
-            return "one"
+        """The engine as the plan counts it: DDP on one process is one process."""
         return "one" if self.processes == 1 and self.engine == "ddp" else self.engine
 
 
@@ -121,9 +122,15 @@ def resolve_hardware(config_file: str | Path | None, gpus: int | None, gpu_memor
     """The hardware to plan for: the command line's, else the config file's `# gpus:` / `# engine:` comments,
     else one 80 GiB GPU. `device` "cpu": this machine's RAM, one process. Bad values are one-line CorewardErrors
     naming the option (or the comment they came from)."""
-    if device == "cpu":
+    if device == "cpu":  # `gpus` processes (gloo) under `engine` share the RAM
         ram = memory_size(gpu_memory) if gpu_memory is not None else machine_ram_bytes()
-        return Hardware(gpus=1, device_bytes=ram, engine="one", device="cpu")
+        count = gpus or 1
+        if count < 1:
+            raise CorewardError(f"--gpus must be >= 1, got {count}")
+        engine = engine or "one"
+        if engine not in ENGINES:
+            raise CorewardError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        return Hardware(gpus=count, device_bytes=ram // count, engine=engine if count > 1 else "one", device="cpu")
     declared = declared_hardware(config_file) if config_file else {}
     comment = f"{config_file}'s comment"  # where a value the command line did not give came from
     size = memory_size(gpu_memory) if gpu_memory is not None else declared.get("device_bytes", 80 * GIB)
@@ -145,8 +152,6 @@ def running_hardware() -> Hardware:
     accelerate's environment), or the CPU's RAM."""
     import torch
 
-    if not torch.cuda.is_available():
-        return Hardware(gpus=1, device_bytes=machine_ram_bytes(), engine="one", device="cpu")
     processes = int(os.environ.get("WORLD_SIZE", "1"))
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
         engine = "zero3" if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3" else "zero2"
@@ -154,6 +159,9 @@ def running_hardware() -> Hardware:
         engine = "fsdp2"
     else:
         engine = "ddp" if processes > 1 else "one"
+    if not torch.cuda.is_available():  # gloo processes on this machine's RAM
+        return Hardware(gpus=processes, device_bytes=machine_ram_bytes() // processes,
+                        engine=engine if processes > 1 else "one", device="cpu")
     # this process's own GPU (a context on any other would cost it memory there)
     _, total = torch.cuda.mem_get_info(int(os.environ.get("LOCAL_RANK", "0")))
     return Hardware(gpus=processes, device_bytes=total, engine=engine, device="cuda")
@@ -163,7 +171,7 @@ def running_hardware() -> Hardware:
 def processes(hardware: Hardware):
     """WORLD_SIZE set to the planned processes while a config is built: its batch checks count the global batch."""
     before = os.environ.get("WORLD_SIZE")
-    os.environ["WORLD_SIZE"] = str(hardware.gpus if hardware.device != "cpu" else 1)
+    os.environ["WORLD_SIZE"] = str(hardware.gpus)
     try:
         yield
     finally:

@@ -1,10 +1,15 @@
-"""The step's batch and lengths as the plan counts them: sequences per micro-batch and per generation, and every
-sequence at its longest (the prompts' bound, from data.max_prompt_tokens or the training data, plus
-grpo.max_completion_length)."""
+"""The step's batch and lengths as the plan counts them: sequences per micro-batch and per generation, each at the
+prompts' bound (data.max_prompt_tokens, or the training data's longest prompt) plus the completions' length: the
+worst case, grpo.max_completion_length; or, planning from data (`coreward plan --lengths data`), the longest
+completion of a step that a run logged (metrics.jsonl `completions/max_length`, the step's longest, which is what a
+padded micro-batch holds), at a stated percentile of its steps."""
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from coreward.grpo.config import TrainConfig
@@ -21,21 +26,59 @@ class Lengths:
     generation_rows: int  # sequences one generation makes per device (the micro-batch x steps_per_generation)
     seq_len: int  # the prompt's bound plus the completion's, within the policy's positions
     prompt_from_default: bool  # no bound was known: planned at DEFAULT_PROMPT_TOKENS
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    completion_from: str = "grpo.max_completion_length"  # where completion_tokens came from
+
+    def describe(self) -> str:
+        prompt_from = ("a default: no bound known" if self.prompt_from_default else
+                       "data.max_prompt_tokens or the data's longest prompt")
+        return (f"prompts {self.prompt_tokens} tokens ({prompt_from}), completions {self.completion_tokens} tokens "
+                f"({self.completion_from})")
 
 
-def step_lengths(config: TrainConfig, policy: ModelShape, prompt_tokens: int | None) -> Lengths:
+def step_lengths(config: TrainConfig, policy: ModelShape, prompt_tokens: int | None,
+                 completion_tokens: tuple[int, str] | None = None) -> Lengths:
     """`prompt_tokens`: a bound on the prompts' length known from the data (`prompt_token_bound`), with
-    data.max_prompt_tokens the smaller."""
+    data.max_prompt_tokens the smaller. `completion_tokens`: (tokens, where from) to plan at instead of
+    grpo.max_completion_length (the longer of the two is never planned)."""
     rows = int(grpo_setting(config, "per_device_train_batch_size", 8))
     steps_per_generation = int(grpo_setting(config, "steps_per_generation", None)
                                or grpo_setting(config, "gradient_accumulation_steps", 1))
     completion = int(grpo_setting(config, "max_completion_length", 512) or 512)
+    completion_from = "grpo.max_completion_length"
+    if completion_tokens is not None and completion_tokens[0] < completion:
+        completion, completion_from = completion_tokens
     prompt = min(n for n in (config.data.max_prompt_tokens, prompt_tokens, 1 << 30) if n is not None)
     from_default = config.data.max_prompt_tokens is None and prompt_tokens is None
     if from_default:
         prompt = DEFAULT_PROMPT_TOKENS
     return Lengths(rows, rows * steps_per_generation, min(prompt + completion, policy.max_position_embeddings),
-                   from_default)
+                   from_default, prompt, completion, completion_from)
+
+
+def logged_completion_tokens(run_dir: str | Path, percentile: float = 100.0) -> tuple[int, str] | None:
+    """The completions' length a run logged: each logged step's longest completion (metrics.jsonl
+    `completions/max_length`: the padded length of that step's batch), at `percentile` of the steps (nearest rank;
+    100: the longest of all). None when the run logged none."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    longest = []
+    for line in path.read_text().splitlines():
+        try:
+            value = json.loads(line).get("completions/max_length")
+        except (ValueError, AttributeError):
+            continue  # a line cut short by a kill
+        if isinstance(value, (int, float)):
+            longest.append(value)
+    if not longest:
+        return None
+    longest.sort()
+    rank = max(1, math.ceil(percentile / 100 * len(longest)))
+    tokens = int(math.ceil(longest[rank - 1]))
+    which = "the longest" if percentile >= 100 else f"the {percentile:g}th percentile of the steps' longest"
+    return tokens, f"{which} completion {path} logged, {len(longest)} steps"
 
 
 def prompt_token_bound(prompts: Any, tokenizer: Any = None) -> int | None:

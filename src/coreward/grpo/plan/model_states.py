@@ -9,7 +9,7 @@ from typing import Any
 
 from coreward.grpo.config import TrainConfig
 from coreward.grpo.plan.settings import Precision, grpo_setting
-from coreward.grpo.plan.sharding import SHARDED, Sharding
+from coreward.grpo.plan.sharding import SHARDED, ZERO_SUB_GROUP_SIZE, Sharding
 from coreward.rewards.memory import ALL, POLICY_UPDATE, MemoryItem, parameters_text
 from coreward.runtime.memory import DTYPE_BYTES, ModelShape, parameter_count
 
@@ -20,7 +20,7 @@ def policy_state_items(config: TrainConfig, policy: ModelShape, precision: Preci
     n, engine = shard.n, shard.engine
     one_process = engine == "one"  # the terms a GPU's one-process runs checked (docs/memory.md, "The GPU check")
     if config.lora.enabled:
-        weights = count * w_bytes // (n if engine == "zero3" else 1)
+        weights = count * w_bytes // (n if engine in ("zero3", "fsdp2") else 1)  # FSDP2 shards the frozen base too
         trained = lora_parameter_count(policy, config.lora.r, config.lora.target_modules)
         return [MemoryItem("policy weights (frozen base, LoRA)", weights, ALL,
                            f"{parameters_text(count)} in {precision.weights}"),
@@ -37,7 +37,19 @@ def policy_state_items(config: TrainConfig, policy: ModelShape, precision: Preci
                             gpu_measured=one_process))
     items.append(MemoryItem("policy gradients", shard.grads(count, w_bytes, c_bytes), (POLICY_UPDATE,),
                             "set to None after each optimizer step", gpu_measured=one_process))
+    if engine in ("zero2", "zero3"):
+        items.append(deepspeed_step_gradients(count, n, engine))
     return items
+
+
+def deepspeed_step_gradients(count: int, n: int, engine: str) -> MemoryItem:
+    """DeepSpeed's float32 copy of the gradient partition its optimizer steps: ZeRO-2 upcasts the process's whole
+    partition (stage_1_and_2.py, `single_grad_partition`), ZeRO-3 one sub-group at a time
+    (stage3.py `_prepare_fp32_grad_for_sub_group`, sub_group_size 1e9 elements by default)."""
+    partition = count // n
+    elements = partition if engine == "zero2" else min(partition, ZERO_SUB_GROUP_SIZE)
+    return MemoryItem("DeepSpeed float32 gradients for the optimizer step", 4 * elements, (POLICY_UPDATE,),
+                      f"4 bytes x {'the partition' if engine == 'zero2' else 'a sub-group'} ({elements:,} elements)")
 
 
 def policy_copy_items(config: TrainConfig, policy: ModelShape, precision: Precision, shard: Sharding,

@@ -36,6 +36,8 @@ class Plan:
     # why the run cannot start whatever its peak (a colocated vLLM's share that cannot hold the policy's weights and
     # one sequence's KV cache): such a plan does not fit
     problems: list[str] = field(default_factory=list)
+    lengths: Any = None  # the Lengths it planned at (lengths.py)
+    worst_case_peak_bytes: int | None = None  # planned from data: the same run's peak with every sequence at its longest
 
     def phase_bytes(self, phase: str) -> int:
         return sum(item.bytes for item in self.items if phase in item.phases)
@@ -93,7 +95,15 @@ class Plan:
             "items": [{"name": i.name, "bytes": i.bytes, "phases": list(i.phases), "note": i.note} for i in self.items],
             "notes": self.notes, "problems": self.problems, "unmeasured_on_gpu": self.unmeasured_on_gpu,
             "suggestions": [{"set": s.settings, "cost": s.cost, "peak_bytes": s.peak_bytes} for s in self.suggestions],
+            "lengths": self.lengths_json(), "worst_case_peak_bytes": self.worst_case_peak_bytes,
         }
+
+    def lengths_json(self) -> dict | None:
+        if self.lengths is None:
+            return None
+        return {"prompt_tokens": self.lengths.prompt_tokens, "completion_tokens": self.lengths.completion_tokens,
+                "completion_from": self.lengths.completion_from, "seq_len": self.lengths.seq_len,
+                "rows": self.lengths.rows}
 
     def render(self) -> str:
         """The plan as `coreward plan` prints it."""
@@ -113,6 +123,11 @@ class Plan:
         lines += ["", f"peak {format_bytes(self.peak_bytes)} ({self.peak_phase}) of {format_bytes(self.device_bytes)}: "
                   f"{verdict} ({self.spare:+.0%} spare)"]
         lines += [f"does NOT fit: {problem}" for problem in self.problems]
+        if self.lengths is not None:
+            lines.append(f"lengths: {self.lengths.describe()}")
+        if self.worst_case_peak_bytes is not None:
+            lines.append(f"worst case (every completion at grpo.max_completion_length): peak "
+                         f"{format_bytes(self.worst_case_peak_bytes)}")
         unmeasured = [i for i in self.items if i.name in self.unmeasured_on_gpu and self.peak_phase in i.phases]
         if self.fits and unmeasured:
             lines.append(f"of the peak's {format_bytes(self.peak_bytes)}, {format_bytes(sum(i.bytes for i in unmeasured))} "

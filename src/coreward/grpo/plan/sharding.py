@@ -14,10 +14,18 @@ adds of its own: a sharded engine's gathered layers, a process's CUDA context (o
 from __future__ import annotations
 
 from coreward.rewards.memory import ALL, POLICY_UPDATE, SCORING, MemoryItem
-from coreward.runtime.memory import GIB, ModelShape
+from coreward.runtime.memory import GIB, MIB, ModelShape
 
 
-CUDA_CONTEXT_BYTES = 1 * GIB  # CUDA context, cuBLAS workspaces and NCCL buffers of one process (nvidia-smi shows ~0.5-1 GiB)
+CUDA_CONTEXT_BYTES = 1 * GIB  # CUDA context and cuBLAS workspaces of one process (nvidia-smi shows ~0.5-1 GiB)
+# NCCL's buffers per communicator (process group) on each GPU, measured with PyTorch on 4 NVLinked A100s: 544 MB for
+# a group of 2, 688 MB for more (https://github.com/NVIDIA/nccl/issues/964); each group is a communicator of its own
+NCCL_GROUP_BYTES_OF_TWO, NCCL_GROUP_BYTES = 544 * MIB, 688 * MIB
+# DeepSpeed ZeRO's defaults (deepspeed/runtime/zero/config.py), which the shipped configs/accelerate/zero*.yaml keep:
+# stage3_max_live_parameters, the parameters ZeRO-3 may hold gathered at once, and sub_group_size, the elements its
+# optimizer steps at a time (`_prepare_fp32_grad_for_sub_group` makes each sub-group's float32 gradient)
+ZERO3_MAX_LIVE_PARAMETERS = 1_000_000_000
+ZERO_SUB_GROUP_SIZE = 1_000_000_000
 # what `import torch, transformers, trl` and coreward's modules hold in one process on the CPU before any model loads:
 # the RSS of `python -c "import coreward.grpo.train, trl, torch"` (docs/memory.md: how it was measured)
 CPU_BASELINE_BYTES = int(0.6 * GIB)
@@ -68,15 +76,34 @@ class Sharding:
         return count * dtype_bytes
 
 
+def nccl_groups(engine: str) -> int:
+    """The NCCL communicators a training process holds: the world group (DDP's, FSDP2's); DeepSpeed clones it for its
+    data-parallel group (deepspeed/utils/groups.py `_clone_world_group`), a second communicator."""
+    return 2 if engine in ("zero2", "zero3") else 1
+
+
 def engine_items(shard: Sharding, policy: ModelShape, count: int, compute_bytes: int, on_gpu: bool) -> list[MemoryItem]:
-    """What the engine itself holds: a sharded engine's gathered layers while they run, the process's fixed cost."""
+    """What the engine itself holds: a sharded engine's gathered layers while they run (ZeRO-3: as many as
+    stage3_max_live_parameters lets it keep), NCCL's buffers, the process's fixed cost."""
     items = []
     if shard.engine in ("zero3", "fsdp2"):
         layer_bytes = count // max(1, policy.num_hidden_layers) * compute_bytes
         embedding_bytes = policy.vocab_size * policy.hidden_size * compute_bytes
-        items.append(MemoryItem("gathered weights (sharded engine)", max(2 * layer_bytes, layer_bytes + embedding_bytes),
-                                (POLICY_UPDATE, SCORING),
-                                "a layer's (or the embedding's) full weights while it runs, and the next one prefetched"))
+        running = max(2 * layer_bytes, layer_bytes + embedding_bytes)
+        if shard.engine == "zero3":
+            live = min(count, ZERO3_MAX_LIVE_PARAMETERS) * compute_bytes
+            items.append(MemoryItem("gathered weights (sharded engine)", max(running, live), (POLICY_UPDATE, SCORING),
+                                    "ZeRO-3's live parameters: up to stage3_max_live_parameters (1e9, DeepSpeed's "
+                                    "default) gathered at once"))
+        else:
+            items.append(MemoryItem("gathered weights (sharded engine)", running, (POLICY_UPDATE, SCORING),
+                                    "a layer's (or the embedding's) full weights while it runs, and the next one "
+                                    "prefetched"))
+    if on_gpu and shard.n > 1:
+        per_group = NCCL_GROUP_BYTES_OF_TWO if shard.n == 2 else NCCL_GROUP_BYTES
+        groups = nccl_groups(shard.engine)
+        items.append(MemoryItem("NCCL buffers", groups * per_group, ALL,
+                                f"{groups} communicator(s) x {per_group // MIB} MiB (NVIDIA/nccl#964, 4 x A100)"))
     if on_gpu:
         items.append(MemoryItem("CUDA context and workspaces", CUDA_CONTEXT_BYTES, ALL, "per process", gpu_measured=True))
     else:

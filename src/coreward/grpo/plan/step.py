@@ -13,18 +13,20 @@ from coreward.grpo.plan.model_states import policy_copy_items, policy_state_item
 from coreward.grpo.plan.result import Plan
 from coreward.grpo.plan.settings import Precision, grpo_setting, precision
 from coreward.grpo.plan.sharding import Sharding, engine_items
-from coreward.rewards.memory import MemoryItem, MemoryNeeds, PlannedRun, model_shape
+from coreward.rewards.memory import ALL, MemoryItem, MemoryNeeds, PlannedRun, model_shape
 from coreward.runtime.memory import DTYPE_BYTES, ModelShape, parameter_count
 
 
-def plan_run(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None = None) -> Plan:
+def plan_run(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None = None,
+             completion_tokens: tuple[int, str] | None = None) -> Plan:
     """The plan of one training step of `config` on `hardware` (grpo/plan/__init__.py says what it counts).
     `prompt_tokens`: a bound on the prompts' length known from the data (`prompt_token_bound`), with
-    data.max_prompt_tokens the smaller."""
+    data.max_prompt_tokens the smaller; `completion_tokens`: (tokens, where from), the completions' length to plan
+    at in place of grpo.max_completion_length (`logged_completion_tokens`)."""
     shard = Sharding(hardware.effective_engine, hardware.processes)
     policy_precision = precision(config, hardware.on_gpu)
     policy = model_shape(config.model.name_or_path, "policy", "model.name_or_path")
-    lengths = step_lengths(config, policy, prompt_tokens)
+    lengths = step_lengths(config, policy, prompt_tokens, completion_tokens)
     sources = reward_needs(config, hardware, shard, policy, policy_precision, lengths)
     items: list[MemoryItem] = []
     notes: list[str] = []
@@ -44,8 +46,11 @@ def plan_run(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None 
     items += policy_update_items(config, policy, policy_precision, shard.engine, lengths, hardware.on_gpu)
     items += engine_items(shard, policy, parameter_count(policy, "lm"), DTYPE_BYTES[policy_precision.compute],
                           hardware.on_gpu)
+    items = held_once(items)
+    if hardware.on_gpu:
+        items.append(allocator_margin(items))
     problem = vllm_share_problem(config, policy, policy_precision, hardware, lengths)
-    return Plan(hardware, held_once(items), notes, levers=[lever for needs in sources for lever in needs.levers],
+    return Plan(hardware, items, notes, lengths=lengths, levers=[lever for needs in sources for lever in needs.levers],
                 problems=[problem] if problem else [])
 
 
@@ -70,6 +75,25 @@ def run_facts(config: TrainConfig, hardware: Hardware, shard: Sharding, policy: 
         policy_weights_dtype=policy_precision.weights, policy_compute_dtype=policy_precision.compute,
         lora=config.lora.enabled, kl_reference=float(grpo_setting(config, "beta", 0.0)) > 0 and not config.lora.enabled,
         rows=lengths.rows, seq_len=lengths.seq_len)
+
+
+# PyTorch's caching allocator reserves more than it hands out (blocks split and cached: fragmentation). Measured on
+# one H200 (docs/memory.md, "The GPU check", 2026-11-27): max_memory_reserved / max_memory_allocated 1.07 (the RM
+# learner), 1.15 (Cooper's step), 1.10 (Co-rewarding-II's step); the plan adds their mean over what torch allocates
+RESERVED_OVER_ALLOCATED = 0.10
+NOT_TORCH_ALLOCATED = ("vLLM reservation (colocated)", "vLLM residue while asleep", "NCCL buffers",
+                       "CUDA context and workspaces")  # memory outside PyTorch's caching allocator
+
+
+def allocator_margin(items: list[MemoryItem]) -> MemoryItem:
+    """RESERVED_OVER_ALLOCATED of the largest phase's PyTorch-allocated items, held through the step."""
+    from coreward.rewards.memory import PHASES
+
+    allocated = max(sum(i.bytes for i in items if phase in i.phases and i.name not in NOT_TORCH_ALLOCATED)
+                    for phase in PHASES)
+    return MemoryItem("allocator reserve over allocated", int(RESERVED_OVER_ALLOCATED * allocated), ALL,
+                      f"{RESERVED_OVER_ALLOCATED:.0%} of what torch allocates (reserved / allocated on one H200: "
+                      "1.07-1.15)")
 
 
 def held_once(items: list[MemoryItem]) -> list[MemoryItem]:
