@@ -133,3 +133,25 @@ def test_plan_command_lengths_data_prints_both_and_train_check_says_worst_case(t
         config = as_train_config(str(DEMO), [])
     line = check_before_loading(config, hardware=Hardware(1, 16 * GIB, "one", "cpu"), prompt_tokens=23)
     assert "worst-case lengths: prompts 23 tokens" in line and "completions 32 tokens" in line
+
+
+def test_every_comparable_published_run_agrees_with_the_plan(capsys):
+    """benchmarks/peer_runs.py: other trainers' published runs and OOMs, at least eight, each with its source; the plan
+    agrees with every one coreward runs the same work for (it exits 1 otherwise), and says why the others differ."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("peer_runs", REPO / "benchmarks" / "peer_runs.py")
+    peer_runs = importlib.util.module_from_spec(spec)
+    sys.modules["peer_runs"] = peer_runs  # its dataclass looks its module up there
+    spec.loader.exec_module(peer_runs)
+    assert len(peer_runs.CASES) >= 8 and all(c.source.startswith("https://") for c in peer_runs.CASES)
+    argv, sys.argv = sys.argv, ["peer_runs.py"]
+    try:
+        with pytest.raises(SystemExit) as done:
+            peer_runs.main()
+    finally:
+        sys.argv = argv
+    assert done.value.code == 0, capsys.readouterr().out[-3000:]
+    counted = [c for c in peer_runs.CASES if not c.comparable]
+    assert len(counted) >= 5 and {c.ran for c in counted} == {True, False}  # runs that fit and runs that did not
