@@ -64,7 +64,7 @@ PAPER_COOPER = REPO / "configs" / "paper" / "cooper_gsm8k_qwen2.5-1.5b.yaml"
 COOPER_RM_SETTINGS = ("rm_dtype", "master_weights", "batch_size", "minibatch_size", "param_offload",
                       "optimizer_offload", "optimizer_offload_step", "max_tokens_per_pass", "step_without_pairs")
 # plan items PyTorch's caching allocator never hands out (vLLM allocates its own; the context is the driver's)
-NOT_IN_TORCH_ALLOCATOR = ("vLLM", "CUDA context", "allocator reserve")
+NOT_IN_TORCH_ALLOCATOR = ("vLLM", "CUDA context", "allocator reserve", "NCCL")  # NCCL allocates its own buffers
 
 SHAPES = {
     "0.5b": {"vocab_size": 151936, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
