@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest

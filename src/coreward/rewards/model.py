@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from coreward.rewards import memory as plan
 from coreward.rewards.base import Policy, RewardSource, RolloutBatch, register
 from coreward.rewards.ensemble import combine_scores, describe_format, log_members
-from coreward.rewards.memory import (ALL, RM_MAX_LENGTH, SCORING, Lever, MemoryItem, MemoryNeeds, PlannedRun, config_dtype,
-                                     rm_exists, rm_on_its_own_device, rm_passes, rm_shape)
+from coreward.rewards.memory import MemoryItem, MemoryNeeds, PlannedRun
 from coreward.rewards.rollout_diagnostics import log_rollout_diagnostics
 from coreward.rm.evaluate import score_unique
 from coreward.rm.inputs import RMInputSettings
@@ -111,19 +111,19 @@ class ModelReward(RewardSource):
     def memory_needs(cls, params: Params, run: PlannedRun) -> MemoryNeeds:
         """Every member's frozen weights (with `param_offload` on the device to score only) and one scoring pass."""
         needs, members = MemoryNeeds(), params.members
-        if rm_on_its_own_device(params, run, needs.notes):
+        if plan.rm_on_its_own_device(params, run, needs.notes):
             return needs
         for m, path in enumerate(members):
             key, member = f"{run.key}.params.path" + f".{m}" * (len(members) > 1), f" member {m}" * (len(members) > 1)
-            shape = rm_shape(path, key, needs.notes)
-            dtype = config_dtype(path, "rm", key) if rm_exists(path) else "float32"
+            shape = plan.rm_shape(path, key, needs.notes)
+            dtype = plan.config_dtype(path, "rm", key) if plan.rm_exists(path) else "float32"
             needs.items.append(MemoryItem(f"{run.key} static RM{member} weights", parameter_count(shape, "score")
-                                          * DTYPE_BYTES[dtype], (SCORING,) if params.param_offload else ALL, f"{dtype}, frozen"))
-        rows, length = rm_passes(params, params.batch_size, min(RM_MAX_LENGTH, shape.max_position_embeddings))
+                                          * DTYPE_BYTES[dtype], (plan.SCORING,) if params.param_offload else plan.ALL, f"{dtype}, frozen"))
+        rows, length = plan.rm_passes(params, params.batch_size, min(plan.RM_MAX_LENGTH, shape.max_position_embeddings))
         needs.items.append(MemoryItem(f"{run.key} static RM scoring pass", scoring_bytes(shape, rows, length, "float32"),
-                                      (SCORING,), f"{rows} sequences per pass, no grad"))
+                                      (plan.SCORING,), f"{rows} sequences per pass, no grad"))
         if not params.param_offload and not run.shards_like_the_policy:
-            needs.levers.append(Lever.setting(f"{run.key}.params.param_offload=true",
+            needs.levers.append(plan.Lever.setting(f"{run.key}.params.param_offload=true",
                                               "the RM's weights copied to the device for each scoring"))
         return needs
 
