@@ -76,36 +76,23 @@ def annotate_command(
     from coreward.data.sources import load_named, parse_columns
     from coreward.llm import build_generator
     from coreward.rm.annotate import annotate as run_annotation
+    from coreward.rm.annotate import label_rows, rows_from_eval_samples, write_rows
     from coreward.verify import get_verifier
 
     records = load_named(data, split, limit, data_dir, key="--data", columns=parse_columns(columns))
-    if from_samples is not None:
-        from coreward.rm.annotate import label_rows, rows_from_eval_samples
-
-        judge_model = build_generator(judge) if judge else None
-        try:
+    judge_model = build_generator(judge) if judge else None
+    try:
+        if from_samples is not None:  # label what `coreward eval` wrote: nothing is sampled
             rows, report = label_rows(rows_from_eval_samples(from_samples, records), get_verifier(), judge_model)
-        finally:
-            if judge_model is not None:
-                judge_model.close()
-        _write_annotation(rows, report, output)
-        return
-    if instruction == AUTO:
-        instruction = default_instruction(data)
-    with _policy_generator(policy, batch_size) as generator:
-        judge_model = build_generator(judge) if judge else None
-        try:
-            rows, report = run_annotation(generator, records, n, get_verifier(), judge_model, temperature,
-                                          max_tokens, seed, instruction or None)
-        finally:
-            if judge_model is not None:
-                judge_model.close()
-    _write_annotation(rows, report, output)
-
-
-def _write_annotation(rows, report, output: str) -> None:
-    from coreward.rm.annotate import write_rows
-
+        else:
+            if instruction == AUTO:
+                instruction = default_instruction(data)
+            with _policy_generator(policy, batch_size) as generator:
+                rows, report = run_annotation(generator, records, n, get_verifier(), judge_model, temperature,
+                                              max_tokens, seed, instruction or None)
+    finally:
+        if judge_model is not None:
+            judge_model.close()
     write_rows(rows, output)
     Path(f"{output}.report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     typer.echo(report.text())

@@ -6,7 +6,6 @@ padded micro-batch holds), at a stated percentile of its steps."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,17 +60,11 @@ def logged_completion_tokens(run_dir: str | Path, percentile: float = 100.0) -> 
     """The completions' length a run logged: each logged step's longest completion (metrics.jsonl
     `completions/max_length`: the padded length of that step's batch), at `percentile` of the steps (nearest rank;
     100: the longest of all). None when the run logged none."""
+    from coreward.runtime.metrics import read_metrics  # the trainer's own reader: a torn last line is skipped
+
     path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        return None
-    longest = []
-    for line in path.read_text().splitlines():
-        try:
-            value = json.loads(line).get("completions/max_length")
-        except (ValueError, AttributeError):
-            continue  # a line cut short by a kill
-        if isinstance(value, (int, float)):
-            longest.append(value)
+    longest = [row["completions/max_length"] for row in read_metrics(path)
+               if isinstance(row.get("completions/max_length"), (int, float))]
     if not longest:
         return None
     longest.sort()
