@@ -126,16 +126,25 @@ def test_ctrl_c_ends_the_step_with_a_checkpoint_like_sigterm(tiny_policy, tmp_pa
 
 def test_a_second_ctrl_c_stops_at_once(tiny_policy, tmp_path):
     run_dir = tmp_path / "run"
+    log = tmp_path / "out.log"
     # Both Ctrl-Cs must land in one step: step 1's log line marks the start of step 2, which takes about 2 s
-    # here (256 completions of up to 64 tokens), far longer than the 0.15 s from that line to the second Ctrl-C
-    process = launch(tiny_policy, run_dir, 1, "--set", "grpo.per_device_train_batch_size=256",
-                     "--set", "grpo.max_completion_length=64", session=True)
-    wait_for_a_step(process, run_dir, poll_s=0.02)
-    ctrl_c(process)
-    time.sleep(0.1)
-    ctrl_c(process)
-    out, err = process.communicate(timeout=120)
-    assert process.returncode == 130, err[-3000:]
+    # here (256 completions of up to 64 tokens). The second is sent once the first was handled (its line printed):
+    # two SIGINTs that arrive while the main thread is inside one long torch call reach Python's handler as one
+    with log.open("w") as sink:
+        process = subprocess.Popen([sys.executable, "-m", "coreward.cli", *launch_args(
+            tiny_policy, run_dir, "--set", "grpo.per_device_train_batch_size=256",
+            "--set", "grpo.max_completion_length=64")], stdout=sink, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+        wait_for_a_step(process, run_dir, poll_s=0.02)
+        ctrl_c(process)
+        deadline = time.monotonic() + 60
+        while "Ctrl-C: stopping after the current step" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.02)
+        ctrl_c(process)
+        process.wait(timeout=120)
+    out = log.read_text()
+    assert process.returncode == 130, out[-3000:]
     assert "stopped at once by a second Ctrl-C" in out
     assert not complete_checkpoints(run_dir)  # save_steps=100: the step in progress was not saved
     # so it does not send the user to --resume, which would be refused there
