@@ -53,3 +53,18 @@ def test_every_named_benchmark_script_exists():
                       for named in re.findall(r"(?<![\w/])benchmarks/[\w/]+\.py", (REPO / path).read_text())
                       if not (REPO / named).exists()})
     assert missing == [], "files naming a benchmark script that does not exist (file, script)"
+
+
+def test_fair_fight_sign_flip_p_is_exact():
+    """benchmarks/fair_fight.py: the two-sided sign-flip p enumerates every sign pattern: six differences of one sign
+    are as extreme as only their own pattern and its mirror (2 of 64); differences around 0 are not extreme at all."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from fair_fight import sign_flip_p, t_interval
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    assert sign_flip_p([3.0, 1.0, 2.0, 5.0, 0.5, 4.0]) == pytest.approx(2 / 64)
+    assert sign_flip_p([1.0, -1.0, 2.0, -2.0]) == 1.0
+    assert sign_flip_p([10.0, 1.0, 1.0, 1.0]) == pytest.approx(2 / 16)  # only ±(all +): one big one and three small
+    mean, low, high = t_interval([1.0, 2.0, 3.0])
+    assert mean == 2.0 and low < 2.0 < high

@@ -49,7 +49,8 @@ def test_train_then_resume_has_each_step_once(tiny_policy, tmp_path):
             assert key in row, (key, row)
     assert (run_dir / "final" / "config.json").is_file()
     assert (run_dir / "checkpoint-3" / COMPLETE_MARKER).is_file()
-    assert json.loads((run_dir / "summary.json").read_text())["train_runtime"] > 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["train_runtime"] > 0 and summary["process_cpu_s"] > 0
     assert (run_dir / "config.yaml").is_file()
 
 

@@ -45,6 +45,25 @@ def truncate_after(path: Path, step: int) -> None:
     atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
 
 
+def process_cpu_seconds() -> float:
+    """CPU seconds (user + system, every thread) this process and its child processes (verifier workers, a
+    forkserver; living or ended) have used since it started: what a run cost in compute, where wall time depends
+    on what else shared the machine. The main process's only, not other ranks'."""
+    import resource
+
+    import psutil
+
+    used = sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    for child in psutil.Process().children(recursive=True):
+        try:
+            times = child.cpu_times()
+            used += times.user + times.system
+        except psutil.Error:  # ended while being read: counted in RUSAGE_CHILDREN once reaped, or lost (seconds)
+            continue
+    return round(used, 1)
+
+
 class MetricsFileCallback(TrainerCallback):
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
@@ -62,7 +81,8 @@ class MetricsFileCallback(TrainerCallback):
             return
         if SUMMARY_KEYS & set(logs):  # the end-of-run summary: its own file, not a second row for the step
             with open(self.run_dir / "summary.json", "w") as handle:
-                json.dump({k: _clean(v) for k, v in logs.items()}, handle, indent=2)
+                json.dump({**{k: _clean(v) for k, v in logs.items()}, "process_cpu_s": process_cpu_seconds()},
+                          handle, indent=2)
             return
         values = {k: _clean(v) for k, v in logs.items()}
         if self.row is not None and self.row["step"] != state.global_step:
