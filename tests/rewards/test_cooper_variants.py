@@ -1,6 +1,7 @@
 """Cooper's variants (rewards/cooper_variants.py, the anchor in rm/learner.py), each on real rollouts of the tiny
 memorized policy (sampled here at temperature 1.6, so groups hold verified and rejected completions) and the tiny
-random RM of tests/conftest.py: rollout and mixed negatives, replay of earlier pairs, the anchor, the ensemble's min.
+random RM of tests/conftest.py: rollout and mixed negatives, replay of earlier pairs, the anchor, the ensemble's min,
+and an ensemble whose members start from different RMs (`member_rms`: a second tiny RM, its score head drawn again).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from coreward.rm.evaluate import score_unique
 from coreward.rm.learner import RMLearner
 from coreward.rm.model import VerifyRM
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.memory import ModelShape
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
@@ -166,3 +168,73 @@ def test_ensemble_members_learn_different_pairs_and_the_reward_is_their_min(roll
     for old, new in zip(source.member_learners(), resumed.member_learners()):
         assert all(torch.allclose(a, b) for a, b in zip(weights(old), weights(new)))
         assert new.updates == old.updates == 2
+
+
+@pytest.fixture(scope="module")
+def other_rm(tiny_rm_path, tmp_path_factory) -> str:
+    """The tiny RM with its one-logit head drawn again (seed 1, scaled up so that its scores differ by tenths)."""
+    rm = VerifyRM.from_pretrained(tiny_rm_path, device="cpu")
+    with torch.no_grad():
+        head = rm.model.score.weight
+        head.copy_(30 * torch.randn(head.shape, generator=torch.Generator().manual_seed(1)) / 32)
+    return str(rm.save_pretrained(tmp_path_factory.mktemp("other_rm") / "rm"))
+
+
+def test_ensemble_members_start_from_member_rms_and_resume_from_their_checkpoint(rollouts, tiny_rm_path, other_rm,
+                                                                                 verifier, tmp_path):
+    triples = list(zip(*rollouts))
+    rm_alone, other_alone = (score_unique(VerifyRM.from_pretrained(path, device="cpu"), triples)
+                             for path in (str(tiny_rm_path), other_rm))
+    assert max(abs(a - b) for a, b in zip(rm_alone, other_alone)) > 0.05  # two RMs that score apart
+    settings = {"rm": str(tiny_rm_path), "negative": "rollout", "device": "cpu", "lr": 1e-2, "members": 2,
+                "member_rms": [other_rm]}
+    source = CooperReward(**settings)
+    first, second = source.member_learners()
+    assert score_unique(first.rm, triples) == pytest.approx(rm_alone, abs=1e-6)  # member 0: `rm`
+    assert score_unique(second.rm, triples) == pytest.approx(other_alone, abs=1e-6)  # member 1: member_rms[0], no copy
+    started = weights(second)
+    rewards = source.compute(batch_of(rollouts, verifier))  # scored by the members before this step's update
+    assert rewards == pytest.approx([min(a, b) for a, b in zip(rm_alone, other_alone)], abs=1e-6)
+    assert second.updates == 1 and distance(weights(second), started) > 0  # member 1 learned its share
+
+    source.save_state(tmp_path)
+    resumed = CooperReward(**settings)
+    resumed.load_state(tmp_path)
+    _, again = resumed.member_learners()  # the checkpoint's member 1, not member_rms[0] loaded afresh
+    assert all(torch.allclose(a, b) for a, b in zip(weights(second), weights(again))) and again.updates == 1
+    assert distance(weights(again), started) > 0
+
+
+def test_member_rms_names_one_rm_for_each_member_after_the_first(tiny_rm_path, tmp_path):
+    with pytest.raises(CorewardError, match=r"member_rms names 1 RM\(s\), but members 3 needs 2"):
+        CooperReward(rm=str(tiny_rm_path), members=3, member_rms=[str(tiny_rm_path)])
+    with pytest.raises(CorewardError, match=r"member_rms names 1 RM\(s\), but members 1 needs 0"):
+        CooperReward(rm=str(tiny_rm_path), member_rms=[str(tiny_rm_path)])
+    with pytest.raises(CorewardError, match="member_rms.1 is empty"):
+        CooperReward(rm=str(tiny_rm_path), members=3, member_rms=[str(tiny_rm_path), " "])
+    missing = CooperReward(rm=str(tiny_rm_path), members=2, member_rms=[str(tmp_path / "nowhere" / "rm")])
+    with pytest.raises(CorewardError, match=r"key rewards\.params\.member_rms\.0: no such directory"):
+        missing.preflight()  # checked as `rm` is, before training starts
+
+
+def test_the_memory_plan_holds_each_member_at_its_own_rms_shape(tiny_rm_path):
+    from coreward.rewards.memory import PlannedRun
+
+    shapes = {"tiny": ModelShape.from_path(tiny_rm_path, "rm"), "demo": ModelShape.from_path("demo", "rm")}
+    assert shapes["tiny"] != shapes["demo"]
+    run = PlannedRun(key="rewards.0", on_gpu=False, engine="one", processes=1, policy=shapes["demo"],
+                     policy_weights_dtype="float32", policy_compute_dtype="float32", lora=False, kl_reference=False,
+                     rows=8, seq_len=64)
+
+    def planned(**params) -> dict[str, int]:
+        needs = CooperReward.memory_needs(CooperReward.Params(device="auto", **params), run)
+        return {item.name.removeprefix("rewards.0 Cooper RM "): item.bytes for item in needs.items}
+
+    tiny, demo = planned(rm=str(tiny_rm_path)), planned(rm="demo")
+    both = planned(rm=str(tiny_rm_path), members=2, member_rms=["demo"])
+    for part in ("weights", "AdamW moments"):  # what each member keeps: one tiny RM's and one demo RM's
+        assert both[part] == tiny[part] + demo[part] != 2 * tiny[part], part
+    for part in ("gradients", "update activations", "scoring pass"):  # one member at a time: the larger one's
+        assert both[part] == max(tiny[part], demo[part]), part
+    assert planned(rm=str(tiny_rm_path), members=2) == {**tiny, "weights": 2 * tiny["weights"],
+                                                         "AdamW moments": 2 * tiny["AdamW moments"]}

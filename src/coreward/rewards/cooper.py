@@ -85,9 +85,9 @@ class CooperReward(CooperMemory, CooperVariants, RMOwner, RewardSource):
     class Params(RMInputSettings, LearnerSettings, VariantSettings):
         # -- declared once elsewhere: the RM's optimizer and update schedule per RL step (lr, weight_decay, batch_size,
         # minibatch_size, epochs, warmup_ratio, optimizer_offload, gradient_checkpointing, step_without_pairs,
-        # master_weights, anchor) in rm/learner.py's LearnerSettings; replay_size, replay_per_step, members, member_split
-        # in rewards/cooper_variants.py's VariantSettings; device, rm_cut, question_field, max_tokens_per_pass and
-        # param_offload (shared with the static RM) in rm/inputs.py's RMInputSettings
+        # master_weights, anchor) in rm/learner.py's LearnerSettings; replay_size, replay_per_step, members,
+        # member_split, member_rms in rewards/cooper_variants.py's VariantSettings; device, rm_cut, question_field,
+        # max_tokens_per_pass and param_offload (shared with the static RM) in rm/inputs.py's RMInputSettings
         rm: str = "demo"  # the RM to start from: a directory, a hub id, or "demo" (the demo VerifyRM)
         assistant: Any = "perturb"  # who writes negatives: "perturb", an endpoint `http://host:port/v1#model`, a local model path, or a `coreward.llm` generator dict
         positive: Literal["first", "hardest"] = "first"  # "first" accepted rollout (the authors'), or the accepted one the RM likes least

@@ -6,9 +6,10 @@ RM update and step with `optimizer_offload_step: device`, the Cooper authors'), 
 gradients from the RM update through the RM step; one update pass's kept activations (pairs' two sides, at most
 `max_tokens_per_pass` tokens, recomputed per layer with `gradient_checkpointing`); the AdamW step's temporaries of
 one tensor at a time (rm/learner.py); a no-grad scoring pass. The variants (cooper_variants.py): `anchor` keeps θ_0
-as float32; a co-optimized ensemble of `members` K holds K RMs with their own masters, moments and θ_0, updated and
-scored one after another (gradients, activations and passes are one member's at a time). A local assistant or
-positive judge holds its weights and a generation's cache.
+as float32; a co-optimized ensemble of `members` K holds K RMs with their own masters, moments and θ_0, each at its
+own RM's shape (`member_rms`), updated and scored one after another (gradients, activations and passes are one
+member's at a time: the largest member's). A local assistant or positive judge holds its weights and a generation's
+cache.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from coreward.rewards.memory import (
     rm_passes,
     rm_shape,
 )
-from coreward.runtime.memory import DTYPE_BYTES, activation_bytes, parameter_count, scoring_bytes
+from coreward.runtime.memory import DTYPE_BYTES, ModelShape, activation_bytes, parameter_count, scoring_bytes
 
 
 class CooperMemory:
@@ -50,18 +51,48 @@ class CooperMemory:
 
 
 def _rm_learner_items(params: Any, run: PlannedRun, notes: list[str]) -> list[MemoryItem]:
-    key, name = f"{run.key}.params", f"{run.key} Cooper RM"
-    shape = rm_shape(params.rm, f"{key}.rm", notes)
-    count = parameter_count(shape, "score")
-    dtype = params.rm_dtype
-    e = DTYPE_BYTES[dtype]
-    # an RM sharded like the policy (ZeRO-3, FSDP2) holds a 1/n share of each state; ZeRO-2 a share of the moments
-    divide = run.processes if run.engine in ("zero3", "fsdp2") and run.processes > 1 else 1
+    """The RM learner's items. A co-optimized ensemble (`members` K) plans each member at its own RM's shape (its
+    `member_rms` entry's; by default a copy of `rm`): what every member keeps for the run is summed, what an update or
+    a pass needs is the largest member's (they update and score one at a time)."""
+    key = f"{run.key}.params"
+    shapes = {params.rm: rm_shape(params.rm, f"{key}.rm", notes)}  # each starting RM's, read once
+    for i, start in enumerate(params.member_rms or []):
+        shapes.setdefault(start, rm_shape(start, f"{key}.member_rms.{i}", notes))
     if run.shards_like_the_policy:
         for setting in ("param_offload", "max_tokens_per_pass"):
             if getattr(params, setting, None):
                 notes.append(f"{key}.{setting}: coreward train refuses it for an RM sharded like the policy "
                              f"({run.engine}); planned as if it applied")
+    if params.optimizer_offload and params.optimizer_offload_step != "device":
+        notes.append(f"{key}: the RM's AdamW state and float32 masters are on the CPU (optimizer_offload)")
+    members = [_one_rm_items(params, run, shapes[start]) for start in params.member_starts()]
+    return [_across_members(parts) for parts in zip(*members)]  # every member's list: the same items, in one order
+
+
+HELD = (" weights", " float32 masters", " AdamW moments")  # what each member keeps for the run (anchor weights too)
+
+
+def _across_members(parts: tuple[MemoryItem, ...]) -> MemoryItem:
+    """One item of the K members' (one each): what each keeps, summed; what one update or pass needs, the largest."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts[0].name.endswith(HELD):  # gradients, activations, the optimizer step, the scoring pass
+        return max(parts, key=lambda it: it.bytes)
+    if len({it.bytes for it in parts}) == 1:
+        note = f"{parts[0].note}; x {len(parts)} members"
+    else:
+        note = f"member 0: {parts[0].note}; summed over {len(parts)} members of different sizes"
+    return dataclasses.replace(parts[0], bytes=sum(it.bytes for it in parts), note=note)
+
+
+def _one_rm_items(params: Any, run: PlannedRun, shape: ModelShape) -> list[MemoryItem]:
+    """What one RM learner of `shape` holds: weights, masters, moments, gradients, update and scoring passes."""
+    name = f"{run.key} Cooper RM"
+    count = parameter_count(shape, "score")
+    dtype = params.rm_dtype
+    e = DTYPE_BYTES[dtype]
+    # an RM sharded like the policy (ZeRO-3, FSDP2) holds a 1/n share of each state; ZeRO-2 a share of the moments
+    divide = run.processes if run.engine in ("zero3", "fsdp2") and run.processes > 1 else 1
     offload, optimizer_offload = params.param_offload, params.optimizer_offload
     keeps_masters = params.keeps_masters(low_precision=e < 4)  # the learner's own rule (rm/learner.py)
     items = [MemoryItem(f"{name} weights", count * e // divide, (SCORING, RM_UPDATE, RM_STEP) if offload else ALL,
@@ -70,9 +101,7 @@ def _rm_learner_items(params: Any, run: PlannedRun, notes: list[str]) -> list[Me
     # optimizer_offload_step device (the authors'): the offloaded state comes to the device for each RM update and
     # its step (rm/learner.py `_optimizer_held`), so it is held there through those phases
     steps_on_device = optimizer_offload and params.optimizer_offload_step == "device"
-    if optimizer_offload and not steps_on_device:
-        notes.append(f"{key}: the RM's AdamW state and float32 masters are on the CPU (optimizer_offload)")
-    else:
+    if not optimizer_offload or steps_on_device:  # else on the CPU (said in the notes)
         held = (RM_UPDATE, RM_STEP) if steps_on_device else ALL
         where = "; on the CPU between RM updates (optimizer_offload, stepped on the device)" if steps_on_device else ""
         if keeps_masters:
@@ -99,10 +128,6 @@ def _rm_learner_items(params: Any, run: PlannedRun, notes: list[str]) -> list[Me
                             "no grad: one layer's working set", gpu_measured=True))
     if params.anchor > 0:
         items.insert(1, MemoryItem(f"{name} anchor weights", count * 4 // divide, ALL, "θ_0, float32 (anchor)"))
-    if params.members > 1:
-        held = {f"{name} {part}" for part in ("weights", "float32 masters", "AdamW moments", "anchor weights")}
-        items = [dataclasses.replace(it, bytes=it.bytes * params.members, note=f"{it.note}; x {params.members} members")
-                 if it.name in held else it for it in items]
     return items
 
 

@@ -10,11 +10,14 @@ Each is a setting of `cooper` (rewards.N.params); the defaults are the authors' 
     replay_per_step: m    and m pairs drawn from the buffer (uniformly, without replacement, seeded by `seed` and the
                           step, so a resumed run draws the same), then adds its own pairs to the buffer (oldest out).
                           The buffer is saved with the RM's checkpoint (cooper_replay.json): resume is exact.
-    members: K,           K RMs θ_1..θ_K (K copies of `rm`, each with its own AdamW), the reward their minimum
+    members: K,           K RMs θ_1..θ_K (copies of `rm`, or member_rms; each its own AdamW), the reward their min
     member_split          r_i = min_k σ(f_θk(q, a, o_i)); member k learns its share of the step's pairs: "disjoint"
                           (a seeded shuffle dealt round-robin: each pair to one member) or "bootstrap" (n draws with
                           replacement from the n pairs, per member). Pairs are made from the min (positive: hardest and
-                          negative: rollout read it). Memory: K times one RM's weights, masters, moments (`coreward plan`).
+                          negative: rollout read it). Memory: each member's weights, masters, moments (`coreward plan`).
+    member_rms            the RMs members 1..K-1 start from instead of copies of `rm` (K-1 of them, in order; each
+                          named as `rm` is: a directory, a hub id, "demo:1"), so the ensemble starts from K different
+                          RMs, as a frozen `model` ensemble's `path: [demo, "demo:1", "demo:2"]` does
     anchor: λ             (rm/learner.py) L(θ) = L_BT(θ) + (λ/2)·‖θ − θ_0‖², θ_0 the RM the run started from.
 
 Why: under stress the verified positives thin out and the RM fits the assistant's rewrites while its ranking of the
@@ -50,6 +53,7 @@ class VariantSettings:
     replay_per_step: int = 0  # pairs drawn from the replay buffer into each step's update
     members: int = 1  # RMs co-optimized together, the reward their min (1: one RM, the authors')
     member_split: Literal["disjoint", "bootstrap"] = "disjoint"  # how a step's pairs are shared among the members
+    member_rms: list[str] | None = None  # the RMs members 1..K-1 start from, in order (default: copies of `rm`)
 
     def validate_variants(self) -> None:
         for name, least in (("replay_size", 0), ("replay_per_step", 0), ("members", 1)):
@@ -57,6 +61,18 @@ class VariantSettings:
                 raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
         if self.replay_per_step and not self.replay_size:
             raise ValueError(f"replay_per_step {self.replay_per_step} needs a buffer: set replay_size > 0")
+        if self.member_rms is not None:
+            if len(self.member_rms) != self.members - 1:
+                raise ValueError(f"member_rms names {len(self.member_rms)} RM(s), but members {self.members} needs "
+                                 f"{self.members - 1}: one for each member after the first (member 0 starts from `rm`)")
+            for i, name in enumerate(self.member_rms):
+                if not str(name).strip():
+                    raise ValueError(f"member_rms.{i} is empty: each names an RM, as `rm` does")
+
+    def member_starts(self) -> list[str]:
+        """The RM each member 0..K-1 starts from (`rm`: the Params' of rewards/cooper.py); a resumed run loads the
+        checkpoint's instead."""
+        return [self.rm, *(self.member_rms if self.member_rms is not None else [self.rm] * (self.members - 1))]
 
 
 def hardest_positive(accepted: list[int], scores: list[float]) -> int:
@@ -127,7 +143,8 @@ class CooperVariants:
         return self._replay
 
     def member_learners(self, policy=None) -> list:
-        """Every co-optimized RM's learner: `get_learner`'s, then members 1..K-1 (copies of `rm`, or the checkpoint's)."""
+        """Every co-optimized RM's learner: `get_learner`'s, then members 1..K-1 (each from its `member_rms` entry, by
+        default a copy of `rm`; resumed: the checkpoint's)."""
         from coreward.rm.learner import RMLearner
         from coreward.rm.model import VerifyRM
         from coreward.runtime.errors import CorewardError
@@ -139,12 +156,12 @@ class CooperVariants:
                                     "ensemble is not supported for an RM sharded like the policy: give the RM a "
                                     "device of its own (`device: cuda:1`)")
             self._others = []
-            for k in range(1, p.members):
+            for k, start in enumerate(p.member_starts()[1:], start=1):
                 saved = self._others_from / MEMBER_DIR.format(k=k) if self._others_from is not None else None
                 if saved is not None and saved.is_dir():
                     learner = RMLearner.load(saved, first.rm.device, p.rm_dtype, p, rm_options=p.rm_options())
-                else:
-                    rm = VerifyRM.from_pretrained(p.rm, device=first.rm.device, dtype=p.rm_dtype,
+                else:  # resolved as `rm` is (runtime/assets.py: a directory, a hub id, "demo:1")
+                    rm = VerifyRM.from_pretrained(start, device=first.rm.device, dtype=p.rm_dtype,
                                                   batch_size=p.batch_size, **p.rm_options())
                     learner = RMLearner(rm, p)
                 learner.rm.use_cut(p.rm_cut)

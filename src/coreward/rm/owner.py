@@ -18,7 +18,7 @@ from coreward.runtime.errors import CorewardError
 
 class RMOwner:
     """Needs `self.params`: a `LearnerSettings` (rm/learner.py) and `RMInputSettings` (rm/inputs.py) with rm,
-    rm_dtype, assistant and assistant_prompt."""
+    member_rms, rm_dtype, assistant and assistant_prompt."""
 
     learner: RMLearner | None = None
     _assistant: Assistant | None = None
@@ -70,14 +70,19 @@ class RMOwner:
 
     def preflight(self) -> None:
         """What Cooper needs, checked before training starts (an error names the key, the path or URL, and the cause):
-        the RM to start from loads (config, weights present and whole, tokenizer: `runtime/model_files.py`); an LLM
-        assistant on an endpoint answers (down, refusing the key or without the model, Cooper would drop every pair
-        and train as a static RM); an assistant given as a local model loads."""
+        the RM to start from, and each of `member_rms` (a co-optimized ensemble's other members), loads (config, weights
+        present and whole, tokenizer: `runtime/model_files.py`; one still to build, `demo:1`, is announced first, with
+        its time); an LLM assistant on an endpoint answers (down, refusing the key or without the model, Cooper would
+        drop every pair and train as a static RM); an assistant given as a local model loads."""
         from coreward.llm.factory import check_endpoint, is_endpoint
+        from coreward.runtime.assets import announce_builds
         from coreward.runtime.model_files import check_model
 
-        where = f"reward {self.name!r}: key {self.config_key}.params"
+        where, member_rms = f"reward {self.name!r}: key {self.config_key}.params", self.params.member_rms or []
+        announce_builds([self.params.rm, *member_rms], "rm", f"reward {self.name!r}")
         check_model(self.params.rm, "rm", key=f"{where}.rm")
+        for i, member in enumerate(member_rms):  # resolved as `rm` is (runtime/assets.py)
+            check_model(member, "rm", key=f"{where}.member_rms.{i}")
         spec = self.params.assistant
         if not is_endpoint(spec):  # "perturb", a local model (its files checked here), or a built Assistant
             local = spec.get("model_name_or_path") if isinstance(spec, dict) else spec
