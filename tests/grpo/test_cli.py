@@ -103,7 +103,7 @@ def test_every_shipped_config_loads(monkeypatch, tmp_path):
     from coreward.grpo.plan import declared_hardware
 
     configs = sorted((REPO / "configs").glob("*/*.yaml"))
-    train_configs = [p for p in configs if p.parent.name in ("demo", "paper") and p.name != "sft.yaml"]
+    train_configs = [p for p in configs if p.parent.name in ("demo", "paper", "map") and p.name != "sft.yaml"]
     assert RULE_CONFIG in train_configs
     for path in train_configs:  # in the processes it declares (`# gpus: N x ...`): its batch checks count them all
         monkeypatch.setenv("WORLD_SIZE", str(declared_hardware(path).get("gpus", 1)))
