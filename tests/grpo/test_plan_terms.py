@@ -1,8 +1,8 @@
 """The plan's terms that other trainers' runs showed missing (issue 55, item 2), and planning from real lengths
 (item 3): DeepSpeed's float32 gradients for the optimizer step and ZeRO-3's live parameters, NCCL's buffers per
-process group, backward's activation gradients, vLLM's residue while asleep, the allocator's reserve over what it
-allocates; `coreward plan --lengths data` at the completions a run logged, and the train-time line naming the
-lengths it planned at. Planned in this process (no weights load)."""
+process group, backward's activation gradients (the policy's, and Cooper's RM's in the RM update), vLLM's residue
+while asleep, the allocator's reserve over what it allocates; `coreward plan --lengths data` at the completions a
+run logged, and the train-time line naming the lengths it planned at. Planned in this process (no weights load)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,31 @@ def test_backward_holds_one_layers_activation_gradients():
     rows, seq = plan.lengths.rows, plan.lengths.seq_len
     expected = rows * seq * (2 * (2 * QWEN3_8B.intermediate_size + QWEN3_8B.q_width) + 2 * 2 * QWEN3_8B.hidden_size)
     assert item_bytes(plan, "backward's activation gradients (one layer, transient)") == expected
+
+
+RM_GRADIENTS = "rewards.0 Cooper RM backward's activation gradients (one layer, transient)"
+
+
+def test_coopers_rm_update_holds_one_rm_layers_activation_gradients_per_pass_of_its_tokens():
+    """The RM's backward allocates what the policy's does (activation_gradient_bytes at the RM's shape, in rm_dtype:
+    no autocast), over one RM pass's tokens: twice the budget per pass, twice the term; one layer's whether or not
+    the RM is checkpointed. A static RM never runs a backward: its plan has none."""
+    from coreward.grpo.plan.activations import activation_gradient_bytes
+
+    cpu = Hardware(1, 16 * GIB, "one", "cpu")
+    cooper = REPO / "configs" / "demo" / "cooper.yaml"
+    plan = planned(cooper, cpu)
+    found = next(i for i in plan.items if i.name == RM_GRADIENTS)
+    assert found.phases == ("RM update",)
+    rm = ModelShape.from_path("demo", "rm")
+    assert found.bytes == activation_gradient_bytes(rm, 32 * 256, 4, 4) > 0  # 32 sequences x 256 tokens, float32
+    small, large = (item_bytes(planned(cooper, cpu, f"rewards.0.params.max_tokens_per_pass={n}"), RM_GRADIENTS)
+                    for n in (2048, 4096))  # 8 and 16 sequences of 256 tokens a pass
+    assert large == 2 * small == 2 * activation_gradient_bytes(rm, 8 * 256, 4, 4)
+    assert item_bytes(planned(cooper, cpu, "rewards.0.params.gradient_checkpointing=true"), RM_GRADIENTS) == found.bytes
+    assert item_bytes(planned(cooper, cpu, "rewards.0.params.rm_dtype=bfloat16"), RM_GRADIENTS) == found.bytes // 2
+    static = planned(REPO / "configs" / "demo" / "model.yaml", cpu)
+    assert not [i.name for i in static.items if i.name.startswith("rewards.") and "activation gradients" in i.name]
 
 
 def test_vllm_asleep_leaves_its_residue_outside_generation():

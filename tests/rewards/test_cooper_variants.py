@@ -234,7 +234,8 @@ def test_the_memory_plan_holds_each_member_at_its_own_rms_shape(tiny_rm_path):
     both = planned(rm=str(tiny_rm_path), members=2, member_rms=["demo"])
     for part in ("weights", "AdamW moments"):  # what each member keeps: one tiny RM's and one demo RM's
         assert both[part] == tiny[part] + demo[part] != 2 * tiny[part], part
-    for part in ("gradients", "update activations", "scoring pass"):  # one member at a time: the larger one's
+    for part in ("gradients", "update activations", "backward's activation gradients (one layer, transient)",
+                 "scoring pass"):  # one member at a time: the larger one's
         assert both[part] == max(tiny[part], demo[part]), part
     assert planned(rm=str(tiny_rm_path), members=2) == {**tiny, "weights": 2 * tiny["weights"],
                                                          "AdamW moments": 2 * tiny["AdamW moments"]}

@@ -4,7 +4,8 @@ On the training device, unless the RM has a device of its own: the RM's weights 
 `param_offload`), its AdamW state and float32 masters (on the CPU with `optimizer_offload`; on the device through the
 RM update and step with `optimizer_offload_step: device`, the Cooper authors'), through every phase; its
 gradients from the RM update through the RM step; one update pass's kept activations (pairs' two sides, at most
-`max_tokens_per_pass` tokens, recomputed per layer with `gradient_checkpointing`); the AdamW step's temporaries of
+`max_tokens_per_pass` tokens, recomputed per layer with `gradient_checkpointing`) and backward's activation
+gradients of one layer at a time (transient); the AdamW step's temporaries of
 one tensor at a time (rm/learner.py); a no-grad scoring pass. The variants (cooper_variants.py): `anchor` keeps θ_0
 as float32; a co-optimized ensemble of `members` K holds K RMs with their own masters, moments and θ_0, each at its
 own RM's shape (`member_rms`), updated and scored one after another (gradients, activations and passes are one
@@ -87,6 +88,9 @@ def _across_members(parts: tuple[MemoryItem, ...]) -> MemoryItem:
 
 def _one_rm_items(params: Any, run: PlannedRun, shape: ModelShape) -> list[MemoryItem]:
     """What one RM learner of `shape` holds: weights, masters, moments, gradients, update and scoring passes."""
+    # the policy update's term, reused (imported here: the plan's package imports the reward sources' pages)
+    from coreward.grpo.plan.activations import activation_gradient_bytes
+
     name = f"{run.key} Cooper RM"
     count = parameter_count(shape, "score")
     dtype = params.rm_dtype
@@ -118,6 +122,11 @@ def _one_rm_items(params: Any, run: PlannedRun, shape: ModelShape) -> list[Memor
         shape, rows, length, dtype=dtype, attn_implementation="sdpa", gradient_checkpointing=checkpointing,
         head="score"), (RM_UPDATE,), f"{rows} sequences (pairs' two sides) x {length} tokens per pass, gradient "
         f"checkpointing {'on' if checkpointing else 'off'}", gpu_measured=True))
+    # the RM computes in its own dtype (no autocast): its residual stream is in rm_dtype too; one layer's whether or
+    # not it is checkpointed (recomputation keeps more, counted above, not these)
+    items.append(MemoryItem(f"{name} backward's activation gradients (one layer, transient)", activation_gradient_bytes(
+        shape, rows * length, e, e), (RM_UPDATE,), f"the gradients of one layer's MLP intermediates and hidden states "
+        f"while backward runs through it ({rows} x {length} tokens per pass; one layer's with or without checkpointing)"))
     if not optimizer_offload or steps_on_device:
         # rm/learner.py steps AdamW one tensor at a time: the largest tensor's float32 gradient (for masters) and
         # AdamW's temporaries for it (~2 float32 copies), never a copy of every gradient at once
