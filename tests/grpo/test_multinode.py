@@ -1,6 +1,7 @@
 """Two "machines" on this one: two `accelerate launch`es of configs/accelerate/multi_node_cpu.yaml
 (`num_machines: 2`, one gloo process each, `--machine_rank` 0 and 1, rendezvous at 127.0.0.1) training rule,
-Cooper, Co-rewarding-II and a frozen RM, with periodic evaluation and the guard on, into one shared run directory, as configs/slurm/train_multinode.sbatch does on a
+Cooper (its RM optimizer offloaded and stepped on the RM's device, as its authors ran it), Co-rewarding-II and a frozen RM,
+with periodic evaluation and the guard on, into one shared run directory, as configs/slurm/train_multinode.sbatch does on a
 cluster. Machine 1 dies while checkpoint-2 is half written (SIGKILL: machine 0 has written its part, the marker is
 missing), machine 0 is stopped as a scheduler would, both resume from checkpoint-1 (the half-written one passed over);
 the run ends where a one-machine run of two processes ends: the policy, the EMA teacher, Cooper's RM and its counters.
@@ -75,7 +76,10 @@ def lock_probe(outcome: dict):
 
 @pytest.mark.slow
 def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, tiny_rm_path, tmp_path):
-    config, overrides = labelled_methods(tmp_path, tiny_rm_path), settings(memorized_policy)
+    # Cooper's RM optimizer offloaded and stepped on the RM's device (the Cooper authors' verl setting, its paper config's):
+    # its state moves in and out around every update on both processes, and resumes from the checkpoint
+    config = labelled_methods(tmp_path, tiny_rm_path, ", optimizer_offload: true, optimizer_offload_step: device")
+    overrides = settings(memorized_policy)
 
     # one machine, two processes: what the two machines must reproduce
     single = launch(train_command(config, tmp_path / "one_machine", overrides, MAX_STEPS, resume=False, nproc=2),

@@ -35,16 +35,17 @@ ACCELERATE = REPO / "configs" / "accelerate"
 MAX_STEPS = 2  # killed at step 2 and resumed from checkpoint 1: the resumed launch makes a whole step
 
 
-def labelled_methods(tmp_path: Path, rm: Path) -> Path:
-    """A run with the rule reward, Cooper (a learning RM), Co-rewarding-II (an EMA teacher that is the KL reference:
-    the only teacher a sharded engine can hold) and a frozen RM (`model`)."""
+def labelled_methods(tmp_path: Path, rm: Path, cooper_extra: str = "") -> Path:
+    """A run with the rule reward, Cooper (a learning RM; `cooper_extra`: more of its params, e.g. `, k: v`),
+    Co-rewarding-II (an EMA teacher that is the KL reference: the only teacher a sharded engine can hold) and a frozen
+    RM (`model`)."""
     config = tmp_path / "labelled_methods.yaml"
     config.write_text(f"""
 base: {REPO / "configs" / "demo" / "rule.yaml"}
 rewards:
   - name: rule
   - name: cooper
-    params: {{rm: {rm}, assistant: perturb, positive: first, negative: assistant, lr: 0.001}}
+    params: {{rm: {rm}, assistant: perturb, positive: first, negative: assistant, lr: 0.001{cooper_extra}}}
   - name: co_rewarding_2
     params: {{alpha_start: 0.05, alpha_end: 0.005, as_reference: true, match: verified}}
   - name: model
