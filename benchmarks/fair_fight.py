@@ -4,8 +4,8 @@ best-kept policy, paired over seeds, with each arm's total compute (RM building 
     python benchmarks/fair_fight.py MAP_DIR [MAP_DIR ...] --pair co_optimized_demo1:model_demo1 [--pair A:B ...]
         [--problems 500] [--n 4] [--seed 0] [--json out.json]
 
-Reads the cells of one or more `coreward map` directories (map.json; every cell an ordinary run directory) and, per
-finished cell:
+Reads the cells of one or more `coreward map` directories (map.json; every cell an ordinary run directory; a map still
+running: its finished run directories) and, per finished cell:
     held-out    avg@n of `final/` and of `best/` (the policy the overoptimization guard kept at its best verified
                 accuracy; `final/` when the guard kept none) on the demo's held-out problems, sampled as `coreward
                 demo` scores its runs (temperature 0.7, top-p 0.95; demo/run.py `heldout_avg`); cached in the cell's
@@ -98,6 +98,31 @@ def evaluate_cell(run_dir: Path, problems: int, n: int, seed: int) -> dict:
             "cpu_kind": "cpu" if cpu is not None else "wall"}
 
 
+def map_cells(map_dir: Path) -> list[dict]:
+    """A map's finished cells at its longest horizon: from map.json once the map has ended, else (a map still running)
+    from its run directories (runs/<reward>/lr<lr>_seed<seed>/ with a complete final/), summarized as `coreward map`
+    does (EMA 0.6, evaluation/overoptimization.py)."""
+    if (map_dir / "map.json").is_file():
+        result = json.loads((map_dir / "map.json").read_text())
+        horizon = str(max(result["settings"]["horizons"]))
+        return [{**cell, "summary": cell["horizons"][horizon]} for cell in result["cells"]
+                if cell["status"] == "done" and cell["horizons"].get(horizon)]
+    from coreward.evaluation.overoptimization import summarize
+    from coreward.evaluation.plots import load_run
+    from coreward.grpo.train import final_complete
+
+    cells = []
+    for run_dir in sorted(map_dir.glob("runs/*/lr*_seed*")):
+        if not final_complete(run_dir):
+            continue
+        lr, seed = run_dir.name[2:].split("_seed")
+        summary = summarize(load_run(run_dir, run_dir.parent.name), 0.6)
+        if summary is not None:
+            cells.append({"reward": run_dir.parent.name, "lr": float(lr), "seed": int(seed), "run_dir": str(run_dir),
+                          "summary": summary.to_dict()})
+    return cells
+
+
 def rms_read(run_dir: Path) -> list[str]:
     """The RMs a run's rewards start from or score with: `model`'s path(s), `cooper`'s rm and member_rms."""
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
@@ -139,13 +164,8 @@ def main() -> None:
 
     cells = {}
     for map_dir in args.maps:
-        result = json.loads((map_dir / "map.json").read_text())
-        horizon = str(max(result["settings"]["horizons"]))
-        for cell in result["cells"]:
-            summary = cell["horizons"].get(horizon)
-            if cell["status"] != "done" or summary is None:
-                continue
-            run_dir = Path(cell["run_dir"])
+        for cell in map_cells(map_dir):
+            summary, run_dir = cell["summary"], Path(cell["run_dir"])
             print(f"evaluating {cell['reward']} seed {cell['seed']} ({run_dir})", file=sys.stderr, flush=True)
             cells[(cell["reward"], cell["lr"], cell["seed"])] = {
                 **evaluate_cell(run_dir, args.problems, args.n, args.seed),
