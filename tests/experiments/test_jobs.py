@@ -121,3 +121,28 @@ def test_ctrl_c_stops_the_forked_runs_with_a_checkpoint_each(tiny_policy, tmp_pa
     assert "preempted: checkpoint of step" in log, log[-3000:]
     assert list(run_dir.glob("checkpoint-*")), sorted(p.name for p in run_dir.iterdir())
     assert job.extra == {} and last_step(run_dir) < 200
+
+
+def test_sigterm_to_the_pool_stops_its_runs_as_ctrl_c_does(tiny_policy, tmp_path):
+    """`kill` (SIGTERM) of `coreward map` or `coreward demo`: the pool stops each run with a checkpoint and raises, as
+    on Ctrl-C, instead of dying and leaving its runs going in sessions of their own; its own SIGTERM handler is put
+    back after."""
+    import os
+    import signal
+
+    run_dir = tmp_path / "long"
+    job = train_job(tmp_path, "long", *tiny_train_args(tiny_policy, run_dir, "--max-steps", "200",
+                                                       "--set", "grpo.save_steps=1000"))
+    before = signal.getsignal(signal.SIGTERM)
+    sent = []
+
+    def say(line: str) -> None:
+        if last_step(run_dir) >= 1 and not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_jobs([job], 1, prefix="t", say=say, progress_every=0.2)
+    assert (job.status, job.returncode) == ("stopped", 75)
+    assert "preempted: checkpoint of step" in job.log.read_text()
+    assert signal.getsignal(signal.SIGTERM) == before

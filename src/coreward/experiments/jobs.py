@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -269,6 +270,10 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
             running[process.pid] = (job, process, time.monotonic())
             say(f"{prefix}: started {job.label} -> {job.run_dir}")
 
+    # SIGTERM (a scheduler's stop, `kill`) as Ctrl-C: without this the pool died at once and left its runs going,
+    # each in a session of its own, with nothing left to stop them or record them
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if on_main_thread else None
     try:
         while True:
             launch()
@@ -303,3 +308,10 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
             job.returncode = process.wait()
             job.status = "stopped"
         raise
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(number: int, frame) -> None:
+    raise KeyboardInterrupt
