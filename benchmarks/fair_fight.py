@@ -195,6 +195,17 @@ def main() -> None:
               f"{sum(v['collapsed'] for v in mine)} of {len(mine)} | {', '.join(rms) or '–'} | "
               f"{'–' if build is None else f'{build:.0f}'} | {'–' if rl is None else f'{rl:.0f}{kind}'} | "
               f"{'–' if build is None or rl is None else f'{build + rl:.0f}'} |")
+    seeds = sorted({k[2] for k in cells})
+    print("\nPer seed, held-out final (best-kept) in %; * below half its rollouts' peak:\n")
+    print("| arm | " + " | ".join(str(s) for s in seeds) + " |")
+    print("|---|" + "---:|" * len(seeds))
+    for arm in dict.fromkeys(k[0] for k in cells):
+        row = []
+        for seed in seeds:
+            found = [v for k, v in cells.items() if k[0] == arm and k[2] == seed]
+            row.append(f"{100 * found[0]['final']:.0f} ({100 * found[0]['best']:.0f}){'*' if found[0]['collapsed'] else ''}"
+                       if found else "–")
+        print(f"| {arm} | " + " | ".join(row) + " |")
     missing = sorted({rm for v in cells.values() for rm in v["rms"]} - set(costs))
     if missing:
         print(f"\nno build cost for {', '.join(missing)}: give it with --build-cost NAME=SECONDS")
