@@ -101,32 +101,12 @@ def test_default_jobs_is_one_run_per_core_as_far_as_the_memory_holds(monkeypatch
     assert verifier_workers(8) == 1 and verifier_workers(2) == 4 and verifier_workers(1) == 8
 
 
-def test_ctrl_c_stops_the_forked_runs_with_a_checkpoint_each(tiny_policy, tmp_path):
-    """Ctrl-C in the pool (here: raised from its progress line once the run has trained a step) sends SIGTERM to each
-    forked run; the run ends its step, writes a checkpoint and exits 75, as `coreward train` does on SIGTERM; the
-    pool waits for it, marks it stopped and raises."""
-
-    run_dir = tmp_path / "long"
-    job = train_job(tmp_path, "long", *tiny_train_args(tiny_policy, run_dir, "--max-steps", "200",
-                                                       "--set", "grpo.save_steps=1000"))
-
-    def say(line: str) -> None:
-        if last_step(run_dir) >= 1:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        run_jobs([job], 1, prefix="t", say=say, progress_every=0.2)
-    assert (job.status, job.returncode) == ("stopped", 75)  # PREEMPTED_EXIT: checkpointed, try again
-    log = job.log.read_text()
-    assert "preempted: checkpoint of step" in log, log[-3000:]
-    assert list(run_dir.glob("checkpoint-*")), sorted(p.name for p in run_dir.iterdir())
-    assert job.extra == {} and last_step(run_dir) < 200
-
-
-def test_sigterm_to_the_pool_stops_its_runs_as_ctrl_c_does(tiny_policy, tmp_path):
-    """`kill` (SIGTERM) of `coreward map` or `coreward demo`: the pool stops each run with a checkpoint and raises, as
-    on Ctrl-C, instead of dying and leaving its runs going in sessions of their own; its own SIGTERM handler is put
-    back after."""
+def test_ctrl_c_or_sigterm_stops_the_forked_runs_with_a_checkpoint_each(tiny_policy, tmp_path):
+    """Ctrl-C in the pool, or `kill` (SIGTERM) of `coreward map` / `coreward demo` (turned into the same
+    KeyboardInterrupt; here sent once the run has trained a step), sends SIGTERM to each forked run; the run ends its
+    step, writes a checkpoint and exits 75, as `coreward train` does on SIGTERM; the pool waits for it, marks it
+    stopped and raises, instead of dying and leaving its runs going in sessions of their own. The pool's SIGTERM
+    handler is put back after."""
     import os
     import signal
 
@@ -143,6 +123,9 @@ def test_sigterm_to_the_pool_stops_its_runs_as_ctrl_c_does(tiny_policy, tmp_path
 
     with pytest.raises(KeyboardInterrupt):
         run_jobs([job], 1, prefix="t", say=say, progress_every=0.2)
-    assert (job.status, job.returncode) == ("stopped", 75)
-    assert "preempted: checkpoint of step" in job.log.read_text()
+    assert (job.status, job.returncode) == ("stopped", 75)  # PREEMPTED_EXIT: checkpointed, try again
+    log = job.log.read_text()
+    assert "preempted: checkpoint of step" in log, log[-3000:]
+    assert list(run_dir.glob("checkpoint-*")), sorted(p.name for p in run_dir.iterdir())
+    assert job.extra == {} and last_step(run_dir) < 200
     assert signal.getsignal(signal.SIGTERM) == before
