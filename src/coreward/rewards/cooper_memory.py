@@ -34,7 +34,14 @@ from coreward.rewards.memory import (
     rm_passes,
     rm_shape,
 )
-from coreward.runtime.memory import DTYPE_BYTES, ModelShape, activation_bytes, parameter_count, scoring_bytes
+from coreward.runtime.memory import (
+    DTYPE_BYTES,
+    ModelShape,
+    activation_bytes,
+    activation_gradient_bytes,
+    parameter_count,
+    scoring_bytes,
+)
 
 
 class CooperMemory:
@@ -88,9 +95,6 @@ def _across_members(parts: tuple[MemoryItem, ...]) -> MemoryItem:
 
 def _one_rm_items(params: Any, run: PlannedRun, shape: ModelShape) -> list[MemoryItem]:
     """What one RM learner of `shape` holds: weights, masters, moments, gradients, update and scoring passes."""
-    # the policy update's term, reused (imported here: the plan's package imports the reward sources' pages)
-    from coreward.grpo.plan.activations import activation_gradient_bytes
-
     name = f"{run.key} Cooper RM"
     count = parameter_count(shape, "score")
     dtype = params.rm_dtype

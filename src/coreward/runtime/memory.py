@@ -320,3 +320,10 @@ def format_bytes(n: float) -> str:
     if abs(n) >= GIB:
         return f"{n / GIB:.1f} GiB"
     return f"{n / 1024**2:.0f} MiB"
+
+
+def activation_gradient_bytes(shape: ModelShape, tokens: int, compute_bytes: int, stream_bytes: int) -> int:
+    """What backward allocates beyond the kept activations, one layer at a time: the gradients of the MLP's gate and
+    up outputs (2 I in the compute dtype), of the attention output (q), and of the residual stream in and out
+    (2 h in the stream's dtype: float32 under autocast over float32 weights)."""
+    return tokens * (compute_bytes * (2 * shape.intermediate_size + shape.q_width) + 2 * stream_bytes * shape.hidden_size)

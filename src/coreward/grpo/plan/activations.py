@@ -12,7 +12,13 @@ from coreward.grpo.plan.model_states import adapted_linears
 from coreward.grpo.plan.settings import Precision
 from coreward.grpo.plan.sharding import SHARDED
 from coreward.rewards.memory import POLICY_UPDATE, MemoryItem
-from coreward.runtime.memory import DTYPE_BYTES, ModelShape, activation_bytes, lm_head_tile_bytes
+from coreward.runtime.memory import (
+    DTYPE_BYTES,
+    ModelShape,
+    activation_bytes,
+    activation_gradient_bytes,
+    lm_head_tile_bytes,
+)
 
 
 def policy_update_items(config: TrainConfig, policy: ModelShape, precision: Precision, engine: str, lengths: Lengths,
@@ -50,13 +56,6 @@ def policy_update_items(config: TrainConfig, policy: ModelShape, precision: Prec
                                 * policy.hidden_size * grad_bytes, (POLICY_UPDATE,),
                                 "a dense vocab x hidden gradient, added into the head's", gpu_measured=engine == "one"))
     return items
-
-
-def activation_gradient_bytes(shape: ModelShape, tokens: int, compute_bytes: int, stream_bytes: int) -> int:
-    """What backward allocates beyond the kept activations, one layer at a time: the gradients of the MLP's gate and
-    up outputs (2 I in the compute dtype), of the attention output (q), and of the residual stream in and out
-    (2 h in the stream's dtype: float32 under autocast over float32 weights)."""
-    return tokens * (compute_bytes * (2 * shape.intermediate_size + shape.q_width) + 2 * stream_bytes * shape.hidden_size)
 
 
 def lora_dropout_bytes(shape: ModelShape, tokens: int, target_modules: Any, dtype_bytes: int,
