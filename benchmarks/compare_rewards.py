@@ -12,6 +12,7 @@ default rule on every cell's metrics (evaluation/guard.py), so cells trained wit
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import statistics
@@ -32,14 +33,32 @@ def t_quantile(df: int) -> float:
         return table.get(df, 1.96)
 
 
+def t_interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean and the Student-t 95% interval (n − 1 degrees of freedom); a single value has no interval (nan)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, math.nan, math.nan
+    half = t_quantile(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def sign_flip_p(differences: list[float]) -> float:
+    """Two-sided exact permutation p of the mean paired difference: under "no difference" each seed's difference is as
+    likely negated, so p = the share of the 2^n sign patterns whose |mean| is at least the observed one."""
+    n = len(differences)
+    observed = abs(sum(differences)) - 1e-12  # ties count as at least as extreme
+    extreme = sum(abs(sum(s * d for s, d in zip(signs, differences))) >= observed
+                  for signs in itertools.product((1, -1), repeat=n))
+    return extreme / 2 ** n
+
+
 def interval(values: list[float]) -> str:
     if not values:
         return "–"
-    mean = statistics.fmean(values)
+    mean, low, high = t_interval(values)
     if len(values) < 2:
         return f"{mean:.1f} (1 seed)"
-    half = t_quantile(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return f"{mean:.1f} [{mean - half:.1f}, {mean + half:.1f}]"
+    return f"{mean:.1f} [{low:.1f}, {high:.1f}]"
 
 
 def main() -> None:
@@ -77,9 +96,8 @@ def main() -> None:
             lo_hi = interval(pairs)
             resolved = ""
             if len(pairs) > 1:
-                mean = statistics.fmean(pairs)
-                half = t_quantile(len(pairs) - 1) * statistics.stdev(pairs) / math.sqrt(len(pairs))
-                resolved = "resolved (interval excludes 0)" if abs(mean) > half else "not resolved"
+                _, low, high = t_interval(pairs)
+                resolved = "resolved (interval excludes 0)" if low > 0 or high < 0 else "not resolved"
             print(f"- {args.against} − {reward}: {lo_hi} over {len(pairs)} seeds: {resolved}")
 
 

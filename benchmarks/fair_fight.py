@@ -27,7 +27,7 @@ against 0.05 divided by it (Bonferroni) before calling a difference resolved.
 from __future__ import annotations
 
 import argparse
-import itertools
+import functools
 import json
 import math
 import statistics
@@ -35,49 +35,32 @@ import sys
 from pathlib import Path
 
 import yaml
-
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_rewards import t_quantile  # noqa: E402  (benchmarks/ is not a package)
+from compare_rewards import sign_flip_p, t_interval  # this directory is on sys.path when the script runs
 
 
 EVAL_FILE = "fair_eval.json"
 
 
-# --------------------------------------------------------------------------- statistics
-
-
-def t_interval(values: list[float]) -> tuple[float, float, float]:
-    """Mean and the Student-t 95% interval (n − 1 degrees of freedom); a single value has no interval (nan)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, math.nan, math.nan
-    half = t_quantile(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return mean, mean - half, mean + half
-
-
-def sign_flip_p(differences: list[float]) -> float:
-    """Two-sided exact permutation p of the mean paired difference: under "no difference" each seed's difference is as
-    likely negated, so p = the share of the 2^n sign patterns whose |mean| is at least the observed one."""
-    n = len(differences)
-    observed = abs(sum(differences)) - 1e-12  # ties count as at least as extreme
-    extreme = sum(abs(sum(s * d for s, d in zip(signs, differences))) >= observed
-                  for signs in itertools.product((1, -1), repeat=n))
-    return extreme / 2 ** n
-
-
 # --------------------------------------------------------------------------- one cell
+
+
+@functools.cache
+def heldout_records(problems: int) -> dict:
+    """The demo's first `problems` held-out problems, loaded once for every model evaluated."""
+    from coreward.data.benchmarks import load_benchmark
+    from coreward.demo.run import TOY
+
+    return {TOY.benchmark: load_benchmark(TOY.benchmark, split="test", limit=problems)}
 
 
 def heldout(model_dir: Path, problems: int, n: int, seed: int, cache: Path) -> float:
     """avg@n of one saved policy on the demo's first `problems` held-out problems, as `coreward demo` scores runs."""
-    from coreward.data.benchmarks import load_benchmark
     from coreward.demo.run import TOY, heldout_avg
     from coreward.runtime.devices import torch_threads
 
-    records = {TOY.benchmark: load_benchmark(TOY.benchmark, split="test", limit=problems)}
     with torch_threads(1):
-        return heldout_avg(model_dir, records, n, seed, cache / f"eval-{model_dir.name}", TOY.generation)
+        return heldout_avg(model_dir, heldout_records(problems), n, seed, cache / f"eval-{model_dir.name}",
+                           TOY.generation)
 
 
 def evaluate_cell(run_dir: Path, problems: int, n: int, seed: int) -> dict:
@@ -109,6 +92,7 @@ def map_cells(map_dir: Path) -> list[dict]:
                 if cell["status"] == "done" and cell["horizons"].get(horizon)]
     from coreward.evaluation.overoptimization import summarize
     from coreward.evaluation.plots import load_run
+    from coreward.experiments.hackability import MapSettings
     from coreward.grpo.train import final_complete
 
     cells = []
@@ -116,7 +100,7 @@ def map_cells(map_dir: Path) -> list[dict]:
         if not final_complete(run_dir):
             continue
         lr, seed = run_dir.name[2:].split("_seed")
-        summary = summarize(load_run(run_dir, run_dir.parent.name), 0.6)
+        summary = summarize(load_run(run_dir, run_dir.parent.name), MapSettings.smooth)  # the map's default
         if summary is not None:
             cells.append({"reward": run_dir.parent.name, "lr": float(lr), "seed": int(seed), "run_dir": str(run_dir),
                           "summary": summary.to_dict()})

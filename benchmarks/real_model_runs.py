@@ -15,14 +15,12 @@ verified accuracy against step for every run.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import statistics
 from pathlib import Path
 
-
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+from compare_rewards import sign_flip_p, t_quantile  # this directory is on sys.path when the script runs
 
 
 def samples(eval_dir: Path):
@@ -51,14 +49,6 @@ def metrics(run_dir: Path) -> list[dict]:
 
 def mean_of(rows: list[dict], key: str) -> float:
     return statistics.fmean(r[key] for r in rows if isinstance(r.get(key), (int, float)))
-
-
-def sign_flip_p(diffs: list[float]) -> float:
-    """Two-sided exact sign-flip p of the mean difference (the share of sign assignments at least as extreme)."""
-    observed = abs(statistics.fmean(diffs))
-    flips = [abs(statistics.fmean(s * d for s, d in zip(signs, diffs)))
-             for signs in itertools.product((1, -1), repeat=len(diffs))]
-    return sum(f >= observed - 1e-12 for f in flips) / len(flips)
 
 
 def main() -> None:
@@ -93,7 +83,7 @@ def main() -> None:
               f"{100 * mean_of(first, 'verified_accuracy'):.1f}% → {100 * mean_of(last, 'verified_accuracy'):.1f}% |")
     mean = statistics.fmean(diffs)
     if len(diffs) > 1:
-        half = T95[len(diffs) - 1] * statistics.stdev(diffs) / math.sqrt(len(diffs))
+        half = t_quantile(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
         print(f"\nover {len(diffs)} runs: Δ {100 * mean:+.1f} points, 95% t interval [{100 * (mean - half):+.1f}, "
               f"{100 * (mean + half):+.1f}], sign-flip p = {sign_flip_p(diffs):.3f} (exact, {2 ** len(diffs)} "
               "assignments)")

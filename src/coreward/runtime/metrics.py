@@ -53,8 +53,8 @@ def process_cpu_seconds() -> float:
 
     import psutil
 
-    used = sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
-               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    used = sum(usage.ru_utime + usage.ru_stime
+               for usage in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
     for child in psutil.Process().children(recursive=True):
         try:
             times = child.cpu_times()
