@@ -162,8 +162,45 @@ def test_the_demo_members_are_named_and_each_trains_on_questions_no_other_rm_saw
     assert all(end - start == ANNOTATION["questions"] and end <= SPLIT_SIZES["train"] for start, end in slices)
     assert all(a[1] <= b[0] for a, b in zip(slices, slices[1:]))  # in order and disjoint
     assert len({member_recipe(k)["seed"] for k in (1, 2, 3, 4)} | {0}) == 5
-    with pytest.raises(CorewardError, match="demo:1 ... demo:4, not demo:5"):
+    with pytest.raises(CorewardError, match="demo:1 ... demo:4 and demo:pooled, not demo:5"):
         member_recipe(5)
+    # demo:pooled, the data-matched single RM: exactly the ensemble's questions, each slice with its member's sampling
+    # seed (the same samples), trained with the demo RM's seed
+    pooled = member_recipe("pooled")
+    assert "demo:pooled" in registered_names("rm") and pooled["pooled"] == ["demo", "demo:1", "demo:2"]
+    assert pooled["slices"] == [[0, ANNOTATION["questions"], ANNOTATION["seed"]]] + \
+        [[*member_recipe(k)["questions"], member_recipe(k)["sampling_seed"]] for k in (1, 2)]
+    assert pooled["seed"] == ANNOTATION["seed"]
     for name in ("ensemble_min", "ensemble_uncertainty"):
         params = read_yaml_with_base(REPO / "configs" / "demo" / f"{name}.yaml")["rewards"][0]["params"]
         assert params["path"] == ["demo", "demo:1", "demo:2"]
+
+
+def test_the_pooled_rm_samples_each_members_slice_with_its_seed_and_trains_on_all_of_them(tmp_path, monkeypatch):
+    """demo:pooled's training file is the three slices' samples in order, each drawn as its member draws it; the
+    sampling report adds their counts. (The sampler is replaced by one returning a row per call: drawing 48,000 real
+    samples is the build itself.)"""
+    import json
+
+    from coreward.demo import rm
+
+    calls = []
+
+    class Report:
+        def to_dict(self):
+            return {"labelled_by": "rule", "sampled": 4, "generation_failures": 0, "no_answer": 0, "judged": 0,
+                    "kept": 4, "positives": 1, "negatives": 3, "positive_rate": 0.25}
+
+    def sampler(policy, split, end, seed, start=0):
+        calls.append((split, start, end, seed))
+        return [{"question": f"q{start}", "reference_answer": "1", "completion": "1", "label": 1}], Report()
+
+    monkeypatch.setattr(rm, "sample_demo_rows", sampler)
+    monkeypatch.setattr("coreward.demo.policy.ensure_demo_policy", lambda: tmp_path)
+    report = rm.sampled_rows("pooled", rm.member_recipe("pooled"), tmp_path)
+    assert calls == [("train", start, end, seed) for start, end, seed in rm.member_recipe("pooled")["slices"]]
+    assert calls[1][1:] == (*rm.member_recipe(1)["questions"], rm.member_recipe(1)["sampling_seed"])
+    rows = [json.loads(line) for line in (tmp_path / "verification.jsonl").read_text().splitlines()]
+    assert [r["question"] for r in rows] == ["q0", "q4000", "q8000"]
+    assert report["sampled"] == 12 and report["positives"] == 3 and report["positive_rate"] == 0.25
+    assert len(report["slices"]) == 3 and json.loads((tmp_path / rm.ANNOTATION_FILE).read_text()) == report

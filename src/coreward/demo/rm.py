@@ -312,17 +312,33 @@ MEMBER_RECIPE_VERSION = 3  # bump when the code below changes what a member is
 STEP_COMPLETIONS = 128  # completions a demo GRPO step scores (16 prompts x 8): the unit of the cost figures
 
 
-def member_recipe(k: int) -> dict:
-    """What member k is: its training seed, the slice [start, end) of the train split it samples, its sampling seed."""
+def member_recipe(k: int | str) -> dict:
+    """What member k is: its training seed, the slice [start, end) of the train split it samples, its sampling seed.
+    k = "pooled": the demo RM's recipe on the questions (and samples) of all of POOLED at once (`slices`)."""
     from coreward.data.synthetic import SPLIT_SIZES
     from coreward.runtime.errors import CorewardError
 
+    if k == "pooled":
+        slices = [[0, ANNOTATION["questions"], ANNOTATION["seed"]]] + \
+            [[*member_recipe(j)["questions"], member_recipe(j)["sampling_seed"]] for j in range(1, len(POOLED))]
+        return {"version": MEMBER_RECIPE_VERSION, "seed": ANNOTATION["seed"], "pooled": list(POOLED), "slices": slices}
     size = ANNOTATION["questions"]
     last = SPLIT_SIZES["train"] // size - 1  # the slices the train split holds after the demo RM's
-    if not 1 <= k <= last:
-        raise CorewardError(f"the demo RM's ensemble members are demo:1 ... demo:{last}, not demo:{k}")
+    if not (isinstance(k, int) and 1 <= k <= last):
+        raise CorewardError(f"the demo RM's ensemble members are demo:1 ... demo:{last} and demo:pooled, not demo:{k}")
     return {"version": MEMBER_RECIPE_VERSION, "seed": k, "questions": [k * size, (k + 1) * size],
             "sampling_seed": ANNOTATION["seed"] + k}
+
+
+# demo:pooled, the data-matched single RM: one RM trained on the questions of the ensemble [demo, demo:1, demo:2]
+# together (12,000 questions, 48,000 samples: each slice sampled with its member's seed, so the same samples), with
+# the demo RM's seed and epochs. Against the `min` ensemble of those three it separates "more data" from "more RMs".
+POOLED = ("demo", "demo:1", "demo:2")
+
+
+def recipe_slices(recipe: dict) -> list[list[int]]:
+    """[start, end, sampling seed] of each slice of the train split a member's recipe samples."""
+    return recipe.get("slices") or [[*recipe["questions"], recipe["sampling_seed"]]]
 
 
 def _cached(directory: Path, done: Path, build, what: str) -> None:
@@ -357,16 +373,17 @@ def ensure_truth_eval() -> Path:
     return path
 
 
-def member_hash(k: int, policy_path: Path) -> str:
+def member_hash(k: int | str, policy_path: Path) -> str:
     """Identifies what `build_demo_rm_member(k)` would build: the demo RM's recipe hash and the member's recipe."""
     return hashlib.sha256(json.dumps([recipe_hash(policy_path), member_recipe(k)]).encode()).hexdigest()[:12]
 
 
-MEMBER_BUILD_S = 900  # a member's build on the 2-core CPU: 916 s and 762 s measured (docs/demo_rm.md)
+MEMBER_BUILD_S = 900  # a member's build on the 2-core CPU: 916 s and 762 s measured (docs/demo_rm.md); demo:pooled
+# trains on three members' data: about three times as long
 ANNOTATION_FILE = "annotation.json"  # the sampling's report, written with verification.jsonl: the sampling is done
 
 
-def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
+def build_demo_rm_member(k: int | str, output_dir: str | Path) -> dict:
     """Sample, train and evaluate member k into `output_dir` (run/final); returns the summary written to member.json.
 
     Ctrl-C stops it (runtime/interrupt.py) keeping what is finished: sampled completions are kept (written whole,
@@ -414,7 +431,7 @@ def build_demo_rm_member(k: int, output_dir: str | Path) -> dict:
     return summary
 
 
-def sampled_rows(k: int, recipe: dict, output_dir: Path) -> dict:
+def sampled_rows(k: int | str, recipe: dict, output_dir: Path) -> dict:
     """Member k's rule-labelled samples in output_dir/verification.jsonl, and the sampling's report: drawn now, or
     kept from a build that was stopped after drawing them (the report is written last: its presence says both are
     whole)."""
@@ -425,13 +442,24 @@ def sampled_rows(k: int, recipe: dict, output_dir: Path) -> dict:
     if done.is_file() and (output_dir / "verification.jsonl").is_file():
         print(f"demo:{k}: its sampled completions are kept from a stopped build ({output_dir})", file=sys.stderr)
         return json.loads(done.read_text())
-    start, end = recipe["questions"]
+    rows, reports = [], []
     with torch_threads(DEMO_CONFIG["torch_threads"]):
-        rows, report = sample_demo_rows(ensure_demo_policy(), "train", end, recipe["sampling_seed"], start=start)
+        for start, end, sampling_seed in recipe_slices(recipe):
+            slice_rows, report = sample_demo_rows(ensure_demo_policy(), "train", end, sampling_seed, start=start)
+            rows, reports = rows + slice_rows, reports + [report.to_dict()]
     staged = write_rows(rows, output_dir / ".verification.jsonl")
     os.replace(staged, output_dir / "verification.jsonl")
-    done.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
-    return report.to_dict()
+    summary = reports[0] if len(reports) == 1 else pooled_report(reports)
+    done.write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def pooled_report(reports: list[dict]) -> dict:
+    """The sampling reports of several slices as one: counts added, each slice's kept under `slices`."""
+    total = {key: sum(r[key] for r in reports) for key in ("sampled", "generation_failures", "no_answer", "judged",
+                                                             "kept", "positives", "negatives")}
+    return {"labelled_by": reports[0]["labelled_by"], **total,
+            "positive_rate": total["positives"] / total["kept"] if total["kept"] else 0.0, "slices": reports}
 
 
 class training_progress:  # noqa: N801 - a context manager, used as `with training_progress(...)`
@@ -473,27 +501,32 @@ class training_progress:  # noqa: N801 - a context manager, used as `with traini
             progress.update(task, completed=min(self.epoch(), self.epochs))
 
 
-def ensure_demo_rm_member(k: int) -> Path:
-    """Member k's model directory, built once (about 15 minutes on the 2-core CPU) and cached under $COREWARD_CACHE."""
+def ensure_demo_rm_member(k: int | str) -> Path:
+    """Member k's model directory, built once (about 15 minutes on the 2-core CPU, demo:pooled about 45) and cached
+    under $COREWARD_CACHE."""
     from coreward.runtime.interrupt import long_phase
 
     directory = member_directory(k)
     with long_phase(f"building the demo RM's ensemble member demo:{k}", "run the same command again to go on"):
         _cached(directory, directory / "member.json", lambda: build_demo_rm_member(k, directory),
-                f"the demo RM's ensemble member demo:{k} (about {MEMBER_BUILD_S // 60} minutes)")
+                f"the demo RM's ensemble member demo:{k} (about {member_build_estimate(k) // 60} minutes)")
     return directory / "run" / "final"
 
 
-def member_directory(k: int) -> Path:
+def member_directory(k: int | str) -> Path:
     from coreward.demo.policy import ensure_demo_policy
     from coreward.runtime.assets import cache_root
 
     return cache_root() / f"demo_rm_member{k}-{member_hash(k, ensure_demo_policy())}"
 
 
-def member_build_s(k: int) -> float | None:
+def member_build_s(k: int | str) -> float | None:
     """Seconds member k's build takes before it can be used (None: it is built): what a run announces first."""
-    return None if (member_directory(k) / "member.json").exists() else MEMBER_BUILD_S
+    return None if (member_directory(k) / "member.json").exists() else member_build_estimate(k)
+
+
+def member_build_estimate(k: int | str) -> int:
+    return MEMBER_BUILD_S * len(recipe_slices(member_recipe(k)))
 
 
 def member_summary(name: str) -> dict:
@@ -501,7 +534,8 @@ def member_summary(name: str) -> dict:
     if name == "demo":
         model = ensure_demo_rm()
         return json.loads((model / "demo_rm.json" if model == SHIPPED else model.parents[1] / "demo_rm.json").read_text())
-    return json.loads((ensure_demo_rm_member(int(name.split(":", 1)[1])).parents[1] / "member.json").read_text())
+    k = name.split(":", 1)[1]
+    return json.loads((ensure_demo_rm_member(int(k) if k.isdigit() else k).parents[1] / "member.json").read_text())
 
 
 def ensemble_report(names: list[str], uncertainty_weight: float = 1.0) -> dict:
