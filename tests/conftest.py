@@ -82,3 +82,18 @@ def tiny_rm_path(tmp_path_factory) -> Path:
     from tests.helpers.tiny_models import build_random_rm
 
     return build_random_rm(tmp_path_factory.mktemp("tiny_rm") / "rm")
+
+
+@pytest.fixture(scope="session")
+def other_rm(tiny_rm_path, tmp_path_factory) -> str:
+    """The tiny RM with its one-logit head drawn again (seed 1, scaled up so that its scores differ by tenths): a
+    second RM for ensembles whose members start from different RMs (Cooper's `member_rms`)."""
+    import torch
+
+    from coreward.rm.model import VerifyRM
+
+    rm = VerifyRM.from_pretrained(tiny_rm_path, device="cpu")
+    with torch.no_grad():
+        head = rm.model.score.weight
+        head.copy_(30 * torch.randn(head.shape, generator=torch.Generator().manual_seed(1)) / 32)
+    return str(rm.save_pretrained(tmp_path_factory.mktemp("other_rm") / "rm"))

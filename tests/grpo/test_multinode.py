@@ -35,6 +35,7 @@ from safetensors.torch import load_file
 from coreward.grpo.checkpoints import COMPLETE_MARKER, complete_checkpoints
 from coreward.grpo.run_dir import LOCK_FILE, RunLock
 from coreward.grpo.trainer import TRAINER_STATE
+from coreward.rewards.cooper_variants import MEMBER_DIR
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.metrics import read_metrics
 from tests.grpo.test_sharded import GUARDED, assert_close, assert_guard_fired_at_step_1, labelled_methods
@@ -75,10 +76,12 @@ def lock_probe(outcome: dict):
 
 
 @pytest.mark.slow
-def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, tiny_rm_path, tmp_path):
+def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, tiny_rm_path, other_rm, tmp_path):
     # Cooper's RM optimizer offloaded and stepped on the RM's device (the Cooper authors' verl setting, its paper config's):
-    # its state moves in and out around every update on both processes, and resumes from the checkpoint
-    config = labelled_methods(tmp_path, tiny_rm_path, ", optimizer_offload: true, optimizer_offload_step: device")
+    # its state moves in and out around every update on both processes, and resumes from the checkpoint. Cooper is a
+    # co-optimized ensemble of two members that start from different RMs (member_rms), each saved and resumed.
+    config = labelled_methods(tmp_path, tiny_rm_path, ", optimizer_offload: true, optimizer_offload_step: device, "
+                                                      f"members: 2, member_rms: [{other_rm}]")
     overrides = settings(memorized_policy)
 
     # one machine, two processes: what the two machines must reproduce
@@ -133,9 +136,18 @@ def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, 
     initial = load_file(Path(memorized_policy) / "model.safetensors")
     moved = load_file(ours / "model.safetensors")
     assert any(not torch.equal(moved[k].float(), initial[k].float()) for k in initial if k in moved)
-    for source, weights in (("co_rewarding_2", "teacher.safetensors"), ("cooper", "rm/model.safetensors")):
+    member = f"{MEMBER_DIR.format(k=1)}/rm/model.safetensors"
+    for source, weights in (("co_rewarding_2", "teacher.safetensors"), ("cooper", "rm/model.safetensors"),
+                            ("cooper", member)):
         assert_close(load_file(ours / "reward_sources" / source / weights),
                      load_file(theirs / "reward_sources" / source / weights))
+    # the second member grew from member_rms[0], not from the first member's RM: its score head is still other_rm's
+    # far more than tiny_rm's (a few steps at lr 1e-3 move it by little)
+    head = "score.weight"
+    grown = load_file(ours / "reward_sources" / "cooper" / member)[head]
+    starts = {name: load_file(Path(path) / "model.safetensors")[head] for name, path in
+              (("other", other_rm), ("tiny", tiny_rm_path))}
+    assert (grown - starts["other"]).abs().max() < 0.1 * (grown - starts["tiny"]).abs().max()
     assert json.loads((ours / "reward_sources" / "cooper" / "cooper_state.json").read_text()) == \
         json.loads((theirs / "reward_sources" / "cooper" / "cooper_state.json").read_text())
     assert (run_dir / "final" / COMPLETE_MARKER).is_file()

@@ -170,16 +170,6 @@ def test_ensemble_members_learn_different_pairs_and_the_reward_is_their_min(roll
         assert new.updates == old.updates == 2
 
 
-@pytest.fixture(scope="module")
-def other_rm(tiny_rm_path, tmp_path_factory) -> str:
-    """The tiny RM with its one-logit head drawn again (seed 1, scaled up so that its scores differ by tenths)."""
-    rm = VerifyRM.from_pretrained(tiny_rm_path, device="cpu")
-    with torch.no_grad():
-        head = rm.model.score.weight
-        head.copy_(30 * torch.randn(head.shape, generator=torch.Generator().manual_seed(1)) / 32)
-    return str(rm.save_pretrained(tmp_path_factory.mktemp("other_rm") / "rm"))
-
-
 def test_ensemble_members_start_from_member_rms_and_resume_from_their_checkpoint(rollouts, tiny_rm_path, other_rm,
                                                                                  verifier, tmp_path):
     triples = list(zip(*rollouts))
