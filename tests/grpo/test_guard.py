@@ -180,6 +180,9 @@ def test_best_is_swapped_whole_by_one_rename(tmp_path):
     try:
         for step in range(2, 52):
             replace_best(tmp_path, write_best_dir(tmp_path, step))
+            read_so_far, deadline = len(seen), time.monotonic() + 1
+            while len(seen) == read_so_far and time.monotonic() < deadline:
+                time.sleep(0.0005)  # let the reader run between replacements (on a loaded machine it may not)
     finally:
         stop.set()
         thread.join()

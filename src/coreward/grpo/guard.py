@@ -204,11 +204,30 @@ class GuardCallback(TrainerCallback):
 
 # ------------------------------------------------------------------------------------------- best/ on disk
 def read_best(run_dir: str | Path) -> dict[str, Any] | None:
-    """best/'s record (step, verified accuracy, ...), None when the run has no complete best/."""
+    """best/'s record (step, verified accuracy, ...), None when the run has no complete best/.
+
+    The link is resolved once and both files are read from its target: a path through best/ is resolved again by
+    every system call, and one that began before `replace_best` renamed the link can reach the old target after it
+    was deleted. A target that vanished while being read was replaced: the new one is read."""
     best = Path(run_dir) / BEST_DIR
-    if not (best / COMPLETE_MARKER).is_file() or not (best / BEST_INFO).is_file():
-        return None
-    return json.loads((best / BEST_INFO).read_text())
+    for _ in range(100):
+        target = _best_target(best)
+        try:
+            if (target / COMPLETE_MARKER).is_file():
+                return json.loads((target / BEST_INFO).read_text())
+        except FileNotFoundError:
+            pass
+        if _best_target(best) == target:  # not replaced meanwhile: what was read is what there is
+            return None
+    return None
+
+
+def _best_target(best: Path) -> Path:
+    """The directory best/ names now: its link's target, or best/ itself (an older coreward's directory, or none)."""
+    try:
+        return best.parent / os.readlink(best)
+    except OSError:  # not a link, or no best/
+        return best
 
 
 def replace_best(run_dir: Path, written: Path) -> None:
