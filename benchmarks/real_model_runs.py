@@ -20,7 +20,7 @@ import math
 import statistics
 from pathlib import Path
 
-from compare_rewards import sign_flip_p, t_quantile  # this directory is on sys.path when the script runs
+from compare_rewards import sign_flip_p, t_interval  # this directory is on sys.path when the script runs
 
 
 def samples(eval_dir: Path):
@@ -81,11 +81,10 @@ def main() -> None:
               f"{100 * after['cut']:.0f}% | {100 * after['answerless']:.0f}% | {100 * after['boxed']:.0f}% | "
               f"{mean_of(first, 'reward'):.3f} → {mean_of(last, 'reward'):.3f} | "
               f"{100 * mean_of(first, 'verified_accuracy'):.1f}% → {100 * mean_of(last, 'verified_accuracy'):.1f}% |")
-    mean = statistics.fmean(diffs)
     if len(diffs) > 1:
-        half = t_quantile(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
-        print(f"\nover {len(diffs)} runs: Δ {100 * mean:+.1f} points, 95% t interval [{100 * (mean - half):+.1f}, "
-              f"{100 * (mean + half):+.1f}], sign-flip p = {sign_flip_p(diffs):.3f} (exact, {2 ** len(diffs)} "
+        mean, low, high = t_interval(diffs)
+        print(f"\nover {len(diffs)} runs: Δ {100 * mean:+.1f} points, 95% t interval [{100 * low:+.1f}, "
+              f"{100 * high:+.1f}], sign-flip p = {sign_flip_p(diffs):.3f} (exact, {2 ** len(diffs)} "
               "assignments)")
     pooled_mean = statistics.fmean(pooled)
     pooled_half = 1.96 * statistics.stdev(pooled) / math.sqrt(len(pooled))

@@ -456,8 +456,8 @@ def sampled_rows(k: int | str, recipe: dict, output_dir: Path) -> dict:
 
 def pooled_report(reports: list[dict]) -> dict:
     """The sampling reports of several slices as one: counts added, each slice's kept under `slices`."""
-    total = {key: sum(r[key] for r in reports) for key in ("sampled", "generation_failures", "no_answer", "judged",
-                                                             "kept", "positives", "negatives")}
+    counts = [key for key, value in reports[0].items() if type(value) is int]  # AnnotationReport's counts
+    total = {key: sum(r[key] for r in reports) for key in counts}
     return {"labelled_by": reports[0]["labelled_by"], **total,
             "positive_rate": total["positives"] / total["kept"] if total["kept"] else 0.0, "slices": reports}
 
