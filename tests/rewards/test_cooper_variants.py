@@ -229,3 +229,32 @@ def test_the_memory_plan_holds_each_member_at_its_own_rms_shape(tiny_rm_path):
         assert both[part] == max(tiny[part], demo[part]), part
     assert planned(rm=str(tiny_rm_path), members=2) == {**tiny, "weights": 2 * tiny["weights"],
                                                          "AdamW moments": 2 * tiny["AdamW moments"]}
+
+
+def test_the_rm_passes_are_planned_at_the_steps_pairs_and_the_runs_lengths():
+    """An RM pass holds no more sequences than the step has (both sides of one pair a group; two pairs a group with
+    mixed negatives) and no more tokens than the run's prompt + completion + the template's tags and a reference;
+    an LLM assistant's rewrite may be longer (rm/assistant.py: +500 tokens). Planned at 1,024 tokens and the batch
+    size whatever the run, Cooper on SmolLM2 (4 prompts x 8 completions of 64 tokens) planned 52 GiB for a 5 GiB step."""
+    from coreward.rewards.memory import RM_MAX_LENGTH, RM_TAGS_AND_REFERENCE, PlannedRun
+    from coreward.rewards.model import ModelReward
+
+    shape = ModelShape.from_path("demo", "rm")
+    run = PlannedRun(key="rewards.0", on_gpu=False, engine="one", processes=1, policy=shape,
+                     policy_weights_dtype="float32", policy_compute_dtype="float32", lora=False, kl_reference=False,
+                     rows=8, seq_len=60, completions=32, groups=4)
+    length = min(60 + RM_TAGS_AND_REFERENCE, shape.max_position_embeddings)
+
+    def notes(params, source=CooperReward) -> dict[str, str]:
+        needs = source.memory_needs(source.Params(device="auto", **params), run)
+        return {item.name.split(" RM ")[-1]: item.note for item in needs.items}
+
+    perturb = notes({"rm": "demo", "assistant": "perturb"})
+    assert perturb["update activations"].startswith(f"8 sequences (pairs' two sides) x {length} tokens")
+    assert f"32 sequences x {length} tokens" in perturb["scoring pass"]  # every rollout, under the batch size of 32
+    assert notes({"rm": "demo", "negative": "mixed"})["update activations"].startswith("16 sequences")
+    llm = notes({"rm": "demo", "assistant": "http://localhost:8000/v1#m"})["update activations"]
+    assert f"x {min(60 + RM_TAGS_AND_REFERENCE + 500, RM_MAX_LENGTH, shape.max_position_embeddings)} tokens" in llm
+    static = ModelReward.memory_needs(ModelReward.Params(path="demo", batch_size=64), run)
+    assert [item.note for item in static.items if "scoring" in item.name] == [
+        f"32 sequences x {length} tokens per pass, no grad"]

@@ -120,7 +120,12 @@ def _one_rm_items(params: Any, run: PlannedRun, shape: ModelShape) -> list[Memor
                                 f"2 x {state} bytes per parameter" + where))
     items.append(MemoryItem(f"{name} gradients", count * e // divide, (RM_UPDATE, RM_STEP),
                             f"in {dtype}, until the RM's optimizer step", gpu_measured=True))
-    rows, length = rm_passes(params, params.batch_size, min(RM_MAX_LENGTH, shape.max_position_embeddings))
+    # an update pass holds both sides of at most the step's pairs (one a group; two with `negative: mixed`), over
+    # every process; an LLM assistant's negative may run ASSISTANT_EXTRA_TOKENS past the completion it rewrites
+    pairs = run.groups * run.processes * (2 if params.negative == "mixed" else 1)
+    longest = min(RM_MAX_LENGTH, run.rm_input_tokens + (ASSISTANT_EXTRA_TOKENS if _llm_assistant(params) else 0),
+                  shape.max_position_embeddings)
+    rows, length = rm_passes(params, params.batch_size, longest, 2 * pairs)
     checkpointing = params.gradient_checkpointing
     items.append(MemoryItem(f"{name} update activations", activation_bytes(
         shape, rows, length, dtype=dtype, attn_implementation="sdpa", gradient_checkpointing=checkpointing,
@@ -137,11 +142,27 @@ def _one_rm_items(params: Any, run: PlannedRun, shape: ModelShape) -> list[Memor
         largest = max(shape.vocab_size * shape.hidden_size, shape.hidden_size * shape.intermediate_size) // divide
         items.append(MemoryItem(f"{name} optimizer step", largest * ((4 if keeps_masters else 0) + 8), (RM_STEP,),
                                 "one tensor at a time: its float32 gradient and AdamW's temporaries"))
+    # the scoring pass reads the step's rollouts (at most `batch_size` of them at a time)
+    rows, length = rm_passes(params, params.batch_size, min(run.rm_input_tokens, shape.max_position_embeddings),
+                             run.completions)
     items.append(MemoryItem(f"{name} scoring pass", scoring_bytes(shape, rows, length, dtype), (SCORING,),
-                            "no grad: one layer's working set", gpu_measured=True))
+                            f"no grad: one layer's working set, {rows} sequences x {length} tokens", gpu_measured=True))
     if params.anchor > 0:
         items.insert(1, MemoryItem(f"{name} anchor weights", count * 4 // divide, ALL, "θ_0, float32 (anchor)"))
     return items
+
+
+# rm/assistant.py asks an LLM assistant for at most the positive's words + 500 tokens
+ASSISTANT_EXTRA_TOKENS = 500
+
+
+def _llm_assistant(params: Any) -> bool:
+    """Whether the negatives are an LLM's rewrites (a local model or an endpoint), which may be longer than the
+    rollout they rewrite; the offline perturbation keeps its length, rollout negatives are rollouts."""
+    if params.negative == "rollout":
+        return False
+    assistant = params.assistant
+    return not (isinstance(assistant, str) and assistant in ("perturb", "rollout", ""))
 
 
 def _rm_levers(params: Any, run: PlannedRun) -> list[Lever]:

@@ -44,6 +44,10 @@ GENERATION, SCORING, RM_UPDATE, RM_STEP, POLICY_UPDATE = (
 PHASES = (GENERATION, SCORING, RM_UPDATE, RM_STEP, POLICY_UPDATE)
 ALL = PHASES  # held through the whole step
 RM_MAX_LENGTH = 1024  # VerifyRM's max_length (rm/model.py): the tokens of one RM input at most
+# An RM input is the template's six tags around the question, the reference answer and a completion: planned at the
+# prompt's bound (the chat-templated prompt, longer than the bare question) + the completion's + this, for the tags
+# and a short reference answer (a number, an expression: GSM8K's and MATH's are a few tokens)
+RM_TAGS_AND_REFERENCE = 64
 
 
 @dataclass
@@ -99,6 +103,16 @@ class PlannedRun:
     kl_reference: bool  # TRL keeps a reference copy of the policy (grpo.beta > 0, no LoRA)
     rows: int  # sequences per micro-batch
     seq_len: int  # tokens each (prompt + completion)
+    # what a reward source scores per step on this device, and in how many groups (prompts): an RM pass never holds
+    # more sequences than there are (0: not known, planned at the source's batch size)
+    completions: int = 0
+    groups: int = 0
+
+    @property
+    def rm_input_tokens(self) -> int:
+        """One RM input's tokens at most: the prompt's and completion's bound + RM_TAGS_AND_REFERENCE, within
+        VerifyRM's max_length."""
+        return min(RM_MAX_LENGTH, self.seq_len + RM_TAGS_AND_REFERENCE)
 
     @property
     def policy_parameters(self) -> int:
@@ -220,10 +234,13 @@ def rm_exists(path: str) -> bool:
         return False
 
 
-def rm_passes(params: Any, batch_size: int, max_length: int) -> tuple[int, int]:
-    """(sequences per RM pass, tokens each) at worst (every input at max_length): `batch_size` sequences, fewer
-    under `max_tokens_per_pass` (whole pairs: two sequences each; a pair longer than the budget runs alone)."""
+def rm_passes(params: Any, batch_size: int, max_length: int, sequences: int = 0) -> tuple[int, int]:
+    """(sequences per RM pass, tokens each) at worst (every input at max_length): `batch_size` sequences, no more
+    than the `sequences` there are to pass (0: not known), fewer under `max_tokens_per_pass` (whole pairs: two
+    sequences each; a pair longer than the budget runs alone)."""
     rows = max(2, batch_size - batch_size % 2)
+    if sequences > 0:
+        rows = max(2, min(rows, sequences + sequences % 2))
     budget = getattr(params, "max_tokens_per_pass", None)
     if budget:
         rows = max(2, min(rows, (budget // max_length) // 2 * 2))

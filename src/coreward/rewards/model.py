@@ -119,9 +119,10 @@ class ModelReward(RewardSource):
             dtype = plan.config_dtype(path, "rm", key) if plan.rm_exists(path) else "float32"
             needs.items.append(MemoryItem(f"{run.key} static RM{member} weights", parameter_count(shape, "score")
                                           * DTYPE_BYTES[dtype], (plan.SCORING,) if params.param_offload else plan.ALL, f"{dtype}, frozen"))
-        rows, length = plan.rm_passes(params, params.batch_size, min(plan.RM_MAX_LENGTH, shape.max_position_embeddings))
+        rows, length = plan.rm_passes(params, params.batch_size, min(run.rm_input_tokens, shape.max_position_embeddings),
+                                      run.completions)
         needs.items.append(MemoryItem(f"{run.key} static RM scoring pass", scoring_bytes(shape, rows, length, "float32"),
-                                      (plan.SCORING,), f"{rows} sequences per pass, no grad"))
+                                      (plan.SCORING,), f"{rows} sequences x {length} tokens per pass, no grad"))
         if not params.param_offload and not run.shards_like_the_policy:
             needs.levers.append(plan.Lever.setting(f"{run.key}.params.param_offload=true",
                                               "the RM's weights copied to the device for each scoring"))

@@ -4,7 +4,7 @@ rewards/memory.py). The plan names no method: a user's registered source is plan
 
 from __future__ import annotations
 
-from coreward.grpo.config import TrainConfig
+from coreward.grpo.config import TrainConfig, default_num_generations
 from coreward.grpo.plan.activations import policy_update_items
 from coreward.grpo.plan.generation import generation_items, vllm_share_problem
 from coreward.grpo.plan.hardware import Hardware
@@ -74,7 +74,8 @@ def run_facts(config: TrainConfig, hardware: Hardware, shard: Sharding, policy: 
         key=key, on_gpu=hardware.on_gpu, engine=shard.engine, processes=shard.n, policy=policy,
         policy_weights_dtype=policy_precision.weights, policy_compute_dtype=policy_precision.compute,
         lora=config.lora.enabled, kl_reference=float(grpo_setting(config, "beta", 0.0)) > 0 and not config.lora.enabled,
-        rows=lengths.rows, seq_len=lengths.seq_len)
+        rows=lengths.rows, seq_len=lengths.seq_len, completions=lengths.generation_rows,
+        groups=-(-lengths.generation_rows // int(grpo_setting(config, "num_generations", None) or default_num_generations())))
 
 
 # PyTorch's caching allocator reserves more than it hands out (blocks split and cached: fragmentation). Measured on
