@@ -499,3 +499,30 @@ def test_coreward_eval_with_a_judge(judge_server, memorized_policy, tmp_path, st
     assert judge_["overturned"] == int((samples["correct"] & ~samples["rule_correct"]).sum())
     assert results["benchmarks"]["demo"]["avg@2"] == pytest.approx(samples["correct"].mean())
     assert "judge (hybrid)" in result.stdout
+
+
+def test_a_local_judge_is_planned_at_its_batch_and_request_length_and_an_endpoint_not_at_all():
+    """A local judge holds its weights and one batch's cache: its batch size (hf_local's 8 by default, or the
+    generator dict's) of its prompt's template + an RM input + the reply's budget, not 32 x 2,048 tokens (3 GiB of
+    SmolLM2's cache where its requests need 0.2)."""
+    from coreward.rewards.judge import JudgeReward
+    from coreward.rewards.memory import LOCAL_LLM_BATCH, RM_TAGS_AND_REFERENCE, PlannedRun
+    from coreward.rm.judge import JUDGE_FORMATS
+    from coreward.runtime.memory import ModelShape, kv_cache_bytes, parameter_count
+
+    shape = ModelShape.from_path("demo", "policy")
+    run = PlannedRun(key="rewards.0", on_gpu=False, engine="one", processes=1, policy=shape,
+                     policy_weights_dtype="float32", policy_compute_dtype="float32", lora=False, kl_reference=False,
+                     rows=8, seq_len=40, completions=32, groups=4)
+
+    def planned(judge, **params):
+        return JudgeReward.memory_needs(JudgeReward.Params(judge=judge, **params), run).items
+
+    plain = JUDGE_FORMATS["plain"]
+    tokens = min(40 + RM_TAGS_AND_REFERENCE + len(plain.template) + plain.max_tokens, shape.max_position_embeddings)
+    (local,) = planned("demo")
+    assert local.bytes == (parameter_count(shape, "lm") * 4 + kv_cache_bytes(shape, LOCAL_LLM_BATCH, tokens, "float32"))
+    assert f"{LOCAL_LLM_BATCH} sequences x {tokens} tokens" in local.note
+    (batched,) = planned({"backend": "hf", "model": "demo", "batch_size": 2})
+    assert "2 sequences" in batched.note and batched.bytes < local.bytes
+    assert planned("http://localhost:8000/v1#judge") == []  # an endpoint's memory is elsewhere

@@ -28,6 +28,8 @@ from coreward.rewards.memory import (
     MemoryItem,
     MemoryNeeds,
     PlannedRun,
+    assistant_request_tokens,
+    judge_request_tokens,
     local_llm_items,
     parameters_text,
     rm_on_its_own_device,
@@ -53,8 +55,10 @@ class CooperMemory:
         if not rm_on_its_own_device(params, run, needs.notes):
             needs.items += _rm_learner_items(params, run, needs.notes)
             needs.levers += _rm_levers(params, run)
-        needs.items += local_llm_items(run, params.assistant, "assistant", "assistant")
-        needs.items += local_llm_items(run, params.positive_judge, "positive judge", "positive_judge")
+        needs.items += local_llm_items(run, params.assistant, "assistant", "assistant",
+                                       assistant_request_tokens(run, params.assistant_prompt))
+        needs.items += local_llm_items(run, params.positive_judge, "positive judge", "positive_judge",
+                                       judge_request_tokens(run, params.positive_judge_format))
         return needs
 
 

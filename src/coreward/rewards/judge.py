@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
-from coreward.rewards.memory import MemoryNeeds, PlannedRun, local_llm_items
+from coreward.rewards.memory import MemoryNeeds, PlannedRun, judge_request_tokens, local_llm_items
 from coreward.rm.inputs import user_message
 from coreward.rm.judge import Judge, Verdicts
 from coreward.runtime.distributed import on_main_then_broadcast
@@ -75,7 +75,8 @@ class JudgeReward(RewardSource):
     @classmethod
     def memory_needs(cls, params: Params, run: PlannedRun) -> MemoryNeeds:
         """A local judge LLM's weights and a generation's cache on the training device; an endpoint's are elsewhere."""
-        return MemoryNeeds(local_llm_items(run, params.judge, "judge", "judge"))
+        return MemoryNeeds(local_llm_items(run, params.judge, "judge", "judge",
+                                           judge_request_tokens(run, params.format, params.max_tokens, params.template)))
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -175,9 +175,15 @@ def local_llm(spec: Any) -> tuple[str, str] | None:
     return None
 
 
-def local_llm_items(run: PlannedRun, spec: Any, role: str, field_name: str) -> list[MemoryItem]:
-    """A local LLM's weights and a generation's cache (32 sequences of 2,048 tokens), held through the step; none
-    for an endpoint."""
+LOCAL_LLM_BATCH = 8  # llm/hf_local.py's default batch: requests per `model.generate` call
+LOCAL_LLM_UNKNOWN_TOKENS = 2048  # a generation's length where nothing bounds it
+
+
+def local_llm_items(run: PlannedRun, spec: Any, role: str, field_name: str,
+                    tokens: int = LOCAL_LLM_UNKNOWN_TOKENS) -> list[MemoryItem]:
+    """A local LLM's weights and one batch's cache (its `batch_size`, by default LOCAL_LLM_BATCH sequences, of
+    `tokens`: what it reads and writes per request, within its positions), held through the step; none for an
+    endpoint."""
     local = local_llm(spec)
     if local is None:
         return []
@@ -186,8 +192,37 @@ def local_llm_items(run: PlannedRun, spec: Any, role: str, field_name: str) -> l
     shape = model_shape(name, "policy", key)
     dtype = config_dtype(name, "policy", key) if dtype == "auto" else dtype
     dtype = dtype if dtype in DTYPE_BYTES else "float32"
+    rows = int(spec.get("batch_size", LOCAL_LLM_BATCH)) if isinstance(spec, dict) else LOCAL_LLM_BATCH
+    tokens = min(tokens, shape.max_position_embeddings)
     return [MemoryItem(f"{run.key} local {role} model", parameter_count(shape, "lm") * DTYPE_BYTES[dtype]
-                       + kv_cache_bytes(shape, 32, 2048, dtype), ALL, f"{dtype} weights + a generation's cache")]
+                       + kv_cache_bytes(shape, rows, tokens, dtype), ALL,
+                       f"{dtype} weights + a generation's cache, {rows} sequences x {tokens} tokens")]
+
+
+def judge_request_tokens(run: PlannedRun, format_name: str, max_tokens: int | None = None,
+                         template: str | None = None) -> int:
+    """One judge request's tokens at most: its prompt's template (its characters: a token holds at least one) around
+    an RM input (question, reference answer, completion), and the reply's budget (`max_tokens`, else the format's)."""
+    from coreward.rm.judge import JUDGE_FORMATS
+
+    fmt = JUDGE_FORMATS[format_name]
+    text = fmt.template
+    if template is not None:
+        try:
+            text = Path(template).expanduser().read_text()
+        except OSError:  # the judge's preflight names it; the plan assumes the unknown length
+            text = None
+    prompt = len(text) if text else LOCAL_LLM_UNKNOWN_TOKENS
+    return run.rm_input_tokens + prompt + (max_tokens or fmt.max_tokens)
+
+
+def assistant_request_tokens(run: PlannedRun, prompt: str = "coreward") -> int:
+    """One assistant request's tokens at most (rm/assistant.py): its system prompt and template around the question
+    and the positive (at most a prompt and a completion), and its reply: the positive's words + 500."""
+    from coreward.rm.assistant import PROMPTS
+
+    system, user = PROMPTS.get(prompt, PROMPTS["coreward"])
+    return len(system) + len(user) + 2 * run.seq_len + 500
 
 
 # ------------------------------------------------------------------------------------------------- a VerifyRM
