@@ -232,6 +232,27 @@ def test_rm_eval_side_by_side(tiny_rm, tmp_path):
     assert result.exit_code == 0, result.output
     assert "recall" in result.output and str(tiny_rm) in result.output
     assert json.loads((tmp_path / "m.json").read_text())["rule"]["recall"] == 0.5
+    # ranking: the rule puts 1 of its 2 right completions above both wrong ones, ties the other: 3 of 4 pairs
+    assert rule["pair_acc"] == 0.75 and "pair_acc" in result.output
+
+
+def test_rm_eval_combines_rms_as_the_ensemble_reward_does(tiny_rm_path, other_rm, tmp_path):
+    """--combine min adds a column scored by the lowest of the RMs' σ per row: its pair accuracy is that of those
+    minima, not of either RM (the `model` reward's min ensemble, evaluated before it trains anything)."""
+    from coreward.rm.evaluate import pair_accuracy, rm_scores
+    from coreward.rm.model import VerifyRM
+
+    rows = [{"question": QUESTION, "reference_answer": "14", "completion": c, "label": label} for c, label in (
+        ("12+5=17;17-3=14;#### 14", 1), ("so #### 14", 1), ("12+5=18;18-3=15;#### 15", 0), ("#### 13", 0))]
+    data = write_jsonl(tmp_path / "labelled.jsonl", rows)
+    report = evaluate_verifiers(data, [tiny_rm_path, other_rm], device="cpu", combine="min")
+    members = [rm_scores(rows, VerifyRM.from_pretrained(path, device="cpu")) for path in (tiny_rm_path, other_rm)]
+    assert members[0] != members[1]
+    lowest = [min(a, b) for a, b in zip(*members)]
+    assert report.results["min of 2"]["pair_acc"] == pair_accuracy(rows, lowest)
+    assert report.results["min of 2"]["tp"] == sum(s > 0.5 and r["label"] for s, r in zip(lowest, rows))
+    result = CliRunner().invoke(app(), ["rm", "eval", "--rm", tiny_rm_path, "--data", data, "--combine", "min"])
+    assert result.exit_code != 0 and "two RMs or more" in str(result.exception)  # the command line: exit 2
 
 
 # -- annotation ------------------------------------------------------------------------------------

@@ -110,6 +110,9 @@ def eval_command(
     batch_size: Annotated[int, typer.Option("--batch-size")] = 64,
     limit: Annotated[int | None, typer.Option("--limit")] = None,
     output: Annotated[str | None, typer.Option("--output", help="also write the metrics as JSON")] = None,
+    combine: Annotated[str | None, typer.Option(
+        "--combine", help="also a column of the --rm RMs' scores combined per row, min or mean (as the `model` "
+        "reward's ensemble of them scores)")] = None,
     judge: Annotated[str | None, typer.Option(
         "--judge", help="also an LLM judge (the `judge` reward's verifier): an endpoint URL#model, a model "
         "directory or hub id; adds the columns 'judge' and 'hybrid' (the rule where it accepts, else the judge)")] = None,
@@ -123,18 +126,24 @@ def eval_command(
     """Accuracy, precision, recall and F1 of RMs, the rule verifier and an LLM judge on the same labelled set.
 
     Example: coreward rm eval --data runs/rm/rows.jsonl --rm rule --rm demo --judge http://localhost:8000/v1#model
+
+    pair_acc ranks each question's right completions above its wrong ones (Cooper's held-out check; ties count
+    half). With --combine min and several --rm, a column scores as the `model` reward's ensemble of them does.
     """
     from coreward.rm.evaluate import evaluate_verifiers
     from coreward.rm.judge import Judge
 
     if not rm and not judge:
         raise CorewardError("give a scorer: --rm (an RM, 'demo' or 'rule', repeatable) and/or --judge")
+    if combine is not None and (combine not in ("min", "mean") or len([r for r in rm or [] if r != "rule"]) < 2):
+        raise CorewardError(f"--combine must be min or mean, with two RMs or more given by --rm (got {combine!r})")
     verifier = Judge(judge, judge_format, template=judge_template, key="--judge",
                      template_key="--judge-template") if judge else None
     if verifier is not None:
         verifier.check()  # a template missing, a judge endpoint that is down: exit 2 before any RM loads
     try:
-        report = evaluate_verifiers(data, rm or [], threshold, device, batch_size, limit, judge=verifier)
+        report = evaluate_verifiers(data, rm or [], threshold, device, batch_size, limit, judge=verifier,
+                                    combine=combine)
     finally:
         if verifier is not None:
             verifier.close()

@@ -49,9 +49,16 @@ def judge_predictions(rows: list[dict], judge, rule_results: list) -> tuple[list
 
 def rm_predictions(rows: list[dict], rm, threshold: float = 0.5) -> list[int]:
     """1 where the RM's probability exceeds `threshold`."""
-    scores = rm.score([r["question"] for r in rows], [r["reference_answer"] for r in rows],
-                      [r["completion"] for r in rows])
-    return [int(s > threshold) for s in scores]
+    return [int(s > threshold) for s in rm_scores(rows, rm)]
+
+
+def rm_scores(rows: list[dict], rm) -> list[float]:
+    """The RM's probability σ(logit) that each row's completion is correct."""
+    return rm.score([r["question"] for r in rows], [r["reference_answer"] for r in rows],
+                    [r["completion"] for r in rows])
+
+
+COMBINE = {"min": min, "mean": lambda scores: sum(scores) / len(scores)}  # as the `model` reward's ensembles
 
 
 @dataclass
@@ -61,36 +68,56 @@ class EvalReport:
     judge_failures: int | None = None  # rows the judge gave no verdict on (None: no judge)
 
     def table(self) -> str:
-        """Scorers as columns, metrics as rows: the side-by-side view."""
+        """Scorers as columns, metrics as rows: the side-by-side view. pair_acc: the ranking of a question's right
+        completions above its wrong ones (`pair_accuracy`; "-" where the set has no question with both)."""
         names = list(self.results)
         width = max(12, *(len(n) for n in names))
         lines = [f"{'metric':<10}" + "".join(f"{n:>{width + 2}}" for n in names)]
-        for metric in ("accuracy", "precision", "recall", "f1", "n", "tp", "fp", "tn", "fn"):
+        for metric in ("accuracy", "precision", "recall", "f1", "pair_acc", "n", "tp", "fp", "tn", "fn"):
             cells = []
             for name in names:
-                value = self.results[name][metric]
+                value = self.results[name].get(metric)
+                value = "-" if value is None else value
                 cells.append(f"{value:>{width + 2}.4f}" if isinstance(value, float) else f"{value:>{width + 2}}")
             lines.append(f"{metric:<10}" + "".join(cells))
         return "\n".join(lines)
 
 
 def evaluate_verifiers(data: str | Path, scorers: Sequence[str], threshold: float = 0.5, device: str = "auto",
-                       batch_size: int = 64, limit: int | None = None, judge=None) -> EvalReport:
+                       batch_size: int = 64, limit: int | None = None, judge=None,
+                       combine: str | None = None) -> EvalReport:
     """Metrics of each scorer on a labelled file. A scorer is "rule", "demo" (the demo RM) or an RM directory;
-    `judge` (an `rm.judge.Judge`) adds the columns "judge" and "hybrid"."""
+    `judge` (an `rm.judge.Judge`) adds the columns "judge" and "hybrid"; `combine` ("min" or "mean") a column of
+    the RMs' scores combined per row, as the `model` reward's ensemble scores (two RMs at least). Each column's
+    pair_acc ranks its scores (a verdict's 0/1: ties count half)."""
     rows = read_labelled(data, limit)
     labels = [r["label"] for r in rows]
     rule_results = _rule_results(rows) if RULE in scorers or judge is not None else None
-    results = {}
+    results, rm_columns = {}, []
     for name in scorers:
-        predictions = [int(v.correct) for v in rule_results] if name == RULE else rm_predictions(
-            rows, VerifyRM.from_pretrained(name, device=device, batch_size=batch_size), threshold)
-        results[name] = binary_metrics(labels, predictions)
+        if name == RULE:
+            scores = [float(v.correct) for v in rule_results]
+        else:
+            scores = rm_scores(rows, VerifyRM.from_pretrained(name, device=device, batch_size=batch_size))
+            rm_columns.append(scores)
+        results[name] = _metrics(rows, labels, scores, threshold)
+    if combine is not None:
+        if combine not in COMBINE or len(rm_columns) < 2:
+            raise ValueError(f"combine must be one of {sorted(COMBINE)} over two RMs or more, got {combine!r} over "
+                             f"{len(rm_columns)}")
+        combined = [COMBINE[combine](row) for row in zip(*rm_columns)]
+        results[f"{combine} of {len(rm_columns)}"] = _metrics(rows, labels, combined, threshold)
     failures = None
     if judge is not None:
         alone, hybrid, failures = judge_predictions(rows, judge, rule_results)
-        results["judge"], results["hybrid"] = binary_metrics(labels, alone), binary_metrics(labels, hybrid)
+        results["judge"] = _metrics(rows, labels, [float(v) for v in alone], 0.5)
+        results["hybrid"] = _metrics(rows, labels, [float(v) for v in hybrid], 0.5)
     return EvalReport(str(data), results, failures)
+
+
+def _metrics(rows: list[dict], labels: list[int], scores: list[float], threshold: float) -> dict:
+    """binary_metrics of the scores above `threshold`, and their pair accuracy (None: no question has both)."""
+    return {**binary_metrics(labels, [int(s > threshold) for s in scores]), "pair_acc": pair_accuracy(rows, scores)}
 
 
 # --------------------------------------------------------------------------- ranking pairs (Cooper's held-out check)
