@@ -125,6 +125,19 @@ def test_perturbation_carries_the_slip_and_handles_other_formats():
     assert unusable.text is None and "not a number" in unusable.error
 
 
+def test_perturbation_moves_an_equation_answer(verifier):
+    """A policy trained on a rule's reward answers in one line, `14 + 13 = 27`, and the rule reads the equation as
+    its final answer: the perturbation moves its right-hand side (SmolLM2's Cooper run got no negative at 8 of 20
+    steps when it could not), and the negative is never the positive, whichever slip point is drawn."""
+    for positive, answer in (("14 + 13 = 27", "27"), ("15 x 2 = 30", "30"), ("16 - 7 = 9", "9")):
+        extracted = verifier.verify_completions([positive], [answer])[0].extracted
+        negatives = [r.text for r in PerturbationAssistant().write(
+            [NegativeRequest("q", positive, extracted, seed) for seed in range(12)])]
+        assert all(n is not None and n != positive for n in negatives), (positive, extracted, negatives)
+        assert not any(v.correct for v in verifier.verify_completions(negatives, [answer] * len(negatives)))
+        assert {n.rsplit("=", 1)[0] for n in negatives} == {positive.rsplit("=", 1)[0]}  # only the result moved
+
+
 # ---------------------------------------------------------------------------------- pairs
 def test_positive_selection():
     correct = [False, True, False, True, False, False, False, False, True, True, True, False]

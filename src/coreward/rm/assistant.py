@@ -144,7 +144,8 @@ def perturb(solution: str, answer: str, rng: random.Random) -> str | None:
     value is rewritten, and the final answer is the carried value (or moves by the slip when nothing reached
     it). `12+5=17;17-3=14;#### 14` becomes e.g. `12+5=19;19-3=16;#### 16` (slip in the first step) or
     `12+5=17;17-3=14;#### 15` (right steps, another final answer): the two kinds of wrong a policy makes.
-    None when the final answer is not a plain number (nothing to move).
+    A final answer that is an equation (`14 + 13 = 27`, what a policy trained on a rule's reward writes) moves its
+    right-hand side. None when the final answer is not a number (nothing to move).
     """
     final = _value(answer)
     if final is None:
@@ -154,8 +155,20 @@ def perturb(solution: str, answer: str, rng: random.Random) -> str | None:
     delta = rng.choice((1, 2, 3)) * rng.choice((-1, 1))
     text, negative = _rewrite(solution, final, equations, slip_at, delta)
     if negative:  # a count carried below zero would give the forgery away: slip the other way
-        text, _ = _rewrite(solution, final, equations, slip_at, -delta)
+        delta = -delta
+        text, _ = _rewrite(solution, final, equations, slip_at, delta)
+    if text == solution:  # the final line is the last equation itself, left whole: its result is the answer
+        text = _move_last(solution, final, final + delta)
     return text
+
+
+def _move_last(text: str, old: Fraction, new: Fraction) -> str:
+    """`text` with its last mention of the number `old` written as `new`."""
+    last = None
+    for match in _NUMBER.finditer(text):
+        if Fraction(match.group(0)) == old:
+            last = match
+    return text if last is None else text[: last.start()] + _format(new) + text[last.end() :]
 
 
 def _rewrite(solution: str, final: Fraction, equations: list[re.Match], slip_at: int, delta: int) -> tuple[str, bool]:
@@ -206,10 +219,17 @@ def _rewrite_numbers(text: str, changed: dict[Fraction, Fraction]) -> str:
 
 
 def _value(text: str) -> Fraction | None:
-    try:
-        return Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
+    """The number a final answer states: the answer itself, or the right-hand side of an equation `... = c`."""
+    if text is None:
         return None
+    for candidate in (text, text.rsplit("=", 1)[-1] if "=" in text else None):
+        if candidate is None:
+            continue
+        try:
+            return Fraction(candidate.strip())
+        except (ValueError, ZeroDivisionError):
+            continue
+    return None
 
 
 def _format(value: Fraction) -> str:
