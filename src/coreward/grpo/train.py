@@ -383,6 +383,8 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
            plan=None) -> TrainResult:
     """Build the trainer and run it (the run directory is locked and its config written; `plan`: the memory plan
     its measured peak is recorded beside, in memory.json)."""
+    import torch
+
     from coreward.grpo.checkpoints import agree_on_checkpoint, checkpoint_step, discard, mark_complete
     from coreward.grpo.periodic_eval import add_periodic_eval
     from coreward.grpo.preemption import PreemptionCallback, signal_numbers
@@ -392,9 +394,13 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     from coreward.verify import Verifier
 
     if config.torch_threads:
-        import torch
-
         torch.set_num_threads(config.torch_threads)
+    if not torch.cuda.is_available():  # a CPU run: its tensors are the host's memory
+        from coreward.runtime.host_memory import hold_mmap_threshold
+
+        held = hold_mmap_threshold(config.host_mmap_threshold)  # before any weights load
+        if held:
+            print_once(held)
     tokenizer = load_tokenizer(model_path, config.model.trust_remote_code, key="key model.name_or_path")
 
     if config.data.max_prompt_tokens:

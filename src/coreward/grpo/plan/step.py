@@ -49,6 +49,8 @@ def plan_run(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None 
     items = held_once(items)
     if hardware.on_gpu:
         items.append(allocator_margin(items))
+    elif not config.host_mmap_threshold:
+        notes.append(HEAP_RETENTION_NOTE)
     problem = vllm_share_problem(config, policy, policy_precision, hardware, lengths)
     return Plan(hardware, items, notes, lengths=lengths, levers=[lever for needs in sources for lever in needs.levers],
                 problems=[problem] if problem else [])
@@ -76,6 +78,13 @@ def run_facts(config: TrainConfig, hardware: Hardware, shard: Sharding, policy: 
         lora=config.lora.enabled, kl_reference=float(grpo_setting(config, "beta", 0.0)) > 0 and not config.lora.enabled,
         rows=lengths.rows, seq_len=lengths.seq_len, completions=lengths.generation_rows,
         groups=-(-lengths.generation_rows // int(grpo_setting(config, "num_generations", None) or default_num_generations())))
+
+
+# glibc's heap on a CPU (runtime/host_memory.py): the plan counts the tensors alive at the peak, the resident set also
+# holds freed heap blocks; measured on SmolLM2-135M (docs/memory.md), not modelled
+HEAP_RETENTION_NOTE = ("on a CPU with glibc's default the resident set can exceed this by half (freed 1-8 MiB blocks kept "
+                       "in the heap: 1.50x on SmolLM2-135M); --set host_mmap_threshold=1048576 returns them (1.18x there, "
+                       "steps 19% slower)")
 
 
 # PyTorch's caching allocator reserves more than it hands out (blocks split and cached: fragmentation). Measured on
