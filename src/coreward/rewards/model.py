@@ -119,8 +119,7 @@ class ModelReward(RewardSource):
             dtype = plan.config_dtype(path, "rm", key) if plan.rm_exists(path) else "float32"
             needs.items.append(MemoryItem(f"{run.key} static RM{member} weights", parameter_count(shape, "score")
                                           * DTYPE_BYTES[dtype], (plan.SCORING,) if params.param_offload else plan.ALL, f"{dtype}, frozen"))
-        rows, length = plan.rm_passes(params, params.batch_size, min(run.rm_input_tokens, shape.max_position_embeddings),
-                                      run.completions)
+        rows, length = plan.rm_passes(params, params.batch_size, min(run.rm_input_tokens, shape.max_position_embeddings), run.completions)
         needs.items.append(MemoryItem(f"{run.key} static RM scoring pass", scoring_bytes(shape, rows, length, "float32"),
                                       (plan.SCORING,), f"{rows} sequences x {length} tokens per pass, no grad"))
         if not params.param_offload and not run.shards_like_the_policy:
