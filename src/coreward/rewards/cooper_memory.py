@@ -20,6 +20,7 @@ from typing import Any
 
 from coreward.rewards.memory import (
     ALL,
+    NO_MODEL,
     RM_MAX_LENGTH,
     RM_STEP,
     RM_UPDATE,
@@ -36,6 +37,7 @@ from coreward.rewards.memory import (
     rm_passes,
     rm_shape,
 )
+from coreward.rm.assistant import REPLY_EXTRA_TOKENS
 from coreward.runtime.memory import (
     DTYPE_BYTES,
     ModelShape,
@@ -125,9 +127,9 @@ def _one_rm_items(params: Any, run: PlannedRun, shape: ModelShape) -> list[Memor
     items.append(MemoryItem(f"{name} gradients", count * e // divide, (RM_UPDATE, RM_STEP),
                             f"in {dtype}, until the RM's optimizer step", gpu_measured=True))
     # an update pass holds both sides of at most the step's pairs (one a group; two with `negative: mixed`), over
-    # every process; an LLM assistant's negative may run ASSISTANT_EXTRA_TOKENS past the completion it rewrites
+    # every process; an LLM assistant's negative may run REPLY_EXTRA_TOKENS past the completion it rewrites
     pairs = run.groups * run.processes * (2 if params.negative == "mixed" else 1)
-    longest = min(RM_MAX_LENGTH, run.rm_input_tokens + (ASSISTANT_EXTRA_TOKENS if _llm_assistant(params) else 0),
+    longest = min(RM_MAX_LENGTH, run.rm_input_tokens + (REPLY_EXTRA_TOKENS if _llm_assistant(params) else 0),
                   shape.max_position_embeddings)
     rows, length = rm_passes(params, params.batch_size, longest, 2 * pairs)
     checkpointing = params.gradient_checkpointing
@@ -156,17 +158,13 @@ def _one_rm_items(params: Any, run: PlannedRun, shape: ModelShape) -> list[Memor
     return items
 
 
-# rm/assistant.py asks an LLM assistant for at most the positive's words + 500 tokens
-ASSISTANT_EXTRA_TOKENS = 500
-
-
 def _llm_assistant(params: Any) -> bool:
     """Whether the negatives are an LLM's rewrites (a local model or an endpoint), which may be longer than the
     rollout they rewrite; the offline perturbation keeps its length, rollout negatives are rollouts."""
     if params.negative == "rollout":
         return False
     assistant = params.assistant
-    return not (isinstance(assistant, str) and assistant in ("perturb", "rollout", ""))
+    return not (isinstance(assistant, str) and assistant in NO_MODEL)
 
 
 def _rm_levers(params: Any, run: PlannedRun) -> list[Lever]:

@@ -162,11 +162,14 @@ def model_weights(run: PlannedRun, path: str, label: str, key: str, phases: tupl
 
 
 # ------------------------------------------------------------------------------------------------- a local LLM
+NO_MODEL = ("perturb", "rollout", "")  # assistants built in (no LLM), or none
+
+
 def local_llm(spec: Any) -> tuple[str, str] | None:
     """(model, dtype) of an LLM (an assistant, a judge) that runs on the training device; None for an endpoint, a
     built-in assistant or nothing."""
     if isinstance(spec, str):
-        if spec.startswith(("http://", "https://")) or spec in ("perturb", "rollout", "") or "#" in spec:
+        if spec.startswith(("http://", "https://")) or spec in NO_MODEL or "#" in spec:
             return None
         return spec, "auto"
     if isinstance(spec, dict) and str(spec.get("backend", "")).lower() in ("hf", "local", "transformers", "hf_local"):
@@ -218,11 +221,11 @@ def judge_request_tokens(run: PlannedRun, format_name: str, max_tokens: int | No
 
 def assistant_request_tokens(run: PlannedRun, prompt: str = "coreward") -> int:
     """One assistant request's tokens at most (rm/assistant.py): its system prompt and template around the question
-    and the positive (at most a prompt and a completion), and its reply: the positive's words + 500."""
-    from coreward.rm.assistant import PROMPTS
+    and the positive (at most a prompt and a completion), and its reply: the positive's words + REPLY_EXTRA_TOKENS."""
+    from coreward.rm.assistant import PROMPTS, REPLY_EXTRA_TOKENS
 
     system, user = PROMPTS.get(prompt, PROMPTS["coreward"])
-    return len(system) + len(user) + 2 * run.seq_len + 500
+    return len(system) + len(user) + 2 * run.seq_len + REPLY_EXTRA_TOKENS
 
 
 # ------------------------------------------------------------------------------------------------- a VerifyRM

@@ -89,6 +89,8 @@ AUTHORS_USER_TEMPLATE = """Math Problem: {question}
 
     The following only needs to give the process of solving the question and the answer, do not give any irrelevant content."""
 PROMPTS = {"coreward": (SYSTEM_PROMPT, USER_TEMPLATE), "authors": (AUTHORS_SYSTEM_PROMPT, AUTHORS_USER_TEMPLATE)}
+# the authors' reply budget: the positive's word count plus this many tokens, room for "similar length"
+REPLY_EXTRA_TOKENS = 500
 
 
 class LLMAssistant(Assistant):
@@ -113,8 +115,7 @@ class LLMAssistant(Assistant):
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": self.user_template.format(question=request.question, positive=request.positive)},
         ]
-        # the authors' budget: the positive's word count plus 500 tokens, room for "similar length"
-        max_tokens = len(request.positive.split()) + 500
+        max_tokens = len(request.positive.split()) + REPLY_EXTRA_TOKENS
         return GenerationRequest(messages, temperature=self.temperature, max_tokens=max_tokens, seed=request.seed)
 
     def close(self) -> None:
@@ -222,9 +223,7 @@ def _value(text: str) -> Fraction | None:
     """The number a final answer states: the answer itself, or the right-hand side of an equation `... = c`."""
     if text is None:
         return None
-    for candidate in (text, text.rsplit("=", 1)[-1] if "=" in text else None):
-        if candidate is None:
-            continue
+    for candidate in (text, text.rpartition("=")[2]):
         try:
             return Fraction(candidate.strip())
         except (ValueError, ZeroDivisionError):

@@ -130,13 +130,12 @@ def eval_command(
     pair_acc ranks each question's right completions above its wrong ones (Cooper's held-out check; ties count
     half). With --combine min and several --rm, a column scores as the `model` reward's ensemble of them does.
     """
-    from coreward.rm.evaluate import evaluate_verifiers
+    from coreward.rm.evaluate import check_combine, evaluate_verifiers
     from coreward.rm.judge import Judge
 
     if not rm and not judge:
         raise CorewardError("give a scorer: --rm (an RM, 'demo' or 'rule', repeatable) and/or --judge")
-    if combine is not None and (combine not in ("min", "mean") or len([r for r in rm or [] if r != "rule"]) < 2):
-        raise CorewardError(f"--combine must be min or mean, with two RMs or more given by --rm (got {combine!r})")
+    check_combine(combine, rm or [])
     verifier = Judge(judge, judge_format, template=judge_template, key="--judge",
                      template_key="--judge-template") if judge else None
     if verifier is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from coreward.rm.labelled import binary_metrics, read_labelled
 from coreward.rm.model import VerifyRM
 from coreward.runtime.distributed import distributed_map
+from coreward.runtime.errors import CorewardError
 
 
 RULE = "rule"
@@ -47,18 +48,20 @@ def judge_predictions(rows: list[dict], judge, rule_results: list) -> tuple[list
     return alone, hybrid, sum(v is None for v in verdicts)
 
 
-def rm_predictions(rows: list[dict], rm, threshold: float = 0.5) -> list[int]:
-    """1 where the RM's probability exceeds `threshold`."""
-    return [int(s > threshold) for s in rm_scores(rows, rm)]
-
-
 def rm_scores(rows: list[dict], rm) -> list[float]:
     """The RM's probability σ(logit) that each row's completion is correct."""
     return rm.score([r["question"] for r in rows], [r["reference_answer"] for r in rows],
                     [r["completion"] for r in rows])
 
 
-COMBINE = {"min": min, "mean": lambda scores: sum(scores) / len(scores)}  # as the `model` reward's ensembles
+# rewards/ensemble.py's min and mean rules (`combine_scores`, a layer above rm/), for --combine
+COMBINE = {"min": min, "mean": lambda scores: sum(scores) / len(scores)}
+
+
+def check_combine(combine: str | None, scorers: Sequence[str]) -> None:
+    """--combine needs one of COMBINE and two RMs or more among the scorers: said before any RM loads."""
+    if combine is not None and (combine not in COMBINE or sum(s != RULE for s in scorers) < 2):
+        raise CorewardError(f"--combine must be min or mean, with two RMs or more given by --rm (got {combine!r})")
 
 
 @dataclass
@@ -90,6 +93,7 @@ def evaluate_verifiers(data: str | Path, scorers: Sequence[str], threshold: floa
     `judge` (an `rm.judge.Judge`) adds the columns "judge" and "hybrid"; `combine` ("min" or "mean") a column of
     the RMs' scores combined per row, as the `model` reward's ensemble scores (two RMs at least). Each column's
     pair_acc ranks its scores (a verdict's 0/1: ties count half)."""
+    check_combine(combine, scorers)
     rows = read_labelled(data, limit)
     labels = [r["label"] for r in rows]
     rule_results = _rule_results(rows) if RULE in scorers or judge is not None else None
@@ -102,9 +106,6 @@ def evaluate_verifiers(data: str | Path, scorers: Sequence[str], threshold: floa
             rm_columns.append(scores)
         results[name] = _metrics(rows, labels, scores, threshold)
     if combine is not None:
-        if combine not in COMBINE or len(rm_columns) < 2:
-            raise ValueError(f"combine must be one of {sorted(COMBINE)} over two RMs or more, got {combine!r} over "
-                             f"{len(rm_columns)}")
         combined = [COMBINE[combine](row) for row in zip(*rm_columns)]
         results[f"{combine} of {len(rm_columns)}"] = _metrics(rows, labels, combined, threshold)
     failures = None

@@ -35,10 +35,11 @@ def hold_mmap_threshold(threshold: int | None) -> str | None:
         return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt, gnu_version = libc.mallopt, libc.gnu_get_libc_version  # glibc's own: absent from musl and macOS
-    except (OSError, AttributeError):
+    except OSError:
         return None
-    del gnu_version
+    if not hasattr(libc, "gnu_get_libc_version"):  # glibc's own: absent from musl and macOS
+        return None
+    mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     if mallopt(M_MMAP_THRESHOLD, int(threshold)) != 1:  # refused: above glibc's maximum (32 MiB on 64 bits)
         return None
