@@ -11,11 +11,16 @@ group of 8 has a success on about half the prompts, and what RL can teach it her
 reads, stop early, get the sum right) is visible within tens of steps.
 
 The test split is 112 problems whose (a, op, b) no train problem has; train is the other 800, in a fixed order.
+
+Co-rewarding-I's second view: `rephrase_arith` words the same operation another way ("Add 14 and 15. What is the
+total?"). The task rephrases itself, as the demo does, because neither real model at hand can: SmolLM2-135M-Instruct
+and Gemma 3 270M (base) kept 0 of 16 and 0 of 8 rephrasings with the authors' prompt (docs/real_model.md).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from functools import cache
 
 from coreward.runtime.errors import CorewardError
@@ -24,6 +29,9 @@ from coreward.runtime.errors import CorewardError
 LOW, HIGH = 2, 20
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 TEST_SIZE = 112
+QUESTION = re.compile(r"What is (\d+) ([-+*]) (\d+)\?")
+REPHRASINGS = {"+": "Add {a} and {b}. What is the total?", "-": "Take {b} away from {a}. What is left?",
+               "*": "Multiply {a} by {b}. What is the product?"}
 SEED = 20261128
 
 
@@ -44,3 +52,12 @@ def load_arith(split: str, limit: int | None = None) -> list:
                    source="arith", split=split, solution=f"{a} {op} {b} = {OPS[op](a, b)}. The answer is "
                    f"$\\boxed{{{OPS[op](a, b)}}}$.", subject="arithmetic")
             for i, (a, op, b) in enumerate(_splits()[split][:limit])]
+
+
+def rephrase_arith(question: str) -> str:
+    """The same operation in other words: "What is 14 - 5?" -> "Take 5 away from 14. What is left?"."""
+    match = QUESTION.fullmatch(question.strip())
+    if match is None:
+        raise CorewardError(f"not an arith question (What is A op B?): {question!r}")
+    a, op, b = match.groups()
+    return REPHRASINGS[op].format(a=a, b=b)

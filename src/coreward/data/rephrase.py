@@ -144,11 +144,19 @@ def rephrase_records(records: list[Record], generator, temperature: float = 0.7,
     return pairs, RephraseReport(len(records), len(pairs), failed_generation, failed_parse, first_unparsed)
 
 
-def demo_pairs(records: list[Record]) -> list[tuple[Record, str]]:
-    """The demo task rephrases itself: another template with the same numbers and answer (offline)."""
-    from coreward.data.synthetic import demo_rephrasing
+TASK_REPHRASINGS = ("demo", "arith")  # the tasks that rephrase themselves (offline, no model)
 
-    return [(r, demo_rephrasing(r)) for r in records]
+
+def task_pairs(records: list[Record], task: str) -> list[tuple[Record, str]]:
+    """A task that rephrases itself: the demo's other template, or arith's other wording; same numbers and answer."""
+    from coreward.data.arith import rephrase_arith
+    from coreward.data.synthetic import rephrase_demo
+
+    rephrase = {"demo": rephrase_demo, "arith": rephrase_arith}[task]
+    try:
+        return [(r, rephrase(r.question)) for r in records]
+    except (CorewardError, ValueError) as err:
+        raise CorewardError(f"rephrasings {task!r} rephrase only the {task} task's own questions: {err}") from None
 
 
 def write_pairs(pairs: list[tuple[Record, str]], path: str | Path, fmt: str = "pairs") -> Path:

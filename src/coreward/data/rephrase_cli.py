@@ -11,7 +11,7 @@ def rephrase_command(
     input: str = typer.Option(..., "--input", help="a benchmark name, a .jsonl/.json/.parquet/.csv file (verl too), a directory, or a hub dataset id (owner/name[:subset])"),
     columns: Optional[str] = typer.Option(None, "--columns", help="map the data's columns: question=COL,answer=COL (files, directories and hub datasets)"),
     output: str = typer.Option(..., "--output", help="output parquet"),
-    model: str = typer.Option(..., "--model", help="local model path, hub id, http(s)://endpoint[#model], or 'demo'"),
+    model: str = typer.Option(..., "--model", help="local model path, hub id, http(s)://endpoint[#model], or 'demo' / 'arith' (the task rephrases its own questions, offline)"),
     split: str = typer.Option("train", "--split"),
     limit: Optional[int] = typer.Option(None, "--limit"),
     fmt: str = typer.Option("pairs", "--format", help="pairs (original and rephrased side by side) or verl"),
@@ -27,20 +27,20 @@ def rephrase_command(
 
     Example: coreward rephrase --input math --limit 100 --model http://localhost:8000/v1#Qwen/Qwen3-32B --output rephrased.jsonl
     """
-    from coreward.data.rephrase import demo_pairs, rephrase_records, write_pairs
+    from coreward.data.rephrase import TASK_REPHRASINGS, rephrase_records, task_pairs, write_pairs
     from coreward.data.sources import load_named, parse_columns
     from coreward.runtime.errors import CorewardError
 
     if fmt not in ("pairs", "verl"):
         raise CorewardError(f"--format must be 'pairs' or 'verl', got {fmt!r}")
-    if prompt == "authors" and model != "demo":
+    if prompt == "authors" and model not in TASK_REPHRASINGS:
         from coreward.data.rephrase import authors_instruction
 
         authors_instruction(authors_prompt)  # missing or unreadable: one line now, before any data or model loads
     records = load_named(input, split, limit, data_dir, key="--input", columns=parse_columns(columns))
-    if model == "demo":
-        pairs = demo_pairs(records)
-        typer.echo(f"demo task: {len(pairs)} rephrasings from the generator's other templates (offline)")
+    if model in TASK_REPHRASINGS:
+        pairs = task_pairs(records, model)
+        typer.echo(f"{model} task: {len(pairs)} rephrasings in the task's own other wording (offline)")
     else:
         from coreward.llm import build_generator
 

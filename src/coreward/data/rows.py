@@ -34,7 +34,7 @@ RESERVED_COLUMNS = ("prompt", "completion", "completion_ids", "prompts", "comple
 class Rephrasings:
     """Where each question's rephrasing comes from, and the config key that named it (for errors)."""
 
-    source: str  # "demo" (the demo task's own rephrasings) or a file from `coreward rephrase` / a verl rewrite parquet
+    source: str  # "demo" or "arith" (the task's own rephrasings) or a file from `coreward rephrase` / a verl rewrite parquet
     key: str
 
 
@@ -114,12 +114,12 @@ def _as_text(value: Any) -> str | None:
 
 
 def rephrased_pairs(records: list[Record], source: str, key: str) -> list[tuple[Record, str]]:
-    """(record, its rephrased question) for each record that has one in `source`: "demo" (the demo task's own
+    """(record, its rephrased question) for each record that has one in `source`: "demo" or "arith" (the task's own
     rephrasings) or a file from `coreward rephrase` / a verl rewrite parquet. `key` names the setting in errors."""
-    from coreward.data.rephrase import demo_pairs, load_rephrasings
+    from coreward.data.rephrase import TASK_REPHRASINGS, load_rephrasings, task_pairs
 
-    if source == "demo":
-        return demo_pairs(records)
+    if source in TASK_REPHRASINGS:
+        return task_pairs(records, source)
     try:
         rephrased = load_rephrasings(source, records)
     except CorewardError as err:

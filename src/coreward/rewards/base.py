@@ -205,7 +205,7 @@ class DataNeeds:
     builds the dataset and the loss from what the configured sources declare, and names no method. A source fills a
     field from its parameter of the same name, so that an error about it names `rewards.N.params.<field>`."""
 
-    rephrasings: str | None = None  # paired views: each question is rolled out beside its rephrasing from this source ("demo" or a file); rows carry `pair_id` and `view`
+    rephrasings: str | None = None  # paired views: each question is rolled out beside its rephrasing from this source ("demo", "arith" or a file); rows carry `pair_id` and `view`
     loss_per_view: bool = False  # each view's loss a token mean over its own tokens, the views' losses summed (needs `rephrasings` and grpo.loss_type bnpo)
     teacher_rephrasings: str | None = None  # each question's rephrasing from this source, rendered like the prompt into a `teacher_prompt` column
 

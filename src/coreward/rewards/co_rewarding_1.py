@@ -34,7 +34,7 @@ class CrossViewReward(RewardSource):
     class Params:
         match: Match = "exact"  # "exact": equal strings (the authors'); "verified": math-verify equivalence
         extract: Extract = "default"  # "default": extract_answer (boxed, ####, "the answer is", cleaned); "boxed_raw": the authors' raw last \boxed{} (co_reward.py)
-        rephrasings: str | None = None  # each question's rephrasing, rolled out beside it: "demo" (the demo task's own) or a file from `coreward rephrase` / a verl rewrite parquet aligned with data.train
+        rephrasings: str | None = None  # each question's rephrasing, rolled out beside it: "demo" or "arith" (the task's own wording) or a file from `coreward rephrase` / a verl rewrite parquet aligned with data.train
         view_loss: Literal["joint", "per_view"] = "joint"  # how the two views' losses combine: "joint" (one token mean over both, TRL's), or "per_view" (each view's loss averaged over its own tokens, the two summed: the authors' dp_actor.py; needs grpo.loss_type bnpo)
 
         def validate(self) -> None:

@@ -44,7 +44,7 @@ class CoRewarding2Reward(RewardSource):
         temperature: float = 1.0  # the teacher's sampling temperature
         match: Match = "verified"  # "verified": math-verify equivalence; "exact": equal strings (the authors')
         teacher_prompt: Literal["same", "rephrased"] = "same"  # the teacher rolls out the policy's prompt, or its rephrasing (the authors' data.use_aug; needs teacher_rephrasings)
-        teacher_rephrasings: str | None = None  # each question's rephrasing, for teacher_prompt: rephrased: "demo" (the demo task's own) or a file from `coreward rephrase` / a verl rewrite parquet aligned with data.train, rendered like the prompt
+        teacher_rephrasings: str | None = None  # each question's rephrasing, for teacher_prompt: rephrased: "demo" or "arith" (the task's own wording) or a file from `coreward rephrase` / a verl rewrite parquet aligned with data.train, rendered like the prompt
         dump_dir: str | None = None  # write the teacher's rollouts, answers and label of every step to DIR/step_N.jsonl (the authors' rollout_data_dir/ref)
         extract: Extract = "default"  # "default": extract_answer (boxed, ####, "the answer is", cleaned); "boxed_raw": the authors' raw last \boxed{} (co_rewarding_II.py)
 
