@@ -1,6 +1,7 @@
 """Runs of a real model against its base, on held-out problems: accuracy, what the policy learned, paired intervals.
 
     python benchmarks/real_model_runs.py --base EVAL_DIR --run RUN_DIR=EVAL_DIR [--run ...] [--plot out.png]
+        [--vs EVAL_DIR --vs ...]
 
 EVAL_DIR: what `coreward eval --output` wrote (results.json, samples.parquet) for the base model and for each run's
 final policy, evaluated alike (docs/real_model.md gives the commands). Per run: held-out avg@n before and after,
@@ -9,7 +10,8 @@ with no answer the rule can read, the share that boxes its answer; the training 
 accuracy over the first and last 5 steps (metrics.jsonl). Over the runs (seeds): the mean change with a 95% t
 interval and an exact sign-flip p (every one of the 2^k sign assignments), and the change pooled per problem
 (paired per problem and seed: a normal interval over the problem-seed differences). `--plot` draws reward and
-verified accuracy against step for every run.
+verified accuracy against step for every run. `--vs`, once per run in the same order: each run is also paired with
+another arm's run of the same seed (its eval dir), per problem, with the same statistics over the runs.
 """
 
 from __future__ import annotations
@@ -51,12 +53,23 @@ def mean_of(rows: list[dict], key: str) -> float:
     return statistics.fmean(r[key] for r in rows if isinstance(r.get(key), (int, float)))
 
 
+def print_pooled(label: str, differences: list[float]) -> None:
+    """The mean of paired differences with a normal 95% interval (problems and runs pooled)."""
+    mean, half = statistics.fmean(differences), 1.96 * statistics.stdev(differences) / math.sqrt(len(differences))
+    print(f"{label} ({len(differences)} paired differences): Δ {100 * mean:+.1f} points, 95% interval "
+          f"[{100 * (mean - half):+.1f}, {100 * (mean + half):+.1f}]")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", type=Path, required=True)
     parser.add_argument("--run", action="append", required=True, help="RUN_DIR=EVAL_DIR")
     parser.add_argument("--plot", type=Path)
+    parser.add_argument("--vs", action="append", type=Path, default=[],
+                        help="another arm's eval dir for each --run, in order (same seed): the paired difference")
     args = parser.parse_args()
+    if args.vs and len(args.vs) != len(args.run):
+        parser.error(f"--vs: one per --run ({len(args.run)}), got {len(args.vs)}")
 
     base = samples(args.base)
     before = learned(base)
@@ -68,7 +81,7 @@ def main() -> None:
     print("| run | held-out avg | Δ | tokens | cut | no answer | boxed | train reward first 5 → last 5 | "
           "train verified first 5 → last 5 |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    diffs, pooled, curves = [], [], {}
+    diffs, pooled, curves, versus = [], [], {}, []
     for item in args.run:
         run_dir, eval_dir = (Path(p) for p in item.split("=", 1))
         after = learned(frame := samples(eval_dir))
@@ -76,6 +89,9 @@ def main() -> None:
         curves[run_dir.name] = rows
         diffs.append(after["avg"] - before["avg"])
         pooled += list(frame.groupby("problem_id")["correct"].mean() - per_problem_base)
+        if args.vs:  # per problem: this run's accuracy minus the other arm's (same seed)
+            other = samples(args.vs[len(curves) - 1]).groupby("problem_id")["correct"].mean()
+            versus.append(frame.groupby("problem_id")["correct"].mean() - other)
         first, last = rows[:5], rows[-5:]
         print(f"| {run_dir.name} | {100 * after['avg']:.1f}% | {100 * diffs[-1]:+.1f} | {after['tokens']:.0f} | "
               f"{100 * after['cut']:.0f}% | {100 * after['answerless']:.0f}% | {100 * after['boxed']:.0f}% | "
@@ -86,10 +102,17 @@ def main() -> None:
         print(f"\nover {len(diffs)} runs: Δ {100 * mean:+.1f} points, 95% t interval [{100 * low:+.1f}, "
               f"{100 * high:+.1f}], sign-flip p = {sign_flip_p(diffs):.3f} (exact, {2 ** len(diffs)} "
               "assignments)")
-    pooled_mean = statistics.fmean(pooled)
-    pooled_half = 1.96 * statistics.stdev(pooled) / math.sqrt(len(pooled))
-    print(f"per problem and run ({len(pooled)} paired differences): Δ {100 * pooled_mean:+.1f} points, 95% interval "
-          f"[{100 * (pooled_mean - pooled_half):+.1f}, {100 * (pooled_mean + pooled_half):+.1f}]")
+    print_pooled("per problem and run", pooled)
+    if versus:
+        print("\nagainst --vs (same seed), run minus the other arm:")
+        for item, other, delta in zip(args.run, args.vs, versus):
+            print(f"  {Path(item.split('=', 1)[0]).name} - {other.name}: {100 * delta.mean():+.1f} points")
+        if len(versus) > 1:
+            means = [float(delta.mean()) for delta in versus]
+            mean, low, high = t_interval(means)
+            print(f"  over {len(means)} runs: {100 * mean:+.1f}, 95% t interval [{100 * low:+.1f}, {100 * high:+.1f}], "
+                  f"sign-flip p = {sign_flip_p(means):.3f}")
+        print_pooled("  per problem and run", [d for delta in versus for d in delta])
     if args.plot:
         import matplotlib
 
