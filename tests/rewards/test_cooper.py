@@ -122,7 +122,22 @@ def test_perturbation_carries_the_slip_and_handles_other_formats():
     wrong = perturb(gsm8k, "72", random.Random(1))
     assert extract_answer(wrong) not in (None, "72") and skeleton(wrong) == skeleton(gsm8k)
     unusable = PerturbationAssistant().write([NegativeRequest("q", "so \\boxed{\\frac{1}{2}}", "\\frac{1}{2}", 0)])[0]
-    assert unusable.text is None and "not a number" in unusable.error
+    assert unusable.text is None and "no number or `a op b` of it" in unusable.error
+
+
+def test_perturbation_moves_an_unevaluated_answer_and_never_returns_the_positive(verifier):
+    """A policy may leave its answer unevaluated, `\\boxed{2 + 14}`, which the rule evaluates and accepts
+    (SmolLM2's Cooper run got no negative for it): the last operand moves, so the value moves, and the negative is
+    wrong to the rule. An answer whose value the solution writes nowhere gives no negative, never the positive."""
+    for positive, reference in (("So the answer is \\boxed{2 + 14}.", "16"), ("\\boxed{9 - 9}", "0"),
+                                ("We get \\boxed{6 * 3}", "18"), ("\\boxed{8/4}", "2")):
+        extracted = verifier.verify_completions([positive], [reference])[0]
+        assert extracted.correct, positive
+        negatives = [r.text for r in PerturbationAssistant().write(
+            [NegativeRequest("q", positive, extracted.extracted, seed) for seed in range(12)])]
+        assert all(n is not None and n != positive for n in negatives), (positive, negatives)
+        assert not any(v.correct for v in verifier.verify_completions(negatives, [reference] * len(negatives)))
+    assert perturb("The answer is \\boxed{16}.", "17", random.Random(0)) is None
 
 
 def test_perturbation_moves_an_equation_answer(verifier):

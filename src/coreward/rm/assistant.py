@@ -126,6 +126,7 @@ class LLMAssistant(Assistant):
 
 # `a op b = c`: demo steps (`12+5=17;`) and GSM8K calculator annotations (`<<48/2=24>>`) alike
 _EQUATION = re.compile(r"(\d+(?:\.\d+)?)\s*([-+*/×])\s*(\d+(?:\.\d+)?)\s*=\s*(-?\d+(?:\.\d+)?)")
+_EXPRESSION = re.compile(r"(\d+(?:\.\d+)?)\s*([-+*/×])\s*(\d+(?:\.\d+)?)")  # a final answer left unevaluated
 # a sign only where it can't be a binary minus ("17-3": 3, not -3), as in verify/extract.py
 _NUMBER = re.compile(r"(?:(?<![\w)\]}])-)?\d+(?:\.\d+)?")
 _OPS = {
@@ -146,11 +147,12 @@ def perturb(solution: str, answer: str, rng: random.Random) -> str | None:
     it). `12+5=17;17-3=14;#### 14` becomes e.g. `12+5=19;19-3=16;#### 16` (slip in the first step) or
     `12+5=17;17-3=14;#### 15` (right steps, another final answer): the two kinds of wrong a policy makes.
     A final answer that is an equation (`14 + 13 = 27`, what a policy trained on a rule's reward writes) moves its
-    right-hand side. None when the final answer is not a number (nothing to move).
+    right-hand side; one that is an expression (`2 + 14`, which the rule evaluates) moves its last operand. None when
+    the final answer is neither (nothing to move).
     """
     final = _value(answer)
     if final is None:
-        return None
+        return _move_expression(solution, answer, rng)
     equations = list(_EQUATION.finditer(solution))
     slip_at = rng.randrange(len(equations) + 1)  # len(equations): the final line only
     delta = rng.choice((1, 2, 3)) * rng.choice((-1, 1))
@@ -160,7 +162,28 @@ def perturb(solution: str, answer: str, rng: random.Random) -> str | None:
         text, _ = _rewrite(solution, final, equations, slip_at, delta)
     if text == solution:  # the final line is the last equation itself, left whole: its result is the answer
         text = _move_last(solution, final, final + delta)
+    if text == solution:  # its value is written nowhere as a number (`\\boxed{8/4}`): never the positive itself
+        return _move_expression(solution, answer, rng)
     return text
+
+
+def _move_expression(solution: str, answer: str | None, rng: random.Random) -> str | None:
+    """The solution with its last `a op b` that is the final answer written `a op b'`: b moves by ±1..3 so that the
+    value moves and stays >= 0 (a policy's `\\boxed{2 + 14}` becomes `\\boxed{2 + 13}`). None if there is none."""
+    stated = _EXPRESSION.fullmatch((answer or "").strip())
+    if stated is None:
+        return None
+    a, op, b = Fraction(stated[1]), stated[2], Fraction(stated[3])
+    value = _OPS[op](a, b) if (op != "/" or b) else None
+    pattern = re.compile(rf"{re.escape(stated[1])}\s*{re.escape(op)}\s*({re.escape(stated[3])})(?![\d.])")
+    last = next(reversed(list(pattern.finditer(solution))), None)
+    if last is None or value is None:
+        return None
+    for delta in rng.sample((1, -1, 2, -2, 3, -3), 6):
+        moved = b + delta
+        if (op != "/" or moved) and _OPS[op](a, moved) != value and _OPS[op](a, moved) >= 0 <= moved:
+            return solution[: last.start(1)] + _format(moved) + solution[last.end(1) :]
+    return None
 
 
 def _move_last(text: str, old: Fraction, new: Fraction) -> str:
@@ -246,7 +269,8 @@ class PerturbationAssistant(Assistant):
             started = time.perf_counter()
             text = perturb(request.positive, request.answer, random.Random(request.seed))
             latency = time.perf_counter() - started
-            error = None if text is not None else f"final answer {request.answer!r} is not a number to perturb"
+            error = None if text is not None else (f"final answer {request.answer!r}: no number or `a op b` of it in the "
+                                                   "solution to perturb")
             results.append(GenerationResult(text, error, latency))
         return results
 
