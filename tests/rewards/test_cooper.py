@@ -151,6 +151,12 @@ def test_perturbation_moves_an_equation_answer(verifier):
         assert all(n is not None and n != positive for n in negatives), (positive, extracted, negatives)
         assert not any(v.correct for v in verifier.verify_completions(negatives, [answer] * len(negatives)))
         assert {n.rsplit("=", 1)[0] for n in negatives} == {positive.rsplit("=", 1)[0]}  # only the result moved
+        # as Cooper asks, with the positive's extracted answer (the whole equation): every negative is kept. Checked
+        # against the equation itself, math-verify held `14 + 13 = 28` equal to `14 + 13 = 27` and refused them all
+        # (SmolLM2's Cooper seed 1 had pairs at 6 of 20 steps)
+        kept = write_negatives(PerturbationAssistant(), verifier,
+                               [NegativeRequest("q", positive, extracted, seed) for seed in range(12)], max_retries=2)
+        assert all(t is not None for t in kept.texts) and kept.rejected == 0, (positive, extracted, kept)
 
 
 # ---------------------------------------------------------------------------------- pairs

@@ -316,6 +316,13 @@ def request_seed(*parts: Any) -> int:
     return zlib.crc32(":".join(map(str, parts)).encode())
 
 
+def stated_value(answer: str) -> str:
+    """What a final answer states: an equation's right-hand side (`9 - 2 = 7` -> `7`). A negative is checked against
+    it, not against the equation: math-verify holds `9 - 2 = 6` equal to a gold `9 - 2 = 7` (and to `8 - 1 = 7`),
+    so every perturbed one-line answer of SmolLM2's Cooper runs came back "still right" and was refused."""
+    return answer.rpartition("=")[2].strip() or answer if answer else answer
+
+
 def write_negatives(assistant: Assistant, verifier, requests: list[NegativeRequest], max_retries: int,
                     accept_answerless: bool = False, retry_failed: bool = False) -> Negatives:
     """Ask for every negative at once; ask again, up to `max_retries` times, for those that came back right
@@ -346,10 +353,11 @@ def write_negatives(assistant: Assistant, verifier, requests: list[NegativeReque
         written = [(i, result.text) for i, result in zip(pending, results) if result.ok]
         outcome.failures += len(pending) - len(written)
         outcome.last_error = next((r.error for r in reversed(results) if not r.ok and r.error), outcome.last_error)
-        verdicts = verifier.verify_completions([text for _, text in written], [requests[i].answer for i, _ in written])
+        golds = [stated_value(requests[i].answer) for i, _ in written]
+        verdicts = verifier.verify_completions([text for _, text in written], golds)
         answerless = [k for k, verdict in enumerate(verdicts) if verdict.extracted is None] if accept_answerless else []
         whole_text = dict(zip(answerless, verifier.whole_text_equal([written[k][1] for k in answerless],
-                                                                    [requests[written[k][0]].answer for k in answerless])))
+                                                                    [golds[k] for k in answerless])))
         pending = [i for i, result in zip(pending, results) if not result.ok] if retry_failed else []
         for k, ((i, text), verdict) in enumerate(zip(written, verdicts)):
             if k in whole_text:  # no answer we read: math-verify's parse of the whole text (its last number) decides
