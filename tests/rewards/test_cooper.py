@@ -130,7 +130,7 @@ def test_perturbation_moves_an_unevaluated_answer_and_never_returns_the_positive
     (SmolLM2's Cooper run got no negative for it): the last operand moves, so the value moves, and the negative is
     wrong to the rule. An answer whose value the solution writes nowhere gives no negative, never the positive."""
     for positive, reference in (("So the answer is \\boxed{2 + 14}.", "16"), ("\\boxed{9 - 9}", "0"),
-                                ("We get \\boxed{6 * 3}", "18"), ("\\boxed{8/4}", "2")):
+                                ("We get \\boxed{6 * 3}", "18"), ("\\boxed{8/4}", "2"), ("19 * 8 = 19 * 8", "152")):
         extracted = verifier.verify_completions([positive], [reference])[0]
         assert extracted.correct, positive
         negatives = [r.text for r in PerturbationAssistant().write(

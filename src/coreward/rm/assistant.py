@@ -152,7 +152,7 @@ def perturb(solution: str, answer: str, rng: random.Random) -> str | None:
     """
     final = _value(answer)
     if final is None:
-        return _move_expression(solution, answer, rng)
+        return _move_expression(solution, stated_value(answer), rng)  # `2 + 14`, or `2 + 15 = 2 + 15`'s right side
     equations = list(_EQUATION.finditer(solution))
     slip_at = rng.randrange(len(equations) + 1)  # len(equations): the final line only
     delta = rng.choice((1, 2, 3)) * rng.choice((-1, 1))
