@@ -82,7 +82,7 @@ def main() -> None:
           "train verified first 5 → last 5 |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     diffs, pooled, curves, versus = [], [], {}, []
-    for item in args.run:
+    for index, item in enumerate(args.run):
         run_dir, eval_dir = (Path(p) for p in item.split("=", 1))
         after = learned(frame := samples(eval_dir))
         rows = metrics(run_dir)
@@ -90,7 +90,7 @@ def main() -> None:
         diffs.append(after["avg"] - before["avg"])
         pooled += list(frame.groupby("problem_id")["correct"].mean() - per_problem_base)
         if args.vs:  # per problem: this run's accuracy minus the other arm's (same seed)
-            other = samples(args.vs[len(curves) - 1]).groupby("problem_id")["correct"].mean()
+            other = samples(args.vs[index]).groupby("problem_id")["correct"].mean()
             versus.append(frame.groupby("problem_id")["correct"].mean() - other)
         first, last = rows[:5], rows[-5:]
         print(f"| {run_dir.name} | {100 * after['avg']:.1f}% | {100 * diffs[-1]:+.1f} | {after['tokens']:.0f} | "
