@@ -88,10 +88,10 @@ def main() -> None:
         rows = metrics(run_dir)
         curves[run_dir.name] = rows
         diffs.append(after["avg"] - before["avg"])
-        pooled += list(frame.groupby("problem_id")["correct"].mean() - per_problem_base)
+        per_problem = frame.groupby("problem_id")["correct"].mean()
+        pooled += list(per_problem - per_problem_base)
         if args.vs:  # per problem: this run's accuracy minus the other arm's (same seed)
-            other = samples(args.vs[index]).groupby("problem_id")["correct"].mean()
-            versus.append(frame.groupby("problem_id")["correct"].mean() - other)
+            versus.append((run_dir.name, per_problem - samples(args.vs[index]).groupby("problem_id")["correct"].mean()))
         first, last = rows[:5], rows[-5:]
         print(f"| {run_dir.name} | {100 * after['avg']:.1f}% | {100 * diffs[-1]:+.1f} | {after['tokens']:.0f} | "
               f"{100 * after['cut']:.0f}% | {100 * after['answerless']:.0f}% | {100 * after['boxed']:.0f}% | "
@@ -105,14 +105,14 @@ def main() -> None:
     print_pooled("per problem and run", pooled)
     if versus:
         print("\nagainst --vs (same seed), run minus the other arm:")
-        for item, other, delta in zip(args.run, args.vs, versus):
-            print(f"  {Path(item.split('=', 1)[0]).name} - {other.name}: {100 * delta.mean():+.1f} points")
+        for (run_name, delta), other in zip(versus, args.vs):
+            print(f"  {run_name} - {other.name}: {100 * delta.mean():+.1f} points")
         if len(versus) > 1:
-            means = [float(delta.mean()) for delta in versus]
+            means = [float(delta.mean()) for _, delta in versus]
             mean, low, high = t_interval(means)
             print(f"  over {len(means)} runs: {100 * mean:+.1f}, 95% t interval [{100 * low:+.1f}, {100 * high:+.1f}], "
                   f"sign-flip p = {sign_flip_p(means):.3f}")
-        print_pooled("  per problem and run", [d for delta in versus for d in delta])
+        print_pooled("  per problem and run", [d for _, delta in versus for d in delta])
     if args.plot:
         import matplotlib
 

@@ -18,7 +18,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from coreward.data.arith import rephrase_arith
 from coreward.data.records import Record
+from coreward.data.synthetic import rephrase_demo
 from coreward.runtime.authors_text import AuthorsText, not_shipped, read_authors_text
 from coreward.runtime.errors import CorewardError
 
@@ -144,17 +146,14 @@ def rephrase_records(records: list[Record], generator, temperature: float = 0.7,
     return pairs, RephraseReport(len(records), len(pairs), failed_generation, failed_parse, first_unparsed)
 
 
-TASK_REPHRASINGS = ("demo", "arith")  # the tasks that rephrase themselves (offline, no model)
+# the tasks that rephrase themselves (offline, no model): the demo's other template, arith's other wording
+TASK_REPHRASINGS = {"demo": rephrase_demo, "arith": rephrase_arith}
 
 
 def task_pairs(records: list[Record], task: str) -> list[tuple[Record, str]]:
-    """A task that rephrases itself: the demo's other template, or arith's other wording; same numbers and answer."""
-    from coreward.data.arith import rephrase_arith
-    from coreward.data.synthetic import rephrase_demo
-
-    rephrase = {"demo": rephrase_demo, "arith": rephrase_arith}[task]
+    """A task that rephrases itself (TASK_REPHRASINGS): same numbers and answer."""
     try:
-        return [(r, rephrase(r.question)) for r in records]
+        return [(r, TASK_REPHRASINGS[task](r.question)) for r in records]
     except (CorewardError, ValueError) as err:
         raise CorewardError(f"rephrasings {task!r} rephrase only the {task} task's own questions: {err}") from None
 

@@ -152,7 +152,7 @@ def perturb(solution: str, answer: str, rng: random.Random) -> str | None:
     """
     final = _value(answer)
     if final is None:
-        return _move_expression(solution, stated_value(answer), rng)  # `2 + 14`, or `2 + 15 = 2 + 15`'s right side
+        return _move_expression(solution, answer, rng)  # `2 + 14`, or `2 + 15 = 2 + 15`'s right side
     equations = list(_EQUATION.finditer(solution))
     slip_at = rng.randrange(len(equations) + 1)  # len(equations): the final line only
     delta = rng.choice((1, 2, 3)) * rng.choice((-1, 1))
@@ -168,20 +168,23 @@ def perturb(solution: str, answer: str, rng: random.Random) -> str | None:
 
 
 def _move_expression(solution: str, answer: str | None, rng: random.Random) -> str | None:
-    """The solution with its last `a op b` that is the final answer written `a op b'`: b moves by ±1..3 so that the
-    value moves and stays >= 0 (a policy's `\\boxed{2 + 14}` becomes `\\boxed{2 + 13}`). None if there is none."""
-    stated = _EXPRESSION.fullmatch((answer or "").strip())
-    if stated is None:
+    """The solution with the last `a op b` that the final answer states (itself, or an equation's right-hand side)
+    written `a op b'`: b moves by ±1..3 so that the value moves and stays >= 0 (a policy's `\\boxed{2 + 14}` becomes
+    `\\boxed{2 + 13}`). None if there is none."""
+    stated = _EXPRESSION.fullmatch(stated_value(answer or "").strip())
+    if stated is None or (stated[2] == "/" and Fraction(stated[3]) == 0):
         return None
-    a, op, b = Fraction(stated[1]), stated[2], Fraction(stated[3])
-    value = _OPS[op](a, b) if (op != "/" or b) else None
-    pattern = re.compile(rf"{re.escape(stated[1])}\s*{re.escape(op)}\s*({re.escape(stated[3])})(?![\d.])")
+    a, apply, b = Fraction(stated[1]), _OPS[stated[2]], Fraction(stated[3])
+    pattern = re.compile(rf"{re.escape(stated[1])}\s*{re.escape(stated[2])}\s*({re.escape(stated[3])})(?![\d.])")
     last = next(reversed(list(pattern.finditer(solution))), None)
-    if last is None or value is None:
+    if last is None:
         return None
+    value = apply(a, b)
     for delta in rng.sample((1, -1, 2, -2, 3, -3), 6):
         moved = b + delta
-        if (op != "/" or moved) and _OPS[op](a, moved) != value and _OPS[op](a, moved) >= 0 <= moved:
+        if moved < 0 or (stated[2] == "/" and not moved):
+            continue
+        if apply(a, moved) != value and apply(a, moved) >= 0:
             return solution[: last.start(1)] + _format(moved) + solution[last.end(1) :]
     return None
 
@@ -246,12 +249,10 @@ def _value(text: str) -> Fraction | None:
     """The number a final answer states: the answer itself, or the right-hand side of an equation `... = c`."""
     if text is None:
         return None
-    for candidate in (text, text.rpartition("=")[2]):
-        try:
-            return Fraction(candidate.strip())
-        except (ValueError, ZeroDivisionError):
-            continue
-    return None
+    try:
+        return Fraction(stated_value(text).strip())
+    except (ValueError, ZeroDivisionError):
+        return None
 
 
 def _format(value: Fraction) -> str:
