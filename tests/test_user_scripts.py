@@ -219,23 +219,6 @@ def test_a_run_that_fails_to_start_removes_the_directory_it_made(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_demo_prints_a_line_per_step_and_a_result_for_every_stress_row(tmp_path):
-    """`coreward demo`'s loop (run_demo) at a budget of two steps, with one stress row."""
-    code = textwrap.dedent("""\
-        from coreward.demo.run import Budget, Stress, run_demo
-        budget = Budget(steps=2, eval_problems=4, eval_n=1, curve_every=0, curve_problems=0,
-                        stress=Stress(learning_rate=5e-4, steps=2, methods=("rule",)))
-        run_demo(["rule"], quick=False, output_dir="out", budget=budget)
-        """)
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900,
-                          env=env())
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
-    assert sum(bool(re.match(r"\s+step [12]/2: reward ", line)) for line in lines) == 4  # 2 runs x 2 steps
-    assert any(line.startswith("Rule-based (GT-GRPO): held-out avg@1 = ") for line in lines)
-    assert any(line.startswith("stress, Rule-based (GT-GRPO): held-out avg@1 = ") for line in lines)
-
-
 def test_ci_builds_its_vllm_environment_outside_the_source_tree(tmp_path):
     line = next(line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("venv="))
     home = tmp_path / "home"

@@ -1,6 +1,7 @@
 """`coreward demo` end to end on the shipped demo policy and RM, with a budget of a few steps."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from coreward.demo.run import Budget, Stress, parse_methods, run_demo
 from coreward.runtime.errors import CorewardError
 
 
-def test_demo_runs_methods_and_stress_and_writes_table_results_and_reports(tmp_path):
+def test_demo_runs_methods_and_stress_and_writes_table_results_and_reports(tmp_path, capfd):
     budget = Budget(steps=2, eval_problems=8, eval_n=2, curve_every=0, curve_problems=0,
                     stress=Stress(learning_rate=5e-4, steps=2, methods=("model", "cooper")))
     summary = run_demo(["rule", "model"], quick=False, output_dir=tmp_path, budget=budget)
@@ -31,6 +32,12 @@ def test_demo_runs_methods_and_stress_and_writes_table_results_and_reports(tmp_p
     stress_metrics = [json.loads(line) for line in (tmp_path / "stress" / "model" / "metrics.jsonl").open()]
     assert max(r["step"] for r in stress_metrics) == 2
     assert "learning_rate: 0.0005" in (tmp_path / "stress" / "model" / "config.yaml").read_text()
+    # what the user watches: a line per step of each run (2 main runs and the stress row, 2 steps each), a result
+    # line per row
+    lines = capfd.readouterr().out.splitlines()
+    assert sum(bool(re.match(r"\s+step [12]/2: reward ", line)) for line in lines) == 6, lines
+    assert any(line.startswith("Rule-based (GT-GRPO): held-out avg@2 = ") for line in lines)
+    assert any(line.startswith("stress, Static reward model: held-out avg@2 = ") for line in lines)
 
 
 def test_the_stress_rows_hold_the_recommended_co_optimized_setting_beside_cooper_as_its_authors_ran_it(tmp_path):

@@ -142,6 +142,13 @@ def test_the_real_models_demo_trains_its_configs_and_evaluates_on_arith(folder, 
     assert [run.config_file for run in runs] == [CONFIGS / "rule.yaml", CONFIGS / "majority.yaml"]
     assert all(c.model.name_or_path == NAME and c.seed == 5 and c.grpo["max_steps"] == task.full.steps for c in configs)
     assert [c.rewards[0].name for c in configs] == ["rule", "majority"]
+    # side by side (the default on 2 cores), each run one torch thread, whatever its config says (2 here)
+    from coreward.demo.run import side_by_side_settings
+    from coreward.grpo.config import TrainConfig
+    from coreward.runtime.config import load_config
+
+    assert configs[0].torch_threads == 2
+    assert load_config(TrainConfig, runs[0].config_file, [*runs[0].overrides, *side_by_side_settings(2)]).torch_threads == 1
     # every method has a config for this model; Co-rewarding-I's rephrasings are arith's own (configs/smol/co_rewarding_1.yaml)
     assert parse_methods("co_rewarding_1,co_rewarding_2", task) == ["co_rewarding_1", "co_rewarding_2"]
     with pytest.raises(Exception, match="known: rule, model, cooper, majority, .*co_rewarding_1"):
