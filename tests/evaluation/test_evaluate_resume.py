@@ -14,7 +14,7 @@ import time
 import pandas as pd
 
 from coreward.evaluation import EvalSettings, evaluate
-from coreward.evaluation.kept import FINGERPRINT_FILE, PARTIAL_DIR
+from coreward.evaluation.kept import FINGERPRINT_FILE, PARTIAL_DIR, kept_problems
 
 
 ARGS = {"n": 4, "limit": 96, "batch_size": 32}  # 8 problems a batch: 12 batches
@@ -40,6 +40,7 @@ def test_a_stopped_eval_keeps_its_batches_and_the_same_command_goes_on_from_them
     kept = {json.loads(line)["prompt"]: json.loads(line)["generations"] for f in kept_files
             for line in f.read_text().splitlines()}
     assert 8 <= len(kept) < 96 and len(kept) % 8 == 0, len(kept)  # whole batches only
+    assert kept_problems(out) == len(kept)  # what a progress line read from outside counts (coreward demo's)
     assert (f"stopped by Ctrl-C while evaluating {_demo_path()}; the completions of {len(kept)} of 96 problems are "
             f"kept in {out / PARTIAL_DIR}; run the same command again to go on from them") in output, output[-2000:]
     assert "Traceback" not in output and not (out / "results.json").exists()

@@ -62,6 +62,28 @@ def fail(message: str) -> None:
     raise RuntimeError(message)
 
 
+def write_parts(directory: str, parts: int) -> None:  # a function job that leaves its progress on disk, part by part
+    import time
+
+    for part in range(parts):
+        (Path(directory) / f"part-{part}").write_text("done")
+        time.sleep(0.4)
+
+
+def test_a_function_job_shows_how_far_it_is_on_the_progress_line(tmp_path):
+    """The demo's evaluation of a real model takes minutes: its progress (read from what it has written) is on the
+    line printed every `progress_every` seconds, beside its name."""
+    tmp_path.joinpath("parts").mkdir()
+    job = Job("evaluation of x", ["write_parts"], tmp_path / "parts", tmp_path / "parts.log", 0, target=write_parts,
+              args=(str(tmp_path / "parts"), 5),
+              progress=lambda: f"{len(list((tmp_path / 'parts').glob('part-*')))}/5 parts")
+    lines: list[str] = []
+    run_jobs([job], 1, prefix="t", say=lines.append, progress_every=0.1)
+    assert job.status == "done", job.log.read_text()
+    shown = [line.split("running: evaluation of x ")[1].split(";")[0] for line in lines if "running: evaluation of x" in line]
+    assert shown and shown[-1] != "0/5 parts" and all(s.endswith("/5 parts") for s in shown), lines
+
+
 def test_the_longest_runs_start_first_and_the_follow_up_work_waits_for_them(tmp_path):
     """Runs start by cost (else steps); the jobs `on_finish` returns (the demo's evaluations: function jobs, forked)
     join the queue by their cost, so short ones run after the runs; one that raises fails with its traceback in its

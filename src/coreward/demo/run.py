@@ -389,12 +389,16 @@ def heldout_eval(model: str, heldout: dict, n: int, seed: int, output_dir: Path,
 
 def evaluation_job(label: str, model: Path | str, heldout: dict, n: int, seed: int, eval_dir: Path, extra: dict,
                    generation: dict[str, int] | None = None):
+    from coreward.evaluation.kept import kept_problems
     from coreward.experiments.jobs import Job
 
     (eval_dir / HELDOUT_FILE).unlink(missing_ok=True)  # an earlier demo's, with --overwrite
+    problems = sum(len(records) for records in heldout.values())
     return Job(f"evaluation of {label}", ["heldout_eval", str(model)], eval_dir, eval_dir.parent / f"{eval_dir.name}.log",
                0, cost=EVAL_COST, extra=extra, target=heldout_eval,
-               args=(str(model), heldout, n, seed, eval_dir, generation))
+               args=(str(model), heldout, n, seed, eval_dir, generation),
+               # a real model's evaluation takes minutes: its finished batches show on the demo's progress line
+               progress=lambda: f"{kept_problems(eval_dir)}/{problems} problems")
 
 
 def side_by_side_settings(jobs: int) -> list[str]:

@@ -41,6 +41,15 @@ def _weights_stamp(model: str) -> list[list[Any]]:
             + sorted(path.glob("*.bin"))]
 
 
+def kept_problems(output_dir: str | Path) -> int:
+    """How many problems an evaluation writing into `output_dir` has finished so far (its kept batches' lines: one
+    problem each), for a progress line read from outside the evaluating process."""
+    try:
+        return sum(path.read_text().count("\n") for path in (Path(output_dir) / PARTIAL_DIR).glob("batch-*.jsonl"))
+    except OSError:  # a batch renamed or the directory removed as it is read: the next reading counts it
+        return 0
+
+
 class KeptGenerations:
     """The finished batches of this evaluation in `output_dir/partial/` (read back when the fingerprint matches)."""
 

@@ -47,6 +47,9 @@ class Job:
     # it succeeds by returning, fails by raising (exit 1, its traceback in `log`)
     target: Callable[..., None] | None = None
     args: tuple = ()
+    # how far a function job is, for the progress line (e.g. "48/112 problems"): read by the parent from what the job
+    # leaves on disk, every `progress_every` seconds
+    progress: Callable[[], str] | None = None
 
 
 # A step's cost by reward method, relative to the rule reward's, for the order of side-by-side runs (longest first):
@@ -255,8 +258,8 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
     def line() -> str:
         done = sum(j.status == "done" for j in counted)
         failed = sum(j.status == "failed" for j in counted)
-        now = ", ".join(f"{j.label} step {last_step(j.run_dir)}/{j.steps}" if j.target is None else j.label
-                        for j, *_ in running.values())
+        now = ", ".join(f"{j.label} step {last_step(j.run_dir)}/{j.steps}" if j.target is None
+                        else f"{j.label} {j.progress()}" if j.progress else j.label for j, *_ in running.values())
         return (f"{prefix}: {done}/{len(counted)} {noun} done" + (f", {failed} failed" if failed else "")
                 + (f"; running: {now}" if now else "") + f"; {duration(time.monotonic() - start_time)} elapsed")
 
