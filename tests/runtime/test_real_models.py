@@ -143,7 +143,7 @@ def test_the_real_models_demo_trains_its_configs_and_evaluates_on_arith(folder, 
     assert all(c.model.name_or_path == NAME and c.seed == 5 and c.grpo["max_steps"] == task.full.steps for c in configs)
     assert [c.rewards[0].name for c in configs] == ["rule", "majority"]
     # side by side (the default on 2 cores), each run one torch thread, whatever its config says (2 here)
-    from coreward.demo.run import side_by_side_settings
+    from coreward.experiments.jobs import side_by_side_settings
     from coreward.grpo.config import TrainConfig
     from coreward.runtime.config import load_config
 

@@ -401,21 +401,12 @@ def evaluation_job(label: str, model: Path | str, heldout: dict, n: int, seed: i
                progress=lambda: f"{kept_problems(eval_dir)}/{problems} problems")
 
 
-def side_by_side_settings(jobs: int) -> list[str]:
-    """The `--set` items of a run in the pool: one verifier worker per core a run has (the reward is under 1% of a
-    demo step), and one torch thread, as the pool starts it: a config's own torch_threads (configs/smol's 2) would
-    put 2 x jobs threads on the cores."""
-    from coreward.experiments.jobs import verifier_workers
-
-    return [f"verifier.num_workers={verifier_workers(jobs)}", "torch_threads=1"]
-
-
 def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_jobs: list, heldout: dict, n: int,
                        baseline_evaluated, evaluated, generation: dict[str, int] | None = None) -> None:
     """Every run as a `coreward train` process, `jobs` at a time, the longest first, and every evaluation (the
     baselines', each run's once it has finished) as a forked job of its own, after the training runs: the evaluations
     fill the cores the last runs leave idle. A failed run or evaluation fails the demo, naming its log."""
-    from coreward.experiments.jobs import STEP_COST, Job, run_jobs, train_command
+    from coreward.experiments.jobs import STEP_COST, Job, run_jobs, side_by_side_settings, train_command
     from coreward.grpo.train import final_complete
 
     pool = [Job(f"{run.title} seed {run.seed}",

@@ -23,6 +23,7 @@ from coreward.runtime.files import atomic_write_text
 
 PARTIAL_DIR = "partial"
 FINGERPRINT_FILE = "settings.json"
+BATCH_FILES = "batch-*.jsonl"  # one per finished generation batch, a line per problem
 
 
 def fingerprint(model: str, settings: dict[str, Any], prompts: list[str]) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def kept_problems(output_dir: str | Path) -> int:
     """How many problems an evaluation writing into `output_dir` has finished so far (its kept batches' lines: one
     problem each), for a progress line read from outside the evaluating process."""
     try:
-        return sum(path.read_text().count("\n") for path in (Path(output_dir) / PARTIAL_DIR).glob("batch-*.jsonl"))
+        return sum(path.read_text().count("\n") for path in (Path(output_dir) / PARTIAL_DIR).glob(BATCH_FILES))
     except OSError:  # a batch renamed or the directory removed as it is read: the next reading counts it
         return 0
 
@@ -74,7 +75,7 @@ class KeptGenerations:
                   "they are discarded", file=sys.stderr)
             shutil.rmtree(self.directory, ignore_errors=True)
             return
-        for path in sorted(self.directory.glob("batch-*.jsonl")):
+        for path in sorted(self.directory.glob(BATCH_FILES)):
             for line in path.read_text().splitlines():
                 row = json.loads(line)
                 self.generations[row["prompt"]] = [Generation(*g) for g in row["generations"]]

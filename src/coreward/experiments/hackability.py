@@ -33,8 +33,8 @@ from coreward.experiments.jobs import (
     default_jobs,
     last_step,
     run_jobs,
+    side_by_side_settings,
     train_command,
-    verifier_workers,
 )
 from coreward.runtime.errors import CorewardError
 
@@ -128,11 +128,10 @@ def plan(settings: MapSettings) -> list[Cell]:
     return cells
 
 
-def cell_command(cell: Cell, max_steps: int, overrides: Sequence[str], verifier_workers: int = 1) -> list[str]:
-    """The cell's `coreward train` command: one torch thread, `verifier_workers` verifier processes (the cores a
-    cell has when several share the machine), the user's `--set` items last (they win)."""
-    sets = [f"grpo.learning_rate={cell.lr!r}", f"seed={cell.seed}", "torch_threads=1",
-            f"verifier.num_workers={verifier_workers}", *overrides]
+def cell_command(cell: Cell, max_steps: int, overrides: Sequence[str], parallel: int = 1) -> list[str]:
+    """The cell's `coreward train` command: one torch thread and a verifier process per core the cell has when
+    `parallel` cells share the machine (`side_by_side_settings`), the user's `--set` items last (they win)."""
+    sets = [f"grpo.learning_rate={cell.lr!r}", f"seed={cell.seed}", *side_by_side_settings(parallel), *overrides]
     return train_command(cell.config, cell.run_dir, sets, "--max-steps", str(max_steps), "--resume-if-any")
 
 
@@ -160,9 +159,8 @@ def run_cells(cells: list[Cell], settings: MapSettings, say: Callable[[str], Non
     """Run every unfinished cell, `settings.jobs` at a time (experiments/jobs.py), with a progress line.
     Ctrl-C (or SIGTERM) stops the running cells cleanly (they checkpoint) and raises."""
     max_steps = max(settings.horizons)
-    workers = verifier_workers(settings.jobs)
     costs: dict[Path, float] = {}
-    jobs = [Job(cell.label, cell_command(cell, max_steps, settings.overrides, workers), cell.run_dir, cell.log, max_steps,
+    jobs = [Job(cell.label, cell_command(cell, max_steps, settings.overrides, settings.jobs), cell.run_dir, cell.log, max_steps,
                 status="done" if finished(cell) else "waiting", cost=cell_cost(cell, max_steps, costs),
                 extra={"cell": cell}) for cell in cells]
     try:

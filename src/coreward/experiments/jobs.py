@@ -90,6 +90,13 @@ def verifier_workers(parallel: int) -> int:
     return max(1, usable_cores() // max(1, parallel))
 
 
+def side_by_side_settings(parallel: int) -> list[str]:
+    """The `--set` items of a `coreward train` run when `parallel` runs share the machine (the demo's runs, the map's
+    cells): one torch thread, as the pool starts it (a config's own torch_threads, configs/smol's 2, would put
+    2 x parallel threads on the cores), and one verifier worker per core the run has."""
+    return ["torch_threads=1", f"verifier.num_workers={verifier_workers(parallel)}"]
+
+
 def free_port() -> int:
     """A TCP port nobody listens on now (the kernel's pick)."""
     with socket.socket() as probe:
@@ -255,11 +262,15 @@ def run_jobs(jobs: list[Job], parallel: int, *, prefix: str, noun: str = "runs",
 
     counted = [j for j in jobs if j.target is None]  # the runs: a function job is the caller's own work
 
+    def shown(job: Job) -> str:  # a run by its step; a function job by its own progress, where it has one
+        if job.target is None:
+            return f"{job.label} step {last_step(job.run_dir)}/{job.steps}"
+        return f"{job.label} {job.progress()}" if job.progress else job.label
+
     def line() -> str:
         done = sum(j.status == "done" for j in counted)
         failed = sum(j.status == "failed" for j in counted)
-        now = ", ".join(f"{j.label} step {last_step(j.run_dir)}/{j.steps}" if j.target is None
-                        else f"{j.label} {j.progress()}" if j.progress else j.label for j, *_ in running.values())
+        now = ", ".join(shown(j) for j, *_ in running.values())
         return (f"{prefix}: {done}/{len(counted)} {noun} done" + (f", {failed} failed" if failed else "")
                 + (f"; running: {now}" if now else "") + f"; {duration(time.monotonic() - start_time)} elapsed")
 
