@@ -10,7 +10,8 @@ once, when the server starts. Two parts of coreward start children from it:
   transformers and TRL, about 4.5 s of imports a run would otherwise pay on a 2-core CPU.
 
 So each asks for what it needs with `context(*modules)`, and the server preloads the union of every request made
-before it started; a caller that will start training runs asks before anything else starts the server.
+before it started; a caller that will start training runs asks before anything else starts the server. After them
+it imports `READY` (runtime/forkserver_ready.py): what those modules import or build lazily, and a `gc.freeze()`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import types
 
 
 _requested: set[str] = set()
+# imported after the requested modules: warms what they import lazily, then freezes the server's objects (its docstring)
+READY = "coreward.runtime.forkserver_ready"
 
 
 def context(*modules: str):
@@ -30,7 +33,7 @@ def context(*modules: str):
         return multiprocessing.get_context("spawn")
     _requested.update(modules)
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(sorted(_requested))
+    ctx.set_forkserver_preload([*sorted(_requested), READY])
     return ctx
 
 
