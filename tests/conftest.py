@@ -22,22 +22,10 @@ def pytest_configure(config):
     starts it with the training stack imported, so every one-process `coreward` command and every torchrun or
     accelerate launch the tests make is forked from it rather than paying its imports again (tests/helpers/runs.py,
     tests/helpers/kill_resume.py, tests/helpers/warm_launch.py)."""
-    # the suite's DeepSpeed runs (about twenty) each import Muon's optimizer for ZeRO's optimizer check: 2.6 s of one
-    # core apiece, paid once here instead (a CPU build of torch only: see runtime/forkserver_ready.py)
-    import torch  # noqa: F401  (cpu_only_torch reads the imported build)
-
     from coreward.experiments.jobs import PRELOAD
     from coreward.runtime import forkserver
-    from coreward.runtime.forkserver_ready import cpu_only_torch
 
-    muon = ("deepspeed.runtime.zero.muon.muon_optimizer",) if cpu_only_torch() and _has("deepspeed") else ()
-    forkserver.context(*PRELOAD, *muon)
-
-
-def _has(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
+    forkserver.context(*PRELOAD, "tests.helpers.forkserver_warm")
 
 
 def pytest_collection_finish(session):

@@ -15,12 +15,13 @@ import pytest
 def report(out: str) -> None:
     import importlib.util
 
-    from coreward.runtime.forkserver_ready import cpu_only_torch
+    from coreward.runtime.devices import cpu_only_torch
 
     Path(out).write_text(json.dumps({
         "frozen": gc.get_freeze_count(),
         "tracked": len(gc.get_objects()),
-        "modules": {name: name in sys.modules for name in ("sympy.simplify.simplify", "deepspeed", "coreward.grpo.trainer")},
+        "modules": {name: name in sys.modules for name in ("sympy.simplify.simplify", "deepspeed", "coreward.grpo.trainer",
+                                                         "tests.helpers.forkserver_warm")},
         "deepspeed_expected": cpu_only_torch() and importlib.util.find_spec("deepspeed") is not None,
     }))
 
@@ -33,6 +34,7 @@ def test_a_forked_run_starts_warm_and_frozen(tmp_path):
     child = json.loads(out.read_text())
     assert child["modules"]["coreward.grpo.trainer"] and child["modules"]["sympy.simplify.simplify"], child
     assert child["modules"]["deepspeed"] == child["deepspeed_expected"], child
+    assert child["modules"]["tests.helpers.forkserver_warm"], child  # the suite's own preload (tests/conftest.py)
     # the training stack's objects are in the permanent generation: a full collection scans only the child's own
     assert child["frozen"] > 100_000 and child["tracked"] < 0.1 * child["frozen"], child
 
@@ -41,7 +43,7 @@ def test_a_forked_run_starts_warm_and_frozen(tmp_path):
 def test_deepspeed_is_not_preloaded_beside_a_gpu_build_of_torch(build, monkeypatch):
     import torch
 
-    from coreward.runtime.forkserver_ready import cpu_only_torch
+    from coreward.runtime.devices import cpu_only_torch
 
     assert cpu_only_torch() == (torch.version.cuda is None and getattr(torch.version, "hip", None) is None)
     monkeypatch.setattr(torch.version, "cuda", build["cuda"])

@@ -158,3 +158,12 @@ def whole_model_loading() -> Iterator[None]:
         yield
     finally:
         hf_deepspeed._hf_deepspeed_config_weak_ref = saved
+
+
+def cpu_only_torch() -> bool:
+    """torch is imported and is a build without CUDA or ROCm: nothing done with it can touch a GPU (what a forkserver
+    may import before it forks: runtime/forkserver_ready.py)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.version.cuda is None and getattr(torch.version, "hip", None) is None

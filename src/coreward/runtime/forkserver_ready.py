@@ -21,11 +21,7 @@ import gc
 import importlib.util
 import sys
 
-
-def cpu_only_torch() -> bool:
-    """torch is imported and is a build without CUDA or ROCm: nothing a preload does can touch a GPU."""
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.version.cuda is None and getattr(torch.version, "hip", None) is None
+from coreward.runtime.devices import cpu_only_torch
 
 
 def _warm_math_verify() -> None:
