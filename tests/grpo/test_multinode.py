@@ -109,7 +109,9 @@ def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, 
     # a run directory each machine holds on its own disk: they would start from different steps; both refuse
     local = [tmp_path / "machine0_disk", tmp_path / "machine1_disk"]
     shutil.copytree(run_dir, local[0])
-    apart = launch_nodes(MULTI_NODE, 2, config, run_dir, overrides, MAX_STEPS, resume=True, run_dirs=local)
+    # (forked warm: the refusal is the run directory's check, not the script's)
+    apart = launch_nodes(MULTI_NODE, 2, config, run_dir, overrides, MAX_STEPS, resume=True, run_dirs=local,
+                         through_script=False)
     for node in apart:
         assert node.returncode != 0 and not node.killed_by_harness, node.log[-3000:]
         assert "the processes see different checkpoints" in node.log, node.log[-3000:]

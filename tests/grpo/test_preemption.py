@@ -49,9 +49,15 @@ def check_resumed_without_loss(policy: Path, run_dir: Path, stopped_at: int, npr
     if nproc == 1:  # the resumed run is not what is tested here: in this process (no Python start-up)
         resumed = coreward_here(*launch_args(policy, run_dir, "--resume"))
         out, err = resumed.stdout, resumed.stderr
-    else:
-        resumed = launch(policy, run_dir, nproc, "--resume")
-        out, err = resumed.communicate(timeout=600)
+    else:  # torchrun forked warm (tests/helpers/warm_launch.py): the launcher's processes are the stop's subject, not
+        # the resume's
+        from tests.helpers import warm_launch
+
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port",
+                   str(free_port()), "-m", "coreward.cli", *launch_args(policy, run_dir, "--resume")]
+        resumed = warm_launch.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                                  cwd=Path(__file__).resolve().parents[2], timeout=600)
+        out, err = resumed.stdout, resumed.stderr
     assert resumed.returncode == 0, err[-3000:]
     assert f"continuing from {run_dir / f'checkpoint-{stopped_at}'}" in out + err
     assert steps_logged(run_dir) == list(range(1, STEPS + 1))  # every step once: none lost, none repeated

@@ -20,8 +20,8 @@ them, and the same checks on a fresh launch):
 
 What a fork cannot show -- the launcher's own process structure (workers in sessions of their own, what killing only
 the launcher does), and an interpreter importing the package from scratch -- is left to the tests that launch
-`torchrun` as a new process (`fresh=True` in tests/helpers/kill_resume.py, tests/grpo/test_preemption.py,
-tests/grpo/test_multinode.py, tests/test_gpu_check.py)."""
+`torchrun` as a new process (`fresh=True` in tests/helpers/kill_resume.py, tests/grpo/test_preemption.py's signalled
+launch, tests/grpo/test_multinode.py's launches through configs/slurm/launch_node.sh, tests/test_gpu_check.py)."""
 
 from __future__ import annotations
 
