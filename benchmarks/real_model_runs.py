@@ -28,6 +28,8 @@ from compare_rewards import sign_flip_p, t_interval  # this directory is on sys.
 def samples(eval_dir: Path):
     import pandas as pd
 
+    if not (eval_dir / "samples.parquet").is_file():
+        raise SystemExit(f"error: {eval_dir} holds no samples.parquet: give the folder `coreward eval --output` wrote")
     frame = pd.read_parquet(eval_dir / "samples.parquet")
     frame["boxed"] = frame["completion"].str.contains(r"\\boxed\{", regex=True)
     frame["answerless"] = frame["extracted"].isna()
