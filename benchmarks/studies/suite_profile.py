@@ -89,7 +89,7 @@ def analyze(raw: Path) -> None:
         print(f"| {name} | {rows[name] / RATE_HZ:,.0f} | {rows[name] / total:.1%} |")
     for kind, samples in imports.most_common():
         if samples:
-                print(f"| imports in a {kind} process | {samples / RATE_HZ:,.0f} | {samples / total:.1%} |")
+            print(f"| imports in a {kind} process | {samples / RATE_HZ:,.0f} | {samples / total:.1%} |")
     print("\n| process kind | CPU-s | share |\n|---|---:|---:|")
     for kind, samples in kinds.most_common():
         print(f"| {kind} | {samples / RATE_HZ:,.0f} | {samples / total:.1%} |")

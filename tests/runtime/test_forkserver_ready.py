@@ -20,7 +20,7 @@ def report(out: str) -> None:
     Path(out).write_text(json.dumps({
         "frozen": gc.get_freeze_count(),
         "tracked": len(gc.get_objects()),
-        "modules": {name: name in sys.modules for name in ("sympy.simplify.simplify", "deepspeed", "coreward.grpo.trainer",
+        "modules": {name: name in sys.modules for name in ("sympy.physics.units", "deepspeed", "coreward.grpo.trainer",
                                                          "tests.helpers.forkserver_warm")},
         "deepspeed_expected": cpu_only_torch() and importlib.util.find_spec("deepspeed") is not None,
     }))
@@ -32,7 +32,7 @@ def test_a_forked_run_starts_warm_and_frozen(tmp_path):
     out = tmp_path / "child.json"
     assert fork(report, (str(out),)).wait(timeout=300) == 0
     child = json.loads(out.read_text())
-    assert child["modules"]["coreward.grpo.trainer"] and child["modules"]["sympy.simplify.simplify"], child
+    assert child["modules"]["coreward.grpo.trainer"] and child["modules"]["sympy.physics.units"], child
     assert child["modules"]["deepspeed"] == child["deepspeed_expected"], child
     assert child["modules"]["tests.helpers.forkserver_warm"], child  # the suite's own preload (tests/conftest.py)
     # the training stack's objects are in the permanent generation: a full collection scans only the child's own

@@ -27,7 +27,8 @@ from coreward.runtime.devices import cpu_only_torch
 def _warm_math_verify() -> None:
     pool = sys.modules.get("coreward.verify.pool")
     if pool is not None:
-        pool.math_verify_equal("\\frac{1}{2}", "0.5")  # the parser's tables and sympy's simplify, imported
+        pool.math_verify_equal("\\frac{1}{2}", "0.5")  # the parser's tables, sympy's numbers
+        pool.math_verify_equal("(x+1)^2", "x^2+2x+1")  # simplify(), which imports sympy.physics.units and tensors
 
 
 def _warm_deepspeed() -> None:
