@@ -53,10 +53,9 @@ def check_resumed_without_loss(policy: Path, run_dir: Path, stopped_at: int, npr
         # the resume's
         from tests.helpers import warm_launch
 
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port",
-                   str(free_port()), "-m", "coreward.cli", *launch_args(policy, run_dir, "--resume")]
-        resumed = warm_launch.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                                  cwd=Path(__file__).resolve().parents[2], timeout=600)
+        resumed = warm_launch.run(launch_command(policy, run_dir, nproc, "--resume"),
+                                  env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=Path(__file__).resolve().parents[2],
+                                  timeout=600)
         out, err = resumed.stdout, resumed.stderr
     assert resumed.returncode == 0, err[-3000:]
     assert f"continuing from {run_dir / f'checkpoint-{stopped_at}'}" in out + err
@@ -69,13 +68,18 @@ def launch_args(policy: Path, run_dir: Path, *extra: str) -> list[str]:
                            "--set", "torch_threads=1", *extra)
 
 
-def launch(policy: Path, run_dir: Path, nproc: int, *extra: str, session: bool = False) -> subprocess.Popen:
-    args = launch_args(policy, run_dir, *extra)
+def launch_command(policy: Path, run_dir: Path, nproc: int, *extra: str) -> list[str]:
+    """`python -m coreward.cli train ...`, under torchrun on a free port with `nproc` > 1."""
     launcher = [sys.executable, "-m"]
     if nproc > 1:
         launcher += ["torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(free_port()), "-m"]
-    return subprocess.Popen([*launcher, "coreward.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=session)
+    return [*launcher, "coreward.cli", *launch_args(policy, run_dir, *extra)]
+
+
+def launch(policy: Path, run_dir: Path, nproc: int, *extra: str, session: bool = False) -> subprocess.Popen:
+    return subprocess.Popen(launch_command(policy, run_dir, nproc, *extra), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            start_new_session=session)
 
 
 class ForkedRun:
