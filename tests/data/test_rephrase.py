@@ -50,6 +50,27 @@ def test_endpoint_failures_and_unparseable_outputs_are_dropped_and_counted():
     assert build_request_text(records[0].question) in report.first_unparsed  # the echo is what the model wrote
 
 
+def test_a_long_job_goes_in_chunks_with_progress_and_keeps_each_rephrasing_with_its_question(capsys):
+    """Nine questions through an endpoint of one request at a time: chunks of four rounds (4, 4, 1), a progress line,
+    and every rephrasing paired with its own question (the server rewords the question it was asked)."""
+    from coreward.llm import OpenAIEndpointGenerator
+
+    def reword(prompt: str) -> str:
+        question = prompt.rsplit("Problem:\n", 1)[1]
+        return f"{BEGIN}In a new story: {question}{END}"
+
+    records = [record(i, f"Zoe has {i + 10} shells and finds {i + 2} more. How many now?", str(2 * i + 12))
+               for i in range(9)]
+    with LLMTestServer(reply=reword) as server:
+        generator = OpenAIEndpointGenerator(server.url, "test-model", max_concurrency=1, timeout_s=5.0)
+        pairs, report = rephrase_records(records, generator)
+        generator.close()
+    assert report.kept == 9 and [r.id for r, _ in pairs] == [r.id for r in records]
+    assert all(text == f"In a new story: {r.question}" for r, text in pairs)
+    assert server.max_in_flight == 1
+    assert "rephrase: 9/9" in capsys.readouterr().err
+
+
 def test_cli_demo_rephrasings_write_side_by_side_pairs(tmp_path):
     out = tmp_path / "pairs.parquet"
     done = coreward_in(Path.cwd(), "rephrase", "--input", "demo", "--split", "train", "--limit", "5", "--model", "demo",

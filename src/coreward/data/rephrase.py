@@ -130,7 +130,7 @@ def rephrase_records(records: list[Record], generator, temperature: float = 0.7,
     requests = [GenerationRequest.user(build_request_text(r.question, prompt, instruction), temperature=temperature,
                                        max_tokens=max_tokens, top_p=top_p, chat_template_kwargs=template_kwargs)
                 for r in records]
-    results = generator.generate(requests)
+    results = generate_in_chunks(generator, requests, "rephrase")
     pairs, failed_generation, failed_parse, first_unparsed = [], 0, 0, None
     for record, result in zip(records, results):
         if result.text is None:
@@ -144,6 +144,23 @@ def rephrase_records(records: list[Record], generator, temperature: float = 0.7,
             continue
         pairs.append((record, rephrased))
     return pairs, RephraseReport(len(records), len(pairs), failed_generation, failed_parse, first_unparsed)
+
+
+def generate_in_chunks(generator, requests: list, desc: str) -> list:
+    """`generator.generate(requests)`, a chunk at a time so that a long job shows progress (a line every 30 s
+    off a terminal): a local model's batch (`batch_size`), or four rounds of an endpoint's concurrent requests."""
+    from coreward.runtime.progress import Progress
+
+    size = getattr(generator, "batch_size", None) or 4 * getattr(generator, "max_concurrency", 16)
+    progress = Progress(len(requests), desc, unit="question")
+    results = []
+    try:
+        for start in range(0, len(requests), size):
+            results += generator.generate(requests[start:start + size])
+            progress.advance(len(requests[start:start + size]))
+    finally:
+        progress.close()
+    return results
 
 
 # the tasks that rephrase themselves (offline, no model): the demo's other template, arith's other wording
