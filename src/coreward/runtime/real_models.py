@@ -206,8 +206,12 @@ def _convert(path: Path, digest: str, target: Path, key: str) -> None:
         del config.quantization_config
     config.name_or_path = ""
     config.dtype = torch.float32
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.load_state_dict(loaded.state_dict())
+    # built without weights and handed the loaded tensors (assign): a second float32 copy would double the peak
+    # (14.4 GB of RSS converting a 1.5B model that way)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict(), assign=True)
+    model.tie_weights()  # a tied head points at the assigned embedding again
     model.generation_config = loaded.generation_config
     with atomic_directory(target) as staging:
         model.save_pretrained(staging)
