@@ -13,8 +13,9 @@ reads, stop early, get the sum right) is visible within tens of steps.
 The test split is 112 problems whose (a, op, b) no train problem has; train is the other 800, in a fixed order.
 
 Co-rewarding-I's second view: `rephrase_arith` words the same operation another way ("Add 14 and 15. What is the
-total?"). The task rephrases itself, as the demo does, because neither real model at hand can: SmolLM2-135M-Instruct
-and Gemma 3 270M (base) kept 0 of 16 and 0 of 8 rephrasings with the authors' prompt (docs/real_model.md).
+total?"). The task rephrases itself, as the demo does, so that Co-rewarding-I runs without a model that can:
+SmolLM2-135M-Instruct and Gemma 3 270M (base) kept 0 of 16 and 0 of 8 rephrasings with the authors' prompt;
+Qwen2.5-Coder-1.5B-Instruct kept 48 of 48 and changed the answer of 9 (docs/real_model.md).
 """
 
 from __future__ import annotations
