@@ -51,6 +51,9 @@ def test_train_then_resume_has_each_step_once(tiny_policy, tmp_path):
     assert (run_dir / "checkpoint-3" / COMPLETE_MARKER).is_file()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["train_runtime"] > 0 and summary["process_cpu_s"] > 0
+    # each step's row carries the compute used so far (this test's process: one process through the resume)
+    cpu = [row["process_cpu_s"] for row in rows]
+    assert 0 < cpu[0] < cpu[1] < cpu[2] <= summary["process_cpu_s"]
     assert (run_dir / "config.yaml").is_file()
 
 

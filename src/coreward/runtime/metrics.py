@@ -102,6 +102,9 @@ class MetricsFileCallback(TrainerCallback):
     def flush(self) -> None:
         if self.row is None:
             return
+        # what the run had cost when its step (and any evaluation logged with it) was done: a comparison at equal
+        # compute picks its checkpoints by this (this process's count: a resumed run starts again from its own start)
+        self.row.setdefault("process_cpu_s", process_cpu_seconds())
         with open(self.path, "a") as handle:
             handle.write(json.dumps(self.row) + "\n")
             handle.flush()
