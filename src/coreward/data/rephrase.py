@@ -156,8 +156,9 @@ def generate_in_chunks(generator, requests: list, desc: str) -> list:
     results = []
     try:
         for start in range(0, len(requests), size):
-            results += generator.generate(requests[start:start + size])
-            progress.advance(len(requests[start:start + size]))
+            chunk = requests[start:start + size]
+            results += generator.generate(chunk)
+            progress.advance(len(chunk))
     finally:
         progress.close()
     return results

@@ -76,7 +76,8 @@ def _registered(name: str, key: str) -> Path:
     model = REAL_MODELS[name]
     if (cached := _hub_cache_folder(model.hub_id)) is not None:
         return cached
-    return convert_gguf(packaged_gguf(name, key), key=key)
+    # a split model's joined file was checked against its sha256 when joined: not read through again
+    return convert_gguf(packaged_gguf(name, key), key=key, digest=model.sha256 or None)
 
 
 def packaged_gguf(name: str, key: str = "model") -> Path:
@@ -167,12 +168,12 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def convert_gguf(path: Path, key: str = "model") -> Path:
+def convert_gguf(path: Path, key: str = "model", digest: str | None = None) -> Path:
     """A Hugging Face folder holding `path` dequantized (built once; a file lock makes the processes of one
-    distributed run build it once)."""
+    distributed run build it once). `digest`: the file's sha256 where it is already known."""
     from coreward.runtime.cache import cache_root
 
-    digest = sha256_of(path)
+    digest = digest or sha256_of(path)
     target = cache_root() / GGUF_DIR / f"{path.stem}-{digest[:12]}"
     if (target / CARD).is_file():
         return target
