@@ -133,7 +133,8 @@ class TrainConfig:
     # glibc's mmap threshold on a CPU run, held fixed (runtime/host_memory.py): tensors above it are unmapped when
     # freed, so the process's resident memory follows what it holds (the memory plan) rather than what it once held.
     # 0 (default): glibc's own (the threshold grows to 32 MiB and the heap keeps what was freed). On SmolLM2-135M
-    # 1048576 (1 MiB) took the peak from 1.50x the plan to 1.18x, for 19% more step time (8 MiB: no change).
+    # 1048576 (1 MiB) took the peak from 1.50x a plan without the heap to 1.18x, for 19% more step time (8 MiB: no
+    # change). A CPU plan counts the heap's copy of a LoRA policy's freed activations unless this is set.
     host_mmap_threshold: int = 0
     # signals that end the run cleanly after the current step (checkpoint written, exit status 75); [] to disable
     preempt_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])

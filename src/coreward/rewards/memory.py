@@ -53,13 +53,16 @@ RM_TAGS_AND_REFERENCE = 64
 @dataclass
 class MemoryItem:
     """Bytes held per device through `phases`. `gpu_measured`: its term has been checked against
-    `torch.cuda.max_memory_allocated` on a GPU (docs/memory.md, "The GPU check"); a plan that fits names the others."""
+    `torch.cuda.max_memory_allocated` on a GPU (docs/memory.md, "The GPU check"); a plan that fits names the others.
+    `heap_block`: for the tensors a pass saves for its backward and frees within its phase, the size of one (a
+    layer's hidden states) where glibc's heap keeps them once freed on a CPU (grpo/plan/step.py, heap_kept)."""
 
     name: str
     bytes: int
     phases: tuple[str, ...]
     note: str = ""
     gpu_measured: bool = False
+    heap_block: int = 0
 
 
 @dataclass(frozen=True)

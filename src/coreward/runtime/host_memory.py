@@ -5,11 +5,12 @@ freed; but each such free raises the threshold to the freed block's size (up to 
 size come from the heap, whose freed space the process keeps and cannot always reuse (a block of another size, a
 thread's other arena). On a real model's CPU step this is most of what the resident set holds beyond the tensors
 alive at its peak, the memory plan's count (docs/memory.md, "Measured accuracy"): SmolLM2-135M, 3 steps of
-configs/smol/majority.yaml alone on 2 cores, peak RSS 5.5 GiB (1.50x the plan's 3.7) with glibc's default, 4.4 GiB
-(1.18x) with the threshold held at 1 MiB, 5.7 GiB at 8 MiB (its retained blocks are 1-8 MiB: a layer's
-activations). A block above the threshold is mapped afresh each time it is allocated (page faults), which is the
+configs/smol/majority.yaml alone on 2 cores, peak RSS 5.5 GiB (1.50x the plan's 3.7 without the heap) with glibc's
+default, 4.4 GiB (1.18x) with the threshold held at 1 MiB, 5.7 GiB at 8 MiB (its retained blocks are 1-8 MiB: a
+layer's activations). A block above the threshold is mapped afresh each time it is allocated (page faults), which is the
 price: 267 s against 224 s for the 3 steps (+19%; the updates +26%). So glibc's default stays the default
-(`host_mmap_threshold: 0`), and a CPU plan says what holding it buys.
+(`host_mmap_threshold: 0`), and a CPU plan counts what the heap keeps (grpo/plan/step.py, `heap_kept`: one more copy
+of a LoRA policy's saved activations; a full fine-tune's heap gives its blocks back to its next pass).
 
 `hold_mmap_threshold` holds it (mallopt(M_MMAP_THRESHOLD) also turns the dynamic growth off); the environment's
 MALLOC_MMAP_THRESHOLD_, which glibc reads at start, is left to decide where set. Not glibc (macOS, musl): nothing.

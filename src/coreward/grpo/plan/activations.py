@@ -29,11 +29,14 @@ def policy_update_items(config: TrainConfig, policy: ModelShape, precision: Prec
     # DeepSpeed runs the forward on its bf16 weights, FSDP2 on bf16 gathered layers (its mixed-precision policy): a
     # bf16 residual stream; one process and DDP autocast over the float32 weights (a float32 residual stream)
     runs_in = precision.compute if engine in SHARDED else precision.weights
+    # glibc's heap keeps a LoRA policy's freed activations on a CPU (grpo/plan/step.py, heap_kept): one hidden state
+    layer_block = rows * seq * policy.hidden_size * DTYPE_BYTES[runs_in] if config.lora.enabled else 0
     items = [MemoryItem("policy update activations", activation_bytes(
         policy, rows, seq, dtype=precision.compute, weights_dtype=runs_in, attn_implementation=attn,
         gradient_checkpointing=precision.checkpointing, head="lm"), (POLICY_UPDATE,),
         f"{rows} sequences x {seq} tokens, {precision.compute}, {attn}, gradient checkpointing "
-        f"{'on' if precision.checkpointing else 'off'}", gpu_measured=engine == "one" and "flash" not in attn)]
+        f"{'on' if precision.checkpointing else 'off'}", gpu_measured=engine == "one" and "flash" not in attn,
+        heap_block=layer_block)]
     items.append(MemoryItem("backward's activation gradients (one layer, transient)", activation_gradient_bytes(
         policy, rows * seq, DTYPE_BYTES[precision.compute], DTYPE_BYTES[runs_in]), (POLICY_UPDATE,),
         "the gradients of one layer's MLP intermediates and hidden states while backward runs through it"))
@@ -41,7 +44,7 @@ def policy_update_items(config: TrainConfig, policy: ModelShape, precision: Prec
         items.append(MemoryItem("policy LoRA dropout copies", lora_dropout_bytes(
             policy, rows * seq, config.lora.target_modules, DTYPE_BYTES[runs_in], precision.checkpointing),
             (POLICY_UPDATE,), f"each adapted layer keeps its input's dropped-out copy and mask for backward "
-            f"(dropout {config.lora.dropout:g})"))
+            f"(dropout {config.lora.dropout:g})", heap_block=layer_block))
     # under LoRA the head is frozen (PEFT trains the adapters only): TRL's fused head then makes no float32 gradient
     # of its weight (chunked_logprob.py allocates it only `if needs_weight_grad`), just its input's
     items.append(MemoryItem("policy log-prob head tiles (backward)", lm_head_tile_bytes(

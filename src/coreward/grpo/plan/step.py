@@ -49,7 +49,8 @@ def plan_run(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None 
     items = held_once(items)
     if hardware.on_gpu:
         items.append(allocator_margin(items))
-    elif not config.host_mmap_threshold:
+    elif not config.host_mmap_threshold and (kept := heap_kept(items)):
+        items.append(kept)
         notes.append(HEAP_RETENTION_NOTE)
     problem = vllm_share_problem(config, policy, policy_precision, hardware, lengths)
     return Plan(hardware, items, notes, lengths=lengths, levers=[lever for needs in sources for lever in needs.levers],
@@ -80,11 +81,33 @@ def run_facts(config: TrainConfig, hardware: Hardware, shard: Sharding, policy: 
         groups=-(-lengths.generation_rows // int(grpo_setting(config, "num_generations", None) or default_num_generations())))
 
 
-# glibc's heap on a CPU (runtime/host_memory.py): the plan counts the tensors alive at the peak, the resident set also
-# holds freed heap blocks; measured on SmolLM2-135M (docs/memory.md), not modelled
-HEAP_RETENTION_NOTE = ("on a CPU with glibc's default the resident set can exceed this by half (freed 1-8 MiB blocks kept "
-                       "in the heap: 1.50x on SmolLM2-135M); --set host_mmap_threshold=1048576 returns them (1.18x there, "
-                       "steps 19% slower)")
+# glibc's heap on a CPU (runtime/host_memory.py): a block between glibc's first mmap threshold and its cap comes,
+# once a block of its size has been freed, from the heap, which keeps it when it is freed. Measured (docs/memory.md,
+# "Measured accuracy"): a full fine-tune keeps none beyond its plan (every demo config 0.92-1.01, 4 micro-batches a
+# step too), but a LoRA policy's resident set held about one more copy of its update's saved tensors (a layer's
+# hidden states of 1-6 MiB and LoRA's dropped-out inputs) beside the tensors alive at its peak: SmolLM2-135M majority,
+# 3 steps, 5.41 GiB measured against 3.68 planned without this term and 5.70 with it; half the micro-batch 3.58
+# against 2.43 / 3.44; LoRA dropout 0 4.85 against 3.01 / 4.35. Why LoRA and not a full fine-tune is not established.
+GLIBC_MMAP_THRESHOLD_START, GLIBC_MMAP_THRESHOLD_MAX = 128 << 10, 32 << 20
+HEAP_RETENTION_NOTE = ("on a CPU with glibc's default, freed activations stay in the process's heap (planned: 'heap "
+                       "kept'); --set host_mmap_threshold=1048576 returns them to the system (its plan leaves that "
+                       "item out; steps 19% slower on SmolLM2-135M)")
+
+
+def heap_kept(items: list[MemoryItem]) -> MemoryItem | None:
+    """One more copy of the largest phase's saved tensors in glibc's band (`MemoryItem.heap_block`), held through the
+    step: what the heap keeps of one pass's freed blocks beside the next pass's own. None where there are none."""
+    from coreward.rewards.memory import PHASES
+
+    def in_band(item: MemoryItem) -> bool:
+        return GLIBC_MMAP_THRESHOLD_START < item.heap_block <= GLIBC_MMAP_THRESHOLD_MAX
+
+    kept = max(sum(i.bytes for i in items if phase in i.phases and in_band(i)) for phase in PHASES)
+    if not kept:
+        return None
+    return MemoryItem("heap kept (glibc, freed activations)", kept, ALL,
+                      "a LoRA update's saved activations once more: freed, kept by glibc's heap; "
+                      "host_mmap_threshold returns them")
 
 
 # PyTorch's caching allocator reserves more than it hands out (blocks split and cached: fragmentation). Measured on
