@@ -71,6 +71,64 @@ def test_a_long_job_goes_in_chunks_with_progress_and_keeps_each_rephrasing_with_
     assert "rephrase: 9/9" in capsys.readouterr().err
 
 
+def test_a_job_stopped_by_ctrl_c_keeps_its_finished_chunks_and_the_same_command_asks_only_for_the_rest(tmp_path):
+    """Nine questions, chunks of four: a real SIGINT while the second chunk is asked stops the job with the first
+    chunk kept beside the output; `coreward rephrase` with the same data, model and output then asks the endpoint only
+    for the other five, pairs every rephrasing with its own question and removes what was kept; another model's job
+    does not read what one kept."""
+    import json
+    import signal
+
+    from coreward.data.rephrase import partial_directory
+    from coreward.llm import OpenAIEndpointGenerator
+    from coreward.runtime.interrupt import Interrupted
+
+    questions = [f"Zoe has {i + 10} shells and finds {i + 2} more. How many now?" for i in range(9)]
+    data = tmp_path / "questions.jsonl"
+    data.write_text("".join(json.dumps({"question": q, "answer": str(2 * i + 12)}) + "\n"
+                            for i, q in enumerate(questions)))
+    records = [record(i, q, str(2 * i + 12)) for i, q in enumerate(questions)]
+    asked, stop_at = [], [5]
+
+    def reword(prompt: str) -> str:
+        asked.append(prompt)
+        if len(asked) == stop_at[0]:  # the second chunk's first request: Ctrl-C, as a terminal sends it
+            stop_at[0] = 0
+            os.kill(os.getpid(), signal.SIGINT)
+        return f"{BEGIN}In a new story: {prompt.rsplit('Problem:', 1)[1].strip()}{END}"
+
+    output = tmp_path / "pairs.parquet"
+    with LLMTestServer(reply=reword) as server:
+        model = f"{server.url}#test-model"
+        generator = OpenAIEndpointGenerator(server.url, "test-model", max_concurrency=1, timeout_s=5.0)
+        with pytest.raises(Interrupted) as stopped:
+            rephrase_records(records, generator, keep_for=(output, model))
+        generator.close()
+        assert "the outputs of 4 of 9 questions are kept" in stopped.value.line()
+        assert partial_directory(output).is_dir()
+        done = coreward_in(tmp_path, "rephrase", "--input", str(data), "--model", model, "--output", str(output),
+                           env=dict(os.environ))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert len(asked) == 5 + 5 and "continuing a stopped job: 4 of 9" in done.stderr
+    frame = pd.read_parquet(output)
+    assert list(frame["rephrased"]) == [f"In a new story: {q}" for q in questions]
+    assert not partial_directory(output).exists()
+
+    other = tmp_path / "other.parquet"
+    asked.clear()
+    stop_at[0] = 5
+    with LLMTestServer(reply=reword) as server:
+        generator = OpenAIEndpointGenerator(server.url, "test-model", max_concurrency=1, timeout_s=5.0)
+        with pytest.raises(Interrupted):
+            rephrase_records(records, generator, keep_for=(other, "model-a"))
+        generator.close()  # the stopped job's requests still queued are dropped here
+        asked.clear()
+        generator = OpenAIEndpointGenerator(server.url, "test-model", max_concurrency=1, timeout_s=5.0)
+        rephrase_records(records, generator, keep_for=(other, "model-b"))
+        generator.close()
+    assert len(asked) == 9  # another model: what model-a's job kept is discarded, every question asked again
+
+
 def test_cli_demo_rephrasings_write_side_by_side_pairs(tmp_path):
     out = tmp_path / "pairs.parquet"
     done = coreward_in(Path.cwd(), "rephrase", "--input", "demo", "--split", "train", "--limit", "5", "--model", "demo",

@@ -14,7 +14,12 @@ aligned row by row with the original (the layout of Co-rewarding's train_rewrite
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import re
+import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,13 +118,14 @@ class RephraseReport:
 
 def rephrase_records(records: list[Record], generator, temperature: float = 0.7, max_tokens: int = 1024,
                      prompt: str = "coreward", top_p: float = 1.0, enable_thinking: bool | None = None,
-                     authors_prompt: str | Path | None = None):
+                     authors_prompt: str | Path | None = None, keep_for: tuple[str | Path, str] | None = None):
     """Rephrase every record; returns (kept pairs as (record, rephrased), report).
 
     `prompt="coreward"`: our prompt and markers, and a rewrite that loses a number of the original (or is
     the original) is dropped; `"authors"`: theirs (read from `authors_prompt`, the user's copy), kept whenever
     the markers parse. `enable_thinking` is Qwen3's chat-template switch (the authors' default: off); None passes
-    nothing.
+    nothing. `keep_for`: (the output file, the model) of a command whose finished chunks are kept beside the output
+    (`KeptRephrasings`), so that a stopped job goes on from them.
     """
     from coreward.llm import GenerationRequest
 
@@ -130,7 +136,15 @@ def rephrase_records(records: list[Record], generator, temperature: float = 0.7,
     requests = [GenerationRequest.user(build_request_text(r.question, prompt, instruction), temperature=temperature,
                                        max_tokens=max_tokens, top_p=top_p, chat_template_kwargs=template_kwargs)
                 for r in records]
-    results = generate_in_chunks(generator, requests, "rephrase")
+    kept = KeptRephrasings(keep_for[0], keep_for[1], requests) if keep_for is not None else None
+    try:
+        results = generate_in_chunks(generator, requests, "rephrase", kept)
+    except KeyboardInterrupt:
+        if kept is None:
+            raise
+        from coreward.runtime.interrupt import Interrupted
+
+        raise Interrupted("rephrasing", kept.stopped_line()) from None
     pairs, failed_generation, failed_parse, first_unparsed = [], 0, 0, None
     for record, result in zip(records, results):
         if result.text is None:
@@ -146,22 +160,85 @@ def rephrase_records(records: list[Record], generator, temperature: float = 0.7,
     return pairs, RephraseReport(len(records), len(pairs), failed_generation, failed_parse, first_unparsed)
 
 
-def generate_in_chunks(generator, requests: list, desc: str) -> list:
+def generate_in_chunks(generator, requests: list, desc: str, kept: KeptRephrasings | None = None) -> list:
     """`generator.generate(requests)`, a chunk at a time so that a long job shows progress (a line every 30 s
-    off a terminal): a local model's batch (`batch_size`), or four rounds of an endpoint's concurrent requests."""
+    off a terminal): a local model's batch (`batch_size`), or four rounds of an endpoint's concurrent requests.
+    With `kept`, the requests it holds are not asked again and each finished chunk is added to it."""
+    from coreward.llm.base import GenerationResult
     from coreward.runtime.progress import Progress
 
     size = getattr(generator, "batch_size", None) or 4 * getattr(generator, "max_concurrency", 16)
-    progress = Progress(len(requests), desc, unit="question")
-    results = []
+    done = kept.texts if kept is not None else {}
+    results = [GenerationResult(done[i]) if i in done else None for i in range(len(requests))]
+    todo = [i for i in range(len(requests)) if i not in done]
+    progress = Progress(len(todo), desc, unit="question")
     try:
-        for start in range(0, len(requests), size):
-            chunk = requests[start:start + size]
-            results += generator.generate(chunk)
+        for start in range(0, len(todo), size):
+            chunk = todo[start:start + size]
+            for i, result in zip(chunk, generator.generate([requests[i] for i in chunk])):
+                results[i] = result
+            if kept is not None:
+                kept.add({i: results[i].text for i in chunk if results[i].ok})
             progress.advance(len(chunk))
     finally:
         progress.close()
     return results
+
+
+class KeptRephrasings:
+    """What a `coreward rephrase` stopped part-way keeps: its finished chunks' outputs in OUTPUT.partial/, a file per
+    chunk (written whole, then renamed) beside settings.json, the job's fingerprint (the model and the sha256 of its
+    requests: prompts and sampling). The same command again reads them back and asks only for the rest; a request
+    that failed is not kept, so it is asked again. `remove` once the output is written."""
+
+    def __init__(self, output: str | Path, model: str, requests: list):
+        self.directory = partial_directory(output)
+        asked = json.dumps([dataclasses.asdict(r) for r in requests], sort_keys=True)
+        self.identity = {"model": model, "requests_sha256": hashlib.sha256(asked.encode()).hexdigest(),
+                         "requests": len(requests)}
+        self.total = len(requests)
+        self.texts: dict[int, str] = {}
+        self._files = 0
+        written = self.directory / "settings.json"
+        if not written.is_file():
+            return
+        try:
+            same = json.loads(written.read_text()) == self.identity
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            print(f"rephrase: {self.directory} holds the outputs of another model, prompt or data: they are discarded",
+                  file=sys.stderr)
+            shutil.rmtree(self.directory, ignore_errors=True)
+            return
+        for path in sorted(self.directory.glob("chunk-*.json")):
+            self.texts.update({int(i): text for i, text in json.loads(path.read_text()).items()})
+            self._files += 1
+        print(f"rephrase: continuing a stopped job: {len(self.texts):,} of {self.total:,} questions' outputs are kept in "
+              f"{self.directory}; asking for the rest", file=sys.stderr)
+
+    def add(self, texts: dict[int, str]) -> None:
+        """Keep one finished chunk (its file appears whole or not at all)."""
+        from coreward.runtime.files import atomic_write_text
+
+        if not (self.directory / "settings.json").is_file():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.directory / "settings.json", json.dumps(self.identity, indent=2) + "\n")
+        atomic_write_text(self.directory / f"chunk-{self._files:05d}.json", json.dumps(texts))
+        self._files += 1
+        self.texts.update(texts)
+
+    def stopped_line(self) -> str:
+        """What a Ctrl-C leaves, and how to go on."""
+        if not self.texts:
+            return "no chunk had finished: nothing is kept; run the same command again to start it"
+        return (f"the outputs of {len(self.texts):,} of {self.total:,} questions are kept in {self.directory}; run "
+                "the same command again to go on from them")
+
+
+def partial_directory(output: str | Path) -> Path:
+    """Where a rephrasing job writing `output` keeps its finished chunks."""
+    return Path(f"{output}.partial")
 
 
 # the tasks that rephrase themselves (offline, no model): the demo's other template, arith's other wording

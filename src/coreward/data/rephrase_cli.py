@@ -27,7 +27,9 @@ def rephrase_command(
 
     Example: coreward rephrase --input math --limit 100 --model http://localhost:8000/v1#Qwen/Qwen3-32B --output rephrased.jsonl
     """
-    from coreward.data.rephrase import TASK_REPHRASINGS, rephrase_records, task_pairs, write_pairs
+    import shutil
+
+    from coreward.data.rephrase import TASK_REPHRASINGS, partial_directory, rephrase_records, task_pairs, write_pairs
     from coreward.data.sources import load_named, parse_columns
     from coreward.runtime.errors import CorewardError
 
@@ -49,7 +51,7 @@ def rephrase_command(
             if hasattr(generator, "health_check"):
                 generator.health_check()
             pairs, report = rephrase_records(records, generator, temperature, max_tokens, prompt, top_p, thinking,
-                                             authors_prompt)
+                                             authors_prompt, keep_for=(output, model))
         finally:
             generator.close()
         typer.echo(
@@ -62,6 +64,7 @@ def rephrase_command(
     if not pairs:
         raise CorewardError("no row could be rephrased; nothing written")
     typer.echo(f"wrote {write_pairs(pairs, output, fmt)}")
+    shutil.rmtree(partial_directory(output), ignore_errors=True)  # the finished chunks kept for a stop: written now
 
 
 def register(app: typer.Typer) -> None:
