@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import json
 import re
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,17 +198,10 @@ class KeptRephrasings:
         self.total = len(requests)
         self.texts: dict[int, str] = {}
         self._files = 0
-        written = self.directory / "settings.json"
-        if not written.is_file():
-            return
-        try:
-            same = json.loads(written.read_text()) == self.identity
-        except (OSError, ValueError):
-            same = False
-        if not same:
-            print(f"rephrase: {self.directory} holds the outputs of another model, prompt or data: they are discarded",
-                  file=sys.stderr)
-            shutil.rmtree(self.directory, ignore_errors=True)
+        from coreward.runtime.files import kept_for
+
+        if not kept_for(self.directory, self.identity, f"rephrase: {self.directory} holds the outputs of another "
+                        "model, prompt or data: they are discarded"):
             return
         for path in sorted(self.directory.glob("chunk-*.json")):
             self.texts.update({int(i): text for i, text in json.loads(path.read_text()).items()})

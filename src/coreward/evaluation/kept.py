@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from coreward.evaluation.backends import Generation
-from coreward.runtime.files import atomic_write_text
+from coreward.runtime.files import atomic_write_text, kept_for
 
 
 PARTIAL_DIR = "partial"
@@ -63,17 +63,8 @@ class KeptGenerations:
         self._read()
 
     def _read(self) -> None:
-        written = self.directory / FINGERPRINT_FILE
-        if not written.is_file():
-            return
-        try:
-            same = json.loads(written.read_text()) == self.identity
-        except (OSError, ValueError):
-            same = False
-        if not same:
-            print(f"eval: {self.directory} holds completions of an evaluation with other settings, model or data: "
-                  "they are discarded", file=sys.stderr)
-            shutil.rmtree(self.directory, ignore_errors=True)
+        if not kept_for(self.directory, self.identity, f"eval: {self.directory} holds completions of an evaluation "
+                        "with other settings, model or data: they are discarded"):
             return
         for path in sorted(self.directory.glob(BATCH_FILES)):
             for line in path.read_text().splitlines():

@@ -56,3 +56,23 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
         os.fsync(handle.fileno())
     os.replace(tmp, path)
     return path
+
+
+def kept_for(directory: Path, identity: dict, discarded: str) -> bool:
+    """Whether `directory` holds what a stopped job kept for the job `identity` names (its settings.json, written by
+    the job's first kept piece). Where it holds another job's, prints `discarded` on stderr and removes it."""
+    import json
+    import sys
+
+    written = directory / "settings.json"
+    if not written.is_file():
+        return False
+    try:
+        same = json.loads(written.read_text()) == identity
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        print(discarded, file=sys.stderr)
+        shutil.rmtree(directory, ignore_errors=True)
+    return same
+
