@@ -27,6 +27,7 @@ from coreward.data.records import Record
 from coreward.data.synthetic import rephrase_demo
 from coreward.runtime.authors_text import AuthorsText, not_shipped, read_authors_text
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.files import keep_piece, kept_for
 
 
 BEGIN, END = "<rephrased>", "</rephrased>"
@@ -188,35 +189,27 @@ class KeptRephrasings:
     """What a `coreward rephrase` stopped part-way keeps: its finished chunks' outputs in OUTPUT.partial/, a file per
     chunk (written whole, then renamed) beside settings.json, the job's fingerprint (the model and the sha256 of its
     requests: prompts and sampling). The same command again reads them back and asks only for the rest; a request
-    that failed is not kept, so it is asked again. `remove` once the output is written."""
+    that failed is not kept, so it is asked again. `coreward rephrase` removes the folder once the output is written."""
 
     def __init__(self, output: str | Path, model: str, requests: list):
         self.directory = partial_directory(output)
         asked = json.dumps([dataclasses.asdict(r) for r in requests], sort_keys=True)
         self.identity = {"model": model, "requests_sha256": hashlib.sha256(asked.encode()).hexdigest(),
                          "requests": len(requests)}
-        self.total = len(requests)
         self.texts: dict[int, str] = {}
         self._files = 0
-        from coreward.runtime.files import kept_for
-
         if not kept_for(self.directory, self.identity, f"rephrase: {self.directory} holds the outputs of another "
                         "model, prompt or data: they are discarded"):
             return
         for path in sorted(self.directory.glob("chunk-*.json")):
             self.texts.update({int(i): text for i, text in json.loads(path.read_text()).items()})
             self._files += 1
-        print(f"rephrase: continuing a stopped job: {len(self.texts):,} of {self.total:,} questions' outputs are kept in "
+        print(f"rephrase: continuing a stopped job: {len(self.texts):,} of {self.identity['requests']:,} questions' outputs are kept in "
               f"{self.directory}; asking for the rest", file=sys.stderr)
 
     def add(self, texts: dict[int, str]) -> None:
         """Keep one finished chunk (its file appears whole or not at all)."""
-        from coreward.runtime.files import atomic_write_text
-
-        if not (self.directory / "settings.json").is_file():
-            self.directory.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.directory / "settings.json", json.dumps(self.identity, indent=2) + "\n")
-        atomic_write_text(self.directory / f"chunk-{self._files:05d}.json", json.dumps(texts))
+        keep_piece(self.directory, self.identity, f"chunk-{self._files:05d}.json", json.dumps(texts))
         self._files += 1
         self.texts.update(texts)
 
@@ -224,7 +217,7 @@ class KeptRephrasings:
         """What a Ctrl-C leaves, and how to go on."""
         if not self.texts:
             return "no chunk had finished: nothing is kept; run the same command again to start it"
-        return (f"the outputs of {len(self.texts):,} of {self.total:,} questions are kept in {self.directory}; run "
+        return (f"the outputs of {len(self.texts):,} of {self.identity['requests']:,} questions are kept in {self.directory}; run "
                 "the same command again to go on from them")
 
 

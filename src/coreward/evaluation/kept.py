@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from coreward.evaluation.backends import Generation
-from coreward.runtime.files import atomic_write_text, kept_for
+from coreward.runtime.files import keep_piece, kept_for
 
 
 PARTIAL_DIR = "partial"
@@ -77,12 +77,9 @@ class KeptGenerations:
 
     def add(self, prompts: list[int], generations: list[list[Generation]]) -> None:
         """Keep one finished batch (its file appears whole or not at all)."""
-        if not (self.directory / FINGERPRINT_FILE).is_file():
-            self.directory.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.directory / FINGERPRINT_FILE, json.dumps(self.identity, indent=2) + "\n")
         lines = [json.dumps({"prompt": i, "generations": [[g.text, g.num_tokens, g.truncated] for g in group]})
                  for i, group in zip(prompts, generations)]
-        atomic_write_text(self.directory / f"batch-{self._files:05d}.jsonl", "\n".join(lines) + "\n")
+        keep_piece(self.directory, self.identity, f"batch-{self._files:05d}.jsonl", "\n".join(lines) + "\n")
         self._files += 1
         self.generations.update(zip(prompts, generations))
 

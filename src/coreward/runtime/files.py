@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,9 +63,6 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 def kept_for(directory: Path, identity: dict, discarded: str) -> bool:
     """Whether `directory` holds what a stopped job kept for the job `identity` names (its settings.json, written by
     the job's first kept piece). Where it holds another job's, prints `discarded` on stderr and removes it."""
-    import json
-    import sys
-
     written = directory / "settings.json"
     if not written.is_file():
         return False
@@ -76,3 +75,11 @@ def kept_for(directory: Path, identity: dict, discarded: str) -> bool:
         shutil.rmtree(directory, ignore_errors=True)
     return same
 
+
+def keep_piece(directory: Path, identity: dict, name: str, text: str) -> None:
+    """Write one finished piece of a job into `directory` (whole or not at all), its settings.json (`identity`, what
+    `kept_for` checks) first if the directory has none yet."""
+    if not (directory / "settings.json").is_file():
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(directory / "settings.json", json.dumps(identity, indent=2) + "\n")
+    atomic_write_text(directory / name, text)
