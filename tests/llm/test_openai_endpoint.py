@@ -133,6 +133,24 @@ def test_deadline_bounds_the_batch():
     assert [r.error for r in (results[0], results[2])] == ["deadline", "deadline"]
 
 
+def test_ctrl_c_stops_the_batchs_queued_requests_and_the_endpoint_serves_the_next_batch():
+    """A real SIGINT while 30 requests wait for 2 slots: the KeyboardInterrupt reaches the caller and the requests
+    still queued are never sent (before, the loop's thread went on sending them until close())."""
+    import os
+    import signal
+    import threading
+
+    with LLMTestServer(delay_s=0.2) as server, endpoint(server, max_concurrency=2) as generator:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            generator.generate(asks(*(f"q{i}" for i in range(30))))
+        sent_when_stopped = sum(server.seen.values())
+        time.sleep(1.0)  # the 2 slots would have sent about 10 more in this time
+        assert 2 <= sent_when_stopped < 30
+        assert sum(server.seen.values()) - sent_when_stopped <= 2  # at most what was being dispatched at the signal
+        assert [r.text for r in generator.generate(asks("after"))] == ["echo: after"]
+
+
 def test_endpoint_down_fails_fast_at_startup_and_per_item_later():
     url = f"http://127.0.0.1:{free_port()}/v1"
     with OpenAIEndpointGenerator(url, "m", max_retries=2, backoff_s=0.05, deadline_s=20.0) as generator:

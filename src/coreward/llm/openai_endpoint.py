@@ -121,7 +121,14 @@ class OpenAIEndpointGenerator(TextGenerator):
 
     def _run(self, coroutine):
         """Run a coroutine on the private loop and wait for it from whatever thread we are on."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            # Ctrl-C lands here, in the waiting thread, while the loop's thread goes on: cancel the batch so that its
+            # queued requests are not sent (they were, until close()) and the in-flight ones are dropped
+            future.cancel()
+            raise
 
     async def _open_client(self) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=self.max_concurrency)
