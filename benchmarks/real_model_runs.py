@@ -2,6 +2,7 @@
 
     python benchmarks/real_model_runs.py --base EVAL_DIR --run RUN_DIR=EVAL_DIR [--run ...] [--plot out.png]
         [--vs EVAL_DIR --vs ...]
+    python benchmarks/real_model_runs.py --transfer LABEL=EVAL_DIR [--transfer ...]
 
 EVAL_DIR: what `coreward eval --output` wrote (results.json, samples.parquet) for the base model and for each run's
 final policy, evaluated alike (docs/real_model.md gives the commands). Per run: held-out avg@n before and after,
@@ -12,6 +13,10 @@ interval and an exact sign-flip p (every one of the 2^k sign assignments), and t
 (paired per problem and seed: a normal interval over the problem-seed differences). `--plot` draws reward and
 verified accuracy against step for every run. `--vs`, once per run in the same order: each run is also paired with
 another arm's run of the same seed (its eval dir), per problem, with the same statistics over the runs.
+
+`--transfer`: evaluations on other benchmarks (GSM8K, SVAMP: `coreward eval --benchmarks gsm8k,svamp`), one table row
+per model and benchmark: avg@n with the count of correct samples, pass@n, mean tokens, the share cut at the cap, and
+where one is labelled `base`, each other model's per-problem difference from it with a normal 95% interval.
 """
 
 from __future__ import annotations
@@ -62,14 +67,40 @@ def print_pooled(label: str, differences: list[float]) -> None:
           f"[{100 * (mean - half):+.1f}, {100 * (mean + half):+.1f}]")
 
 
+def print_transfer(items: list[str]) -> None:
+    """Per model and benchmark: avg@n (correct of all samples), pass@n, tokens, cut, and Δ against `base` if given."""
+    labelled = {label: samples(Path(folder)) for label, folder in (item.split("=", 1) for item in items)}
+    base = labelled.get("base")
+    print("| model | benchmark | avg@n (correct) | pass@n | tokens | cut | Δ vs base (per problem, 95%) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for label, frame in labelled.items():
+        for benchmark, rows in frame.groupby("benchmark"):
+            per_problem = rows.groupby("problem_id")["correct"].agg(["mean", "max"])
+            versus = ""
+            if base is not None and label != "base":
+                base_rows = base[base["benchmark"] == benchmark].groupby("problem_id")["correct"].mean()
+                delta = (per_problem["mean"] - base_rows).dropna()
+                mean, half = delta.mean(), 1.96 * statistics.stdev(delta) / math.sqrt(len(delta))
+                versus = f"{100 * mean:+.1f} [{100 * (mean - half):+.1f}, {100 * (mean + half):+.1f}]"
+            print(f"| {label} | {benchmark} | {100 * rows['correct'].mean():.1f}% ({int(rows['correct'].sum())} of "
+                  f"{len(rows)}) | {100 * per_problem['max'].mean():.1f}% | {rows['completion_tokens'].mean():.0f} | "
+                  f"{100 * rows['truncated'].mean():.0f}% | {versus} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", type=Path, required=True)
-    parser.add_argument("--run", action="append", required=True, help="RUN_DIR=EVAL_DIR")
+    parser.add_argument("--base", type=Path)
+    parser.add_argument("--run", action="append", default=[], help="RUN_DIR=EVAL_DIR")
+    parser.add_argument("--transfer", action="append", default=[],
+                        help="LABEL=EVAL_DIR on other benchmarks; the others are paired with the one labelled base")
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--vs", action="append", type=Path, default=[],
                         help="another arm's eval dir for each --run, in order (same seed): the paired difference")
     args = parser.parse_args()
+    if args.transfer:
+        return print_transfer(args.transfer)
+    if args.base is None or not args.run:
+        parser.error("--base and at least one --run are needed (or --transfer alone)")
     if args.vs and len(args.vs) != len(args.run):
         parser.error(f"--vs: one per --run ({len(args.run)}), got {len(args.vs)}")
 
