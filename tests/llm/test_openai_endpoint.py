@@ -140,15 +140,19 @@ def test_ctrl_c_stops_the_batchs_queued_requests_and_the_endpoint_serves_the_nex
     import signal
     import threading
 
-    with LLMTestServer(delay_s=0.2) as server, endpoint(server, max_concurrency=2) as generator:
-        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
-        with pytest.raises(KeyboardInterrupt):
-            generator.generate(asks(*(f"q{i}" for i in range(30))))
-        sent_when_stopped = sum(server.seen.values())
-        time.sleep(1.0)  # the 2 slots would have sent about 10 more in this time
-        assert 2 <= sent_when_stopped < 30
-        assert sum(server.seen.values()) - sent_when_stopped <= 2  # at most what was being dispatched at the signal
-        assert [r.text for r in generator.generate(asks("after"))] == ["echo: after"]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a pytest-xdist worker ignores SIGINT
+    try:
+        with LLMTestServer(delay_s=0.2) as server, endpoint(server, max_concurrency=2) as generator:
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+            with pytest.raises(KeyboardInterrupt):
+                generator.generate(asks(*(f"q{i}" for i in range(30))))
+            sent_when_stopped = sum(server.seen.values())
+            time.sleep(1.0)  # the 2 slots would have sent about 10 more in this time
+            assert 2 <= sent_when_stopped < 30
+            assert sum(server.seen.values()) - sent_when_stopped <= 2  # at most what was being dispatched at the signal
+            assert [r.text for r in generator.generate(asks("after"))] == ["echo: after"]
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_endpoint_down_fails_fast_at_startup_and_per_item_later():
