@@ -106,10 +106,12 @@ def test_a_job_stopped_by_ctrl_c_keeps_its_finished_chunks_and_the_same_command_
         generator.close()
         assert "the outputs of 4 of 9 questions are kept" in stopped.value.line()
         assert partial_directory(output).is_dir()
+        # 5, or 6 when the next queued request reached the server while the interrupt was being raised
+        asked_before_resume = len(asked)
         done = coreward_in(tmp_path, "rephrase", "--input", str(data), "--model", model, "--output", str(output),
                            env=dict(os.environ))
         assert done.returncode == 0, done.stdout + done.stderr
-        assert len(asked) == 5 + 5 and "continuing a stopped job: 4 of 9" in done.stderr
+        assert len(asked) - asked_before_resume == 5 and "continuing a stopped job: 4 of 9" in done.stderr
     frame = pd.read_parquet(output)
     assert list(frame["rephrased"]) == [f"In a new story: {q}" for q in questions]
     assert not partial_directory(output).exists()
