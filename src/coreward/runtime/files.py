@@ -60,10 +60,13 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
+KEPT_SETTINGS = "settings.json"  # a stopped job's fingerprint, beside the pieces it kept
+
+
 def kept_for(directory: Path, identity: dict, discarded: str) -> bool:
     """Whether `directory` holds what a stopped job kept for the job `identity` names (its settings.json, written by
     the job's first kept piece). Where it holds another job's, prints `discarded` on stderr and removes it."""
-    written = directory / "settings.json"
+    written = directory / KEPT_SETTINGS
     if not written.is_file():
         return False
     try:
@@ -79,7 +82,7 @@ def kept_for(directory: Path, identity: dict, discarded: str) -> bool:
 def keep_piece(directory: Path, identity: dict, name: str, text: str) -> None:
     """Write one finished piece of a job into `directory` (whole or not at all), its settings.json (`identity`, what
     `kept_for` checks) first if the directory has none yet."""
-    if not (directory / "settings.json").is_file():
+    if not (directory / KEPT_SETTINGS).is_file():
         directory.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(directory / "settings.json", json.dumps(identity, indent=2) + "\n")
+        atomic_write_text(directory / KEPT_SETTINGS, json.dumps(identity, indent=2) + "\n")
     atomic_write_text(directory / name, text)
