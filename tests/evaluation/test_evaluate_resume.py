@@ -14,7 +14,8 @@ import time
 import pandas as pd
 
 from coreward.evaluation import EvalSettings, evaluate
-from coreward.evaluation.kept import FINGERPRINT_FILE, PARTIAL_DIR, kept_problems
+from coreward.evaluation.kept import PARTIAL_DIR, kept_problems
+from coreward.runtime.files import KEPT_SETTINGS
 
 
 ARGS = {"n": 4, "limit": 96, "batch_size": 32}  # 8 problems a batch: 12 batches
@@ -75,7 +76,7 @@ def test_kept_completions_of_other_settings_are_discarded(tmp_path, capsys):
     assert "1 of 2 problems' completions are kept" in capsys.readouterr().err
     assert KeptGenerations(tmp_path, {"settings": {"n": 8}}, total=2).generations == {}
     assert "holds completions of an evaluation with other settings" in capsys.readouterr().err
-    assert not (tmp_path / PARTIAL_DIR / FINGERPRINT_FILE).exists()
+    assert not (tmp_path / PARTIAL_DIR / KEPT_SETTINGS).exists()
 
 
 def _demo_path() -> str:

@@ -27,7 +27,6 @@ def test_an_ended_child_and_a_running_child_are_both_counted():
         running.wait()
 
 
-
 def test_a_running_childs_ended_child_is_counted():
     """A forkserver's verifier workers are our grandchildren: once one ends, its parent (alive) has reaped it, so its
     CPU is in no RUSAGE of ours, only in the parent's children's times. It must be counted there, or the figure falls

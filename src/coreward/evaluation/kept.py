@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from coreward.evaluation.backends import Generation
-from coreward.runtime.files import KEPT_SETTINGS, keep_piece, kept_for
+from coreward.runtime.files import keep_piece, kept_for
 
 
 PARTIAL_DIR = "partial"
-FINGERPRINT_FILE = KEPT_SETTINGS  # written and checked by runtime/files.keep_piece and kept_for
 BATCH_FILES = "batch-*.jsonl"  # one per finished generation batch, a line per problem
 
 
