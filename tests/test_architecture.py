@@ -140,9 +140,9 @@ METHOD_FILE_LINES = 220
 
 def test_each_method_file_reads_as_a_page():
     """A file of rewards/ that registers a reward (`@register`) stays within a page: its method, top to bottom;
-    plumbing and variants live in files beside it (e.g. cooper_variants.py, ensemble.py, teacher_weights.py)."""
+    plumbing and variants live in files beside it (e.g. cooper/variants.py, ensemble.py, teacher_weights.py)."""
     long = []
-    for path in sorted((SRC / "coreward" / "rewards").glob("*.py")):
+    for path in sorted((SRC / "coreward" / "rewards").rglob("*.py")):
         text = path.read_text()
         lines = len(text.splitlines())
         if re.search(r"^@register\(", text, re.MULTILINE) and lines > METHOD_FILE_LINES:

@@ -10,7 +10,7 @@ measured):
 * Cooper: no valid (positive, negative) pair (`rm/valid_pair_rate` = 0), with the reason: no rollout the rule
   verifier accepts (`rm/positive_rate` = 0), the assistant's requests failed (`assistant/failures`), or every
   negative was rejected (`assistant/rejected`); an RM that did not move although the step had pairs (a frozen RM:
-  `rm/update_norm` ≤ FROZEN_RELATIVE · `rm/weight_norm`, rm/learner.py), warned at once; and at the end, on how many
+  `rm/update_norm` ≤ FROZEN_RELATIVE · `rm/weight_norm`, rewards/cooper/learner.py), warned at once; and at the end, on how many
   steps the RM learned ("RM updated on N of M steps": a step with pairs whose update moved it);
 * Co-rewarding-I: a prompt group whose other view is not in the same batch (`co_rewarding_1/unpaired_groups` > 0:
   its rollouts have no label), warned at once;
