@@ -15,8 +15,14 @@ import torch
 from safetensors.torch import load_file
 
 from coreward.rewards.co_rewarding_2 import CoRewarding2Reward
-from coreward.rewards.ema_teacher import EmaTeacher, cosine_alpha
-from coreward.rewards.teacher_weights import STATE_FILE, WEIGHTS_FILE, adapter_pairs, add_teacher_adapter, full_pairs
+from coreward.rewards.co_rewarding_2.ema_teacher import EmaTeacher, cosine_alpha
+from coreward.rewards.co_rewarding_2.teacher_weights import (
+    STATE_FILE,
+    WEIGHTS_FILE,
+    adapter_pairs,
+    add_teacher_adapter,
+    full_pairs,
+)
 from coreward.runtime.errors import CorewardError
 from coreward.verify import Verifier
 from tests.helpers import warm_launch

@@ -18,7 +18,7 @@ measured):
   unreadable (`judge/failures` = `judge/calls` > 0: its judged rollouts scored as `on_failure` says), warned at once;
 * Co-rewarding-II: the teacher–policy weight distance ‖θ − θ_T‖ (`co_rewarding_2/teacher_distance`), summed up at the
   end. A teacher equal to the policy after it moved is an error that stops the run where it is measured
-  (rewards/ema_teacher.py), and the summary says so.
+  (rewards/co_rewarding_2/ema_teacher.py), and the summary says so.
 """
 
 from __future__ import annotations

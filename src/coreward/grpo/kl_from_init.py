@@ -88,7 +88,7 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     """A frozen copy of the initial policy that computes with its own tensors (`own_copy`, the one way coreward
     copies a model): changing `model` afterwards leaves it untouched (tests/grpo/test_kl_from_init.py perturbs
     the policy and checks the copy's logits). The run's random numbers are left as they were."""
-    from coreward.rewards.teacher_weights import own_copy
+    from coreward.rewards.co_rewarding_2.teacher_weights import own_copy
 
     with torch.random.fork_rng(devices=[]):
         return own_copy(model)

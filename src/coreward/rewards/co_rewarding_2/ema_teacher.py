@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from coreward.rewards.base import Policy
-from coreward.rewards.teacher_weights import (
+from coreward.rewards.co_rewarding_2.teacher_weights import (
     Pairs,
     adapter_pairs,
     add_teacher_adapter,

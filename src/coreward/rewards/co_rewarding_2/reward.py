@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from coreward.rewards.base import DataNeeds, Policy, RewardSource, RolloutBatch, register
-from coreward.rewards.ema_teacher import EmaTeacher
+from coreward.rewards.co_rewarding_2.ema_teacher import EmaTeacher
 from coreward.rewards.memory import ALL, MemoryItem, MemoryNeeds, PlannedRun
 from coreward.rewards.voting import Extract, Match, extract, label_accuracy, majority_votes, matches_label
 from coreward.runtime.files import atomic_write_text
