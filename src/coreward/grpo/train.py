@@ -437,7 +437,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     trainer.add_callback(short_completions_warning())
     from coreward.grpo.health import HealthCallback
 
-    health = HealthCallback(run_dir)
+    health = HealthCallback(run_dir, [watch for source in trainer.reward_sources for watch in source.health_watches()])
     trainer.add_callback(health)  # invariants watched per step; health.json at the end
     from coreward.grpo.guard import add_guard
 

@@ -22,6 +22,8 @@ class RMOwner:
 
     learner: RMLearner | None = None
     _assistant: Assistant | None = None
+    exports = {"rm": ("Cooper reward model (VerifyRM)",
+                      "coreward.rm.VerifyRM.from_pretrained(PATH)  # or AutoModelForSequenceClassification")}
     _resume_from: Path | None = None
 
     @staticmethod

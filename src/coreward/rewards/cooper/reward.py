@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
 from coreward.rewards.cooper.assistant import NegativeRequest, Negatives, request_seed, write_negatives
+from coreward.rewards.cooper.health import CooperHealth  # health_watches: whether the RM learns
 from coreward.rewards.cooper.learner import LearnerSettings, Pair
 from coreward.rewards.cooper.memory import CooperMemory  # memory_needs: what the RM learner holds, for the memory plan
 from coreward.rewards.cooper.owner import RMOwner
@@ -75,11 +76,12 @@ def select_positives(correct: list[bool], scores: list[float], G: int, rule: str
 
 
 @register("cooper")
-class CooperReward(CooperMemory, CooperVariants, RMOwner, RewardSource):
+class CooperReward(CooperMemory, CooperHealth, CooperVariants, RMOwner, RewardSource):
     """σ(RM logit) as the reward, and the RM updated every step on (verified positive, negative) pairs.
     The RM, the assistant and their checkpoints are `RMOwner`'s (rewards/cooper/owner.py)."""
 
     needs_references = True
+    step_cost = 1.6
 
     @dataclass
     class Params(RMInputSettings, LearnerSettings, VariantSettings):
