@@ -49,7 +49,6 @@ class ModelReward(RewardSource):
     label = "Static reward model"
     step_cost = 1.2
     table_order = 1
-
     needs_references = True
 
     @dataclass
