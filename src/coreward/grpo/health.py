@@ -5,8 +5,8 @@ written to the run directory as `health.json`; also written when the run stops o
 Watched from the metrics the run logs, so it costs nothing here (what it costs to measure them is said where they are
 measured). The engine watches one invariant of every source: all groups' rewards constant (`frac_reward_zero_std` =
 1: no group has an advantage, so the policy's update is zero: no learning signal). Each reward source adds its own
-(`RewardSource.health_watches`, rewards/health.py): Cooper's RM that stops learning, an LLM judge that gives no
-verdict, a teacher's distance from the policy, ...
+(`RewardSource.health_watches`, rewards/health.py): a reward model that stops learning, an LLM judge that gives
+no verdict, a teacher's distance from the policy.
 """
 
 from __future__ import annotations

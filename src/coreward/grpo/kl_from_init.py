@@ -164,7 +164,7 @@ def token_kl(
           maybe_gather_lm_head_ctx(w_init, b_init)):
         for start in range(0, h_policy.size(0), piece):
             rows = slice(start, start + piece)
-            divergence, _entropy = ChunkedDivergenceFunction.apply(
+            divergence, _ = ChunkedDivergenceFunction.apply(
                 h_policy[rows], w_policy, b_policy, h_init[rows].to(h_policy.device), w_init, b_init,
                 1.0, temperature, scale_policy, cap_policy, scale_init, cap_init)
             pieces.append(divergence)

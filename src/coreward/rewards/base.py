@@ -304,6 +304,11 @@ class RewardSource:
         about while the run trains, and its counters and summary lines in health.json. Default: none."""
         return []
 
+    def engine_models(self, policy: Policy) -> dict[str, Any]:
+        """The models this source trains on the policy's processes, by name, for the engine line printed at start (how
+        much of each the engine partitions). Default: none."""
+        return {}
+
     def moves_reference(self) -> bool:
         """Whether this source changes the engine's KL reference model during the run (an EMA teacher kept in it):
         then the reference is no longer the initial policy, and what measures the KL from it needs a copy."""
