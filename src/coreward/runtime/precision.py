@@ -26,6 +26,18 @@ def is_low_precision(dtype: torch.dtype | str | None) -> bool:
     return dtype in LOW_PRECISION
 
 
+def mixed_precision_flags(dtype: str, launcher: str | None, bf16_device: bool) -> dict[str, bool]:
+    """The trainer's bf16/fp16 (accelerate's mixed precision: autocast over float32 weights) before a config's own
+    `grpo` keys: the launcher's mixed_precision when `accelerate launch` set one; else the compute dtype that
+    `model.dtype` names; else bf16 on a device that has it. The one rule the run (grpo/train.py) and the memory plan
+    (grpo/plan/settings.py) read."""
+    if launcher:
+        return {"bf16": launcher == "bf16", "fp16": launcher == "fp16"}
+    if is_low_precision(dtype):
+        return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
+    return {"bf16": bf16_device, "fp16": False}
+
+
 def half_ulp(weights: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Half the spacing of `dtype`'s numbers around each weight: the smallest change that survives rounding."""
     magnitude = weights.detach().float().abs().clamp_min(torch.finfo(dtype).tiny)
