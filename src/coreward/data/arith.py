@@ -4,10 +4,8 @@
 
 Two numbers from 2 to 20 and one of +, -, * (a - b with a >= b): 19 x 19 + 190 + 19 x 19 = 912 distinct
 problems. A real model's learning signal needs prompts it sometimes solves: SmolLM2-135M-Instruct, asked with the
-papers' instruction (`\\boxed{}`) and sampled at temperature 0.7, top-p 0.95, 96 new tokens, verified by the rule
-(no last-number fallback), solves 18.0% of samples and at least one of 8 samples on half the problems (pass@8 0.50);
-on two-digit additions 4.7% (pass@8 0.19), on GSM8K and SVAMP 0 of 30 greedy (docs/real_model.md). So each GRPO
-group of 8 has a success on about half the prompts, and what RL can teach it here (answer in a form the verifier
+papers' instruction (`\\boxed{}`), solves some of these and almost none of harder sets (docs/real_model.md has the
+rates). So a GRPO group of 8 often holds a success, and what RL can teach it here (answer in a form the verifier
 reads, stop early, get the sum right) is visible within tens of steps.
 
 The test split is 112 problems whose (a, op, b) no train problem has; train is the other 800, in a fixed order.

@@ -15,11 +15,10 @@ Recipe (`build_demo_rm`, about 10 minutes on a 2-core CPU; the package ships the
    A held-out fifth of the questions gives accuracy; a test-split set with true labels compares it with
    the rule verifier; `probe` scores hand-made completion kinds.
 
-What it learns, measured (docs/demo_rm.md): 0.90 held-out accuracy on the policy's own samples, but its
-negatives were only this policy's mistakes, so it lets through kinds of wrong answer the policy rarely
-wrote: over half the near misses (a result off by 1-3), two thirds of right derivations with another final
-number. Those holes are the "limited negatives" of the Cooper paper; Cooper's pairs are made of exactly
-such near misses (rewards/cooper/assistant.py `perturb`).
+Why it is the reward models' test bed: its negatives are only this policy's mistakes, so it lets through kinds of
+wrong answer the policy rarely wrote, such as near misses (docs/demo_rm.md has its accuracy on each kind). Those
+holes are the "limited negatives" of the Cooper paper; Cooper's pairs are made of exactly such near misses
+(rewards/cooper/assistant.py `perturb`).
 """
 
 from __future__ import annotations
@@ -378,8 +377,8 @@ def member_hash(k: int | str, policy_path: Path) -> str:
     return hashlib.sha256(json.dumps([recipe_hash(policy_path), member_recipe(k)]).encode()).hexdigest()[:12]
 
 
-MEMBER_BUILD_S = 900  # a member's build on the 2-core CPU: 916 s and 762 s measured (docs/demo_rm.md); demo:pooled
-# trains on three members' data: about three times as long
+MEMBER_BUILD_S = 900  # a member's build on a 2-core CPU, for the time a command announces (docs/demo_rm.md);
+# demo:pooled trains on three members' data: about three times as long
 ANNOTATION_FILE = "annotation.json"  # the sampling's report, written with verification.jsonl: the sampling is done
 
 

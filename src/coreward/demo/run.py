@@ -79,8 +79,8 @@ class Budget:
 # Sized for a 2-core CPU: the full demo in under 20 minutes, --quick in under 5 (docs/figures.md).
 # The stress setting comes from a hackability map on seed 3, a seed the published table does not use
 # (`coreward map`, docs/demo.md): at 4x the demo's learning rate the frozen RM's rollouts peak in verified
-# accuracy and then fall while its reward rises, and verified positives persist (Cooper keeps getting pairs).
-# At 10x (5e-4) positives vanish within ~30 steps and no co-optimized RM can learn: the documented limit.
+# accuracy and then fall while its reward rises, and verified positives persist (Cooper keeps getting pairs);
+# a much larger rate leaves no verified positive to learn from (docs/results.md).
 FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_problems=100,
               stress=Stress(learning_rate=2e-4, steps=60))
 QUICK = Budget(steps=8, eval_problems=200, eval_n=8, curve_every=0, curve_problems=0)
@@ -372,9 +372,9 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
     return summary
 
 
-# An evaluation's length in the units of `STEP_COST` (experiments/jobs.py: a rule step's time): the held-out
-# evaluation of a run takes about 8 s alone on one core, a rule step 1.1 s. Shorter than any run, so side by side the
-# evaluations wait for the training runs and fill the cores the last of them leave idle.
+# An evaluation's length in rule steps (the unit of `RewardSource.step_cost`), from their times on one core
+# (docs/figures.md). Shorter than any run, so side by side the evaluations wait for the training runs and fill the
+# cores the last of them leave idle.
 EVAL_COST = 7.0
 HELDOUT_FILE = "heldout_avg.json"
 

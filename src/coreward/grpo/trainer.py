@@ -64,8 +64,8 @@ INIT_LOGPS = "coreward_init_per_token_logps"  # π_init's log-probabilities of t
 INIT_HIDDEN = "coreward_init_completion_hidden"  # π_init's last hidden states at the completion positions (exact)
 # The exact kl/from_init reads the policy's hidden states from the loss's own pass, instead of a no-grad pass of
 # its own, when π_init's hidden states for the generation batch (kept from scoring to the loss, through TRL's
-# shuffle) take at most this many bytes a process: the demo's take 2 MiB; 3,072-token completions of a 1.5B model
-# would take gigabytes, and pay the policy's pass instead (grpo/kl_from_init.py).
+# shuffle) take at most this many bytes a process: a small model's fit easily, while long completions of a large
+# model would take gigabytes and pay the policy's pass instead (grpo/kl_from_init.py).
 KEEP_INIT_HIDDEN_BYTES = 2**28
 FAULT_COUNTERS = ("nonfinite_grad_steps", "nonfinite_reward_samples", "truncated_completions")
 

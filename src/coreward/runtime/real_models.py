@@ -208,7 +208,7 @@ def _convert(path: Path, digest: str, target: Path, key: str) -> None:
     config.name_or_path = ""
     config.dtype = torch.float32
     # built without weights and handed the loaded tensors (assign): a second float32 copy would double the peak
-    # (14.4 GB of RSS converting a 1.5B model that way)
+    # (docs/real_model.md)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict(), assign=True)
