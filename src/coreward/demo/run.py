@@ -406,13 +406,13 @@ def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_j
     """Every run as a `coreward train` process, `jobs` at a time, the longest first, and every evaluation (the
     baselines', each run's once it has finished) as a forked job of its own, after the training runs: the evaluations
     fill the cores the last runs leave idle. A failed run or evaluation fails the demo, naming its log."""
-    from coreward.experiments.jobs import STEP_COST, Job, run_jobs, side_by_side_settings, train_command
+    from coreward.experiments.jobs import Job, run_jobs, side_by_side_settings, step_cost, train_command
     from coreward.grpo.train import final_complete
 
     pool = [Job(f"{run.title} seed {run.seed}",
                 train_command(run.config_file, run.run_dir, [*run.overrides, *side_by_side_settings(jobs)]),
                 run.run_dir, run.run_dir.parent / f"{run.run_dir.name}.log", config.grpo["max_steps"],
-                cost=config.grpo["max_steps"] * STEP_COST.get(run.method, 1.0), extra={"run": run})
+                cost=config.grpo["max_steps"] * step_cost([spec.name for spec in config.rewards]), extra={"run": run})
             for run, config in zip(runs, configs)]
     evaluations = list(baseline_jobs)
 

@@ -223,9 +223,9 @@ def judge_request_tokens(run: PlannedRun, format_name: str, max_tokens: int | No
 
 
 def assistant_request_tokens(run: PlannedRun, prompt: str = "coreward") -> int:
-    """One assistant request's tokens at most (rm/assistant.py): its system prompt and template around the question
+    """One assistant request's tokens at most (rewards/cooper/assistant.py): its system prompt and template around the question
     and the positive (at most a prompt and a completion), and its reply: the positive's words + REPLY_EXTRA_TOKENS."""
-    from coreward.rm.assistant import PROMPTS, REPLY_EXTRA_TOKENS
+    from coreward.rewards.cooper.assistant import PROMPTS, REPLY_EXTRA_TOKENS
 
     system, user = PROMPTS.get(prompt, PROMPTS["coreward"])
     return len(system) + len(user) + 2 * run.seq_len + REPLY_EXTRA_TOKENS

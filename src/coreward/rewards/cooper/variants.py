@@ -1,5 +1,5 @@
 """Cooper's variants (ours, not the paper's): other pairs, a replay of past pairs, and a co-optimized ensemble.
-Each is a setting of `cooper` (rewards.N.params); the defaults are the authors' method (rewards/cooper.py).
+Each is a setting of `cooper` (rewards.N.params); the defaults are the authors' method (rewards/cooper/reward.py).
 
     positive: hardest     o⁺ = the accepted o_i of lowest r_i (the positive the RM likes least)
     negative: rollout     o⁻ = the rule-rejected o_i of highest r_i: the policy's own wrong answer the RM is most
@@ -18,7 +18,7 @@ Each is a setting of `cooper` (rewards.N.params); the defaults are the authors' 
     member_rms            the RMs members 1..K-1 start from instead of copies of `rm` (K-1 of them, in order; each
                           named as `rm` is: a directory, a hub id, "demo:1"), so the ensemble starts from K different
                           RMs, as a frozen `model` ensemble's `path: [demo, "demo:1", "demo:2"]` does
-    anchor: λ             (rm/learner.py) L(θ) = L_BT(θ) + (λ/2)·‖θ − θ_0‖², θ_0 the RM the run started from.
+    anchor: λ             (rewards/cooper/learner.py) L(θ) = L_BT(θ) + (λ/2)·‖θ − θ_0‖², θ_0 the RM the run started from.
 
 Why: under stress the verified positives thin out and the RM fits the assistant's rewrites while its ranking of the
 policy's own rollouts falls (docs/overoptimization.md). Rollout negatives teach it what the policy fools it with now;
@@ -36,9 +36,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from coreward.rewards.cooper.learner import Pair
 from coreward.rewards.ensemble import combine_scores, log_members
 from coreward.rm.evaluate import score_unique
-from coreward.rm.learner import Pair
 
 
 REPLAY_FILE = "cooper_replay.json"
@@ -47,7 +47,7 @@ MEMBER_DIR = "cooper_member{k}"  # member k ≥ 1's learner (member 0 is the RM 
 
 @dataclass
 class VariantSettings:
-    """Cooper's variant settings (`rewards/cooper.py`'s Params extend this class); the defaults are the authors'."""
+    """Cooper's variant settings (`rewards/cooper/reward.py`'s Params extend this class); the defaults are the authors'."""
 
     replay_size: int = 0  # pairs of earlier steps kept for replay (0: none, the authors')
     replay_per_step: int = 0  # pairs drawn from the replay buffer into each step's update
@@ -70,7 +70,7 @@ class VariantSettings:
                     raise ValueError(f"member_rms.{i} is empty: each names an RM, as `rm` does")
 
     def member_starts(self) -> list[str]:
-        """The RM each member 0..K-1 starts from (`rm`: the Params' of rewards/cooper.py); a resumed run loads the
+        """The RM each member 0..K-1 starts from (`rm`: the Params' of rewards/cooper/reward.py); a resumed run loads the
         checkpoint's instead."""
         return [self.rm, *(self.member_rms if self.member_rms is not None else [self.rm] * (self.members - 1))]
 
@@ -145,7 +145,7 @@ class CooperVariants:
     def member_learners(self, policy=None) -> list:
         """Every co-optimized RM's learner: `get_learner`'s, then members 1..K-1 (each from its `member_rms` entry, by
         default a copy of `rm`; resumed: the checkpoint's)."""
-        from coreward.rm.learner import RMLearner
+        from coreward.rewards.cooper.learner import RMLearner
         from coreward.rm.model import VerifyRM
         from coreward.runtime.errors import CorewardError
 

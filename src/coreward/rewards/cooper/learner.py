@@ -56,7 +56,7 @@ class Pair:
 @dataclass
 class LearnerSettings:
     """The RM's optimizer and its update schedule per RL step: declared here once, Cooper's params of the same
-    names (`rewards/cooper.py`'s Params extend this class, so a config sets them as `rewards.N.params.lr`, ...)."""
+    names (`rewards/cooper/reward.py`'s Params extend this class, so a config sets them as `rewards.N.params.lr`, ...)."""
 
     lr: float = 1e-5  # the RM's AdamW learning rate
     weight_decay: float = 0.01  # the RM's AdamW weight decay

@@ -1,5 +1,5 @@
 """The parts a Cooper reward source owns besides its algorithm: the RM learner and the assistant, built on
-first use, checkpointed with the trainer, and closed (`RMOwner`, mixed into `rewards/cooper.py`'s source).
+first use, checkpointed with the trainer, and closed (`RMOwner`, mixed into `rewards/cooper/reward.py`'s source).
 
 The RM is always loaded from files (the `rm` path, or the checkpoint being resumed) into its own
 `VerifyRM`, never copied from another module, so it computes with its own weights whatever wraps the policy.
@@ -10,18 +10,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from coreward.rm.assistant import Assistant, build_assistant
-from coreward.rm.learner import RM_DIR, STATE_FILE, LearnerSettings, RMLearner
+from coreward.rewards.cooper.assistant import Assistant, build_assistant
+from coreward.rewards.cooper.learner import RM_DIR, STATE_FILE, LearnerSettings, RMLearner
 from coreward.rm.model import VerifyRM
 from coreward.runtime.errors import CorewardError
 
 
 class RMOwner:
-    """Needs `self.params`: a `LearnerSettings` (rm/learner.py) and `RMInputSettings` (rm/inputs.py) with rm,
+    """Needs `self.params`: a `LearnerSettings` (rewards/cooper/learner.py) and `RMInputSettings` (rm/inputs.py) with rm,
     member_rms, rm_dtype, assistant and assistant_prompt."""
 
     learner: RMLearner | None = None
     _assistant: Assistant | None = None
+    exports = {"rm": ("Cooper reward model (VerifyRM)",
+                      "coreward.rm.VerifyRM.from_pretrained(PATH)  # or AutoModelForSequenceClassification")}
     _resume_from: Path | None = None
 
     @staticmethod

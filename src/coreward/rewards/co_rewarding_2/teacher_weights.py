@@ -2,7 +2,7 @@
 
 Where the teacher's weights live:
   * full policy                   a frozen copy of the unwrapped policy (eval mode), built as a new instance of its
-                                  class holding clones of its tensors (`own_copy`): a deep copy would keep the
+                                  class holding clones of its tensors (`runtime/model_copy.py`): a deep copy would keep the
                                   policy's instance-level patches (TRL's fused-LM-head `forward` closes over the
                                   policy's original forward), and the "teacher" would sample with the policy;
   * full policy, `as_reference`   the engine's own KL reference (`policy.reference()`), EMA-updated in place, so the
@@ -27,7 +27,6 @@ Tested on CPU with 2 gloo processes under ZeRO-3 and FSDP2 (tests/grpo/test_shar
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -73,41 +72,6 @@ def adapter_pairs(model: Any, name: str) -> Pairs:
         for param_name, param in model.named_parameters()
         if active in param_name
     ]
-
-
-def own_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """A frozen copy of `model` that computes with its own weights: a new instance of its class built from its
-    config on the meta device, then given clones of `model`'s parameters and buffers (same device and ties; the
-    dtype the class declares for each).
-
-    Not `copy.deepcopy`: that copies instance attributes as they are, and a patched `forward` (TRL's fused LM
-    head, accelerate's autocast wrapper, TRL's fp32 lm_head) is a function whose closure holds the *policy's*
-    modules; functions are not copied, so the copy would run the policy's forward. A fresh instance has only
-    its class's forward, and its hooks are none of the policy's."""
-    if not hasattr(type(model), "_from_config"):
-        raise CorewardError(f"a model copy needs a transformers model; got {type(model).__name__}")
-    with torch.device("meta"):
-        fresh = type(model)._from_config(copy.deepcopy(model.config), dtype=model.dtype)
-    own = dict(fresh.named_parameters(remove_duplicate=False)) | dict(fresh.named_buffers(remove_duplicate=False))
-    theirs = dict(model.named_parameters(remove_duplicate=False)) | dict(model.named_buffers(remove_duplicate=False))
-    if sorted(own) != sorted(theirs):
-        raise CorewardError("a fresh model built from the policy's config has other tensors than the policy")
-    clones: dict[int, torch.Tensor] = {}  # one clone per policy tensor, so tied weights stay tied
-    with torch.no_grad():
-        for name, tensor in theirs.items():
-            # the dtype the class gives the tensor: TRL's fp32 lm_head is an instance patch whose forward casts
-            # its input; the copy has the class's forward, so it keeps the class's dtype too
-            clone = clones.setdefault(id(tensor), tensor.detach().to(own[name].dtype, copy=True))
-            owner, _, leaf = name.rpartition(".")
-            module = fresh.get_submodule(owner)
-            if leaf in module._parameters:
-                if not isinstance(clone, torch.nn.Parameter):
-                    clone = clones[id(tensor)] = torch.nn.Parameter(clone, requires_grad=False)
-                module._parameters[leaf] = clone
-            else:
-                module._buffers[leaf] = clone
-    fresh.generation_config = copy.deepcopy(model.generation_config)
-    return fresh.eval().requires_grad_(False)
 
 
 # ------------------------------------------------------------------ checkpoints and export

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from coreward.rewards.base import Policy
-from coreward.rewards.teacher_weights import (
+from coreward.rewards.co_rewarding_2.teacher_weights import (
     Pairs,
     adapter_pairs,
     add_teacher_adapter,
@@ -39,7 +39,6 @@ from coreward.rewards.teacher_weights import (
     local,
     local_fp32,
     make_masters,
-    own_copy,
     policy_fp32,
     read_checkpoint,
     restore_partitions,
@@ -47,6 +46,7 @@ from coreward.rewards.teacher_weights import (
     write_checkpoint,
 )
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.model_copy import own_copy
 
 
 def cosine_alpha(step: int, total_steps: int, alpha_start: float, alpha_end: float) -> float:

@@ -6,7 +6,7 @@ RM update and step with `optimizer_offload_step: device`, the Cooper authors'), 
 gradients from the RM update through the RM step; one update pass's kept activations (pairs' two sides, at most
 `max_tokens_per_pass` tokens, recomputed per layer with `gradient_checkpointing`) and backward's activation
 gradients of one layer at a time (transient); the AdamW step's temporaries of
-one tensor at a time (rm/learner.py); a no-grad scoring pass. The variants (cooper_variants.py): `anchor` keeps θ_0
+one tensor at a time (rewards/cooper/learner.py); a no-grad scoring pass. The variants (cooper/variants.py): `anchor` keeps θ_0
 as float32; a co-optimized ensemble of `members` K holds K RMs with their own masters, moments and θ_0, each at its
 own RM's shape (`member_rms`), updated and scored one after another (gradients, activations and passes are one
 member's at a time: the largest member's). A local assistant or positive judge holds its weights and a generation's
@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from coreward.rewards.cooper.assistant import REPLY_EXTRA_TOKENS
 from coreward.rewards.memory import (
     ALL,
     NO_MODEL,
@@ -37,7 +38,6 @@ from coreward.rewards.memory import (
     rm_passes,
     rm_shape,
 )
-from coreward.rm.assistant import REPLY_EXTRA_TOKENS
 from coreward.runtime.memory import (
     DTYPE_BYTES,
     ModelShape,
@@ -108,12 +108,12 @@ def _one_rm_items(params: Any, run: PlannedRun, shape: ModelShape) -> list[Memor
     # an RM sharded like the policy (ZeRO-3, FSDP2) holds a 1/n share of each state; ZeRO-2 a share of the moments
     divide = run.processes if run.engine in ("zero3", "fsdp2") and run.processes > 1 else 1
     offload, optimizer_offload = params.param_offload, params.optimizer_offload
-    keeps_masters = params.keeps_masters(low_precision=e < 4)  # the learner's own rule (rm/learner.py)
+    keeps_masters = params.keeps_masters(low_precision=e < 4)  # the learner's own rule (rewards/cooper/learner.py)
     items = [MemoryItem(f"{name} weights", count * e // divide, (SCORING, RM_UPDATE, RM_STEP) if offload else ALL,
                         f"{parameters_text(count)} in {dtype}" + ("; on the CPU between uses (param_offload)"
                                                                    if offload else ""), gpu_measured=True)]
     # optimizer_offload_step device (the authors'): the offloaded state comes to the device for each RM update and
-    # its step (rm/learner.py `_optimizer_held`), so it is held there through those phases
+    # its step (rewards/cooper/learner.py `_optimizer_held`), so it is held there through those phases
     steps_on_device = optimizer_offload and params.optimizer_offload_step == "device"
     if not optimizer_offload or steps_on_device:  # else on the CPU (said in the notes)
         held = (RM_UPDATE, RM_STEP) if steps_on_device else ALL
@@ -143,7 +143,7 @@ def _one_rm_items(params: Any, run: PlannedRun, shape: ModelShape) -> list[Memor
         shape, rows * length, e, e), (RM_UPDATE,), f"the gradients of one layer's MLP intermediates and hidden states "
         f"while backward runs through it ({rows} x {length} tokens per pass; one layer's with or without checkpointing)"))
     if not optimizer_offload or steps_on_device:
-        # rm/learner.py steps AdamW one tensor at a time: the largest tensor's float32 gradient (for masters) and
+        # rewards/cooper/learner.py steps AdamW one tensor at a time: the largest tensor's float32 gradient (for masters) and
         # AdamW's temporaries for it (~2 float32 copies), never a copy of every gradient at once
         largest = max(shape.vocab_size * shape.hidden_size, shape.hidden_size * shape.intermediate_size) // divide
         items.append(MemoryItem(f"{name} optimizer step", largest * ((4 if keeps_masters else 0) + 8), (RM_STEP,),

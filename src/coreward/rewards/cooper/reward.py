@@ -17,7 +17,7 @@ Each training step, on the global batch of G rollouts o_1..o_G per prompt q (ref
                    No valid pair: θ stays (the authors still step, on a zero gradient: `step_without_pairs`).
 
 Variants (ours: rollout and mixed negatives, replay, an anchor, a co-optimized ensemble) are settings whose
-defaults are the above: rewards/cooper_variants.py.
+defaults are the above: rewards/cooper/variants.py.
 
 Why it resists reward hacking: the RM's negatives are made fresh from what the policy writes *now*,
 rewritten to be wrong, so a kind of wrong completion the policy drifts toward soon shows up as a negative;
@@ -25,7 +25,7 @@ a static RM (`model`) never sees it. Positives are rule-verified, so they are pr
 
 Several processes: every process holds the whole batch (rewards/base.py) and scores its share; the assistant
 runs on the main process and its negatives are broadcast, so all have the same pairs; the RM update
-(rm/learner.py) is data-parallel with one result, or sharded like the policy (rm/sharding.py, `device: auto`).
+(rewards/cooper/learner.py) is data-parallel with one result, or sharded like the policy (rm/sharding.py, `device: auto`).
 """
 
 from __future__ import annotations
@@ -37,15 +37,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
-from coreward.rewards.cooper_memory import CooperMemory  # memory_needs: what the RM learner holds, for the memory plan
-from coreward.rewards.cooper_variants import CooperVariants, VariantSettings, hardest_positive, rollout_negatives
+from coreward.rewards.cooper.assistant import NegativeRequest, Negatives, request_seed, write_negatives
+from coreward.rewards.cooper.health import CooperHealth  # health_watches: whether the RM learns
+from coreward.rewards.cooper.learner import LearnerSettings, Pair
+from coreward.rewards.cooper.memory import CooperMemory  # memory_needs: what the RM learner holds, for the memory plan
+from coreward.rewards.cooper.owner import RMOwner
+from coreward.rewards.cooper.variants import CooperVariants, VariantSettings, hardest_positive, rollout_negatives
 from coreward.rewards.judge import JudgeReward
 from coreward.rewards.rollout_diagnostics import log_rollout_diagnostics
 from coreward.rewards.rule import gsm8k_strict_answer, rule_correct
-from coreward.rm.assistant import NegativeRequest, Negatives, request_seed, write_negatives
 from coreward.rm.inputs import RMInputSettings, as_chat_reply
-from coreward.rm.learner import LearnerSettings, Pair
-from coreward.rm.owner import RMOwner
 from coreward.runtime.distributed import on_main_then_broadcast
 from coreward.runtime.errors import CorewardError
 
@@ -71,22 +72,23 @@ def select_positives(correct: list[bool], scores: list[float], G: int, rule: str
 
 
 # --------------------------------------------------------------------------- the reward source
-# 3. negatives: `write_negatives` (rm/assistant.py), all of a step's at once; 4. `RMLearner.update` (rm/learner.py)
+# 3. negatives: `write_negatives` (rewards/cooper/assistant.py), all of a step's at once; 4. `RMLearner.update` (rewards/cooper/learner.py)
 
 
 @register("cooper")
-class CooperReward(CooperMemory, CooperVariants, RMOwner, RewardSource):
+class CooperReward(CooperMemory, CooperHealth, CooperVariants, RMOwner, RewardSource):
     """σ(RM logit) as the reward, and the RM updated every step on (verified positive, negative) pairs.
-    The RM, the assistant and their checkpoints are `RMOwner`'s (rm/owner.py)."""
+    The RM, the assistant and their checkpoints are `RMOwner`'s (rewards/cooper/owner.py)."""
 
     needs_references = True
+    step_cost = 1.6
 
     @dataclass
     class Params(RMInputSettings, LearnerSettings, VariantSettings):
         # -- declared once elsewhere: the RM's optimizer and update schedule per RL step (lr, weight_decay, batch_size,
         # minibatch_size, epochs, warmup_ratio, optimizer_offload, gradient_checkpointing, step_without_pairs,
-        # master_weights, anchor) in rm/learner.py's LearnerSettings; replay_size, replay_per_step, members,
-        # member_split, member_rms in rewards/cooper_variants.py's VariantSettings; device, rm_cut, question_field,
+        # master_weights, anchor) in rewards/cooper/learner.py's LearnerSettings; replay_size, replay_per_step, members,
+        # member_split, member_rms in rewards/cooper/variants.py's VariantSettings; device, rm_cut, question_field,
         # max_tokens_per_pass and param_offload (shared with the static RM) in rm/inputs.py's RMInputSettings
         rm: str = "demo"  # the RM to start from: a directory, a hub id, or "demo" (the demo VerifyRM)
         assistant: Any = "perturb"  # who writes negatives: "perturb", an endpoint `http://host:port/v1#model`, a local model path, or a `coreward.llm` generator dict
@@ -123,7 +125,7 @@ class CooperReward(CooperMemory, CooperVariants, RMOwner, RewardSource):
             mode="judge" if p.positive_match == "judge" else "hybrid", question_field=p.question_field)
 
     def preflight(self) -> None:
-        super().preflight()  # the assistant's endpoint (rm/owner.py)
+        super().preflight()  # the assistant's endpoint (rewards/cooper/owner.py)
         if self._judge is not None:
             where = f"reward {self.name!r}: key {self.config_key}.params"
             self._judge.preflight(f"{where}.positive_judge", f"{where}.positive_judge_template")
@@ -154,12 +156,12 @@ class CooperReward(CooperMemory, CooperVariants, RMOwner, RewardSource):
         batch.log("rm/nonfinite_logits", float(sum(not math.isfinite(s) for s in scores)))
         if batch.mode != "train":
             return self._reward(scores)  # evaluation batches score, they don't teach the RM
-        self.evaluate_held_out(batch, learner)  # every `eval_every` steps: the RM that scored this step (rm/owner.py)
+        self.evaluate_held_out(batch, learner)  # every `eval_every` steps: the RM that scored this step (rewards/cooper/owner.py)
         correct = self.positive_correct(batch)
         log_rollout_diagnostics(batch, correct, scores)  # the RM that scored this step, on this step's rollouts
         pairs = self.make_pairs(batch, scores, questions, correct)  # 2 and 3
         start = time.perf_counter()
-        self.learn(pairs, batch)  # 4: `learner.update(pairs)` at the step's learning rate (variants: cooper_variants.py)
+        self.learn(pairs, batch)  # 4: `learner.update(pairs)` at the step's learning rate (variants: cooper/variants.py)
         batch.log("time/rm_update", time.perf_counter() - start)
         return self._reward(scores)
 

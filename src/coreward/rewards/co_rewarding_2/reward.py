@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from coreward.rewards.base import DataNeeds, Policy, RewardSource, RolloutBatch, register
-from coreward.rewards.ema_teacher import EmaTeacher
+from coreward.rewards.co_rewarding_2.ema_teacher import EmaTeacher
+from coreward.rewards.health import HealthWatch, Span
 from coreward.rewards.memory import ALL, MemoryItem, MemoryNeeds, PlannedRun
 from coreward.rewards.voting import Extract, Match, extract, label_accuracy, majority_votes, matches_label
 from coreward.runtime.files import atomic_write_text
@@ -33,6 +34,9 @@ from coreward.runtime.files import atomic_write_text
 @register("co_rewarding_2")
 class CoRewarding2Reward(RewardSource):
     label = "Co-rewarding-II"
+    step_cost = 1.3
+    exports = {"teacher": ("Co-rewarding-II EMA teacher",
+                           "AutoModelForCausalLM.from_pretrained(PATH)  # LoRA runs: PeftModel.from_pretrained(base, PATH)")}
     table_order = 4
 
     @dataclass
@@ -94,6 +98,13 @@ class CoRewarding2Reward(RewardSource):
         self.teacher.maybe_update(policy.step, policy.max_steps)
         self._update_time = time.perf_counter() - start
 
+    def health_watches(self) -> list[HealthWatch]:
+        return [TeacherDistanceWatch()]
+
+    def moves_reference(self) -> bool:
+        """With `as_reference` the EMA teacher is the KL reference, so the reference drifts from the initial policy."""
+        return self.params.as_reference
+
     def compute(self, batch: RolloutBatch) -> list[float]:
         """Teacher rollouts for each group's prompt, split across processes, then the rewards."""
         policy = batch.policy
@@ -107,7 +118,7 @@ class CoRewarding2Reward(RewardSource):
         batch.log("time/teacher_generation", time.perf_counter() - start)
         batch.log("time/teacher_update", self._update_time)
         batch.log("co_rewarding_2/alpha", self.teacher.last_alpha)
-        batch.log("co_rewarding_2/teacher_distance", self.teacher.last_distance)  # ‖θ − θ_T‖₂ (grpo/health.py)
+        batch.log("co_rewarding_2/teacher_distance", self.teacher.last_distance)  # ‖θ − θ_T‖₂ (TeacherDistanceWatch)
         return self.score(batch, teacher_completions)
 
     def score(self, batch: RolloutBatch, teacher_completions: list[list[str]]) -> list[float]:
@@ -168,3 +179,23 @@ def teacher_accuracy(teacher_completions: list[list[str]], group_refs: list[str 
         return None
     verdicts = verifier.verify_completions([c for c, _ in pairs], [ref for _, ref in pairs])
     return sum(v.correct for v in verdicts) / len(verdicts)
+
+
+class TeacherDistanceWatch(HealthWatch):
+    """The teacher–policy weight distance ‖θ − θ_T‖ (`co_rewarding_2/teacher_distance`), summed up at the end. A
+    teacher equal to the policy after it moved is an error that stops the run where it is measured (ema_teacher.py)."""
+
+    def __init__(self):
+        self.distance = Span()
+
+    def check(self, logs, step):
+        if "co_rewarding_2/teacher_distance" in logs:
+            self.distance.add(step, logs["co_rewarding_2/teacher_distance"])
+        return []
+
+    def report(self, broken):
+        d = self.distance.as_dict()
+        lines = [f"Co-rewarding-II: teacher–policy weight distance ‖θ − θ_T‖ {d['first']['value']:.3g} at step "
+                 f"{d['first']['step']}, {d['last']['value']:.3g} at step {d['last']['step']} (min "
+                 f"{d['min']['value']:.3g} at step {d['min']['step']})"] if d else []
+        return {"teacher_distance": d}, lines
