@@ -118,8 +118,10 @@ def demo_task(model: str | None) -> DemoTask:
     if model is None:
         return TOY
     if model not in TASKS:
-        raise CorewardError(f"--model: no demo for {model!r} (known: {', '.join(TASKS)}); to train another model, "
-                            "point a config's model.name_or_path at it (coreward train)")
+        from coreward.runtime.names import did_you_mean
+
+        raise CorewardError(f"--model: no demo for {model!r}{did_you_mean(model, TASKS)} (known: {', '.join(TASKS)}); "
+                            "to train another model, point a config's model.name_or_path at it (coreward train)")
     return TASKS[model]
 
 
@@ -141,7 +143,9 @@ def parse_methods(text: str | None, task: DemoTask = TOY) -> list[str]:
     methods = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in methods if m not in known]
     if unknown:
-        raise CorewardError(f"--methods: unknown method {', '.join(unknown)} (known: {', '.join(known)})")
+        from coreward.runtime.names import did_you_mean
+
+        raise CorewardError(f"--methods: unknown method {', '.join(unknown)}{did_you_mean(unknown, known)} (known: {', '.join(known)})")
     return methods
 
 
