@@ -10,7 +10,9 @@ on two-digit additions 4.7% (pass@8 0.19), on GSM8K and SVAMP 0 of 30 greedy (do
 group of 8 has a success on about half the prompts, and what RL can teach it here (answer in a form the verifier
 reads, stop early, get the sum right) is visible within tens of steps.
 
-The test split is 112 problems whose (a, op, b) no train problem has; train is the other 800, in a fixed order.
+The test split is held out by operands: 23 unordered operand pairs {a, b}, chosen at random once, and the problems
+built on them (both orders, every operation; 112 of 113); train is 799 problems of the other pairs, so no test problem
+has a commuted or re-operated twin in train.
 
 Co-rewarding-I's second view: `rephrase_arith` words the same operation another way ("Add 14 and 15. What is the
 total?"). The task rephrases itself, as the demo does, so that Co-rewarding-I runs without a model that can:
@@ -36,12 +38,28 @@ REPHRASINGS = {"+": "Add {a} and {b}. What is the total?", "-": "Take {b} away f
 SEED = 20261128
 
 
+def operand_pair(a: int, b: int) -> tuple[int, int]:
+    """The unordered pair a problem is built on: 14 + 15, 15 + 14, 15 - 14 and 14 * 15 share (14, 15)."""
+    return min(a, b), max(a, b)
+
+
 @cache
 def _splits() -> dict[str, tuple[tuple[int, str, int], ...]]:
     problems = [(a, op, b) for op in OPS for a in range(LOW, HIGH + 1) for b in range(LOW, HIGH + 1)
                 if op != "-" or a >= b]
-    random.Random(SEED).shuffle(problems)
-    return {"test": tuple(problems[:TEST_SIZE]), "train": tuple(problems[TEST_SIZE:])}
+    rng = random.Random(SEED)
+    rng.shuffle(problems)
+    pairs = sorted({operand_pair(a, b) for a, _, b in problems})
+    rng.shuffle(pairs)
+    held_out: set[tuple[int, int]] = set()
+    for pair in pairs:  # whole operand pairs go to test, so no test problem has a twin in train
+        if sum(operand_pair(a, b) in held_out for a, _, b in problems) >= TEST_SIZE:
+            break
+        held_out.add(pair)
+    # the last pair's surplus problem is left out of both splits: test keeps its size, train stays clear of it
+    test = tuple(p for p in problems if operand_pair(p[0], p[2]) in held_out)[:TEST_SIZE]
+    train = tuple(p for p in problems if operand_pair(p[0], p[2]) not in held_out)
+    return {"test": test, "train": train}
 
 
 def load_arith(split: str, limit: int | None = None) -> list:
