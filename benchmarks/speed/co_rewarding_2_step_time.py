@@ -1,6 +1,6 @@
 """Co-rewarding-II's mean step time against majority voting on the demo config, as a ratio from one run.
 
-    python benchmarks/co_rewarding_2_step_time.py [--steps 6] [--rounds 2] [--set key=value ...]
+    python -m benchmarks.speed.co_rewarding_2_step_time [--steps 6] [--rounds 2] [--set key=value ...]
 
 Both methods train from configs/demo/co_rewarding_2.yaml with the same settings; majority voting only
 swaps the reward block (same `match`). The teacher's G rollouts per prompt are the only extra work, so
@@ -28,7 +28,7 @@ from coreward.runtime.config import load_config
 from coreward.runtime.metrics import read_metrics
 
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "demo" / "co_rewarding_2.yaml"
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo" / "co_rewarding_2.yaml"
 COLUMNS = ("wall", "cpu", "time/generation", "time/teacher_generation", "time/reward", "time/update",
            "completions/mean_length")
 

@@ -1,6 +1,6 @@
 """Co-rewarding-II's teacher rollouts through the policy's vLLM engine vs transformers' `generate`.
 
-    python benchmarks/teacher_generation_vllm.py [--steps 6] [--set key=value ...]
+    python -m benchmarks.gpu.teacher_generation_vllm [--steps 6] [--set key=value ...]
 
 Two runs of configs/demo/co_rewarding_2.yaml (16 prompts x 8 teacher rollouts per step, 32 tokens),
 one with `grpo.use_vllm=true` (the teacher's weights are loaded into the policy's colocated engine, which
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "demo" / "co_rewarding_2.yaml"
 ROLLOUTS_PER_STEP = 16 * 8  # prompts per step x teacher rollouts per prompt, in the demo config
 

@@ -1,7 +1,7 @@
 """The memory plan held against runs other trainers' users and maintainers published: each run's source, settings
 and outcome, the coreward run it maps to (the mapping stated), and the plan's verdict beside the outcome.
 
-    python benchmarks/peer_runs.py [--markdown]
+    python -m benchmarks.memory.peer_runs [--markdown]
 
 A case is comparable when coreward runs the same work as the published run: the same model states under the same
 engine, and an update whose activations and log-probability head are what coreward's (TRL 1.16's fused head, padded
@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+REPO = Path(__file__).resolve().parents[2]
 
 # the published config.json fields the plan reads, for the models coreward does not ship
 SHAPES = {

@@ -1,8 +1,8 @@
 """Wall time of `coreward demo` with its runs one at a time (`--jobs 1`) against side by side (`--jobs N`), in one
 run of this script, so the ratio compares the two under the same conditions.
 
-    python benchmarks/demo_jobs_speedup.py            # --quick demo, --jobs 1 then --jobs 2
-    python benchmarks/demo_jobs_speedup.py --full --jobs 2
+    python -m benchmarks.speed.demo_jobs_speedup            # --quick demo, --jobs 1 then --jobs 2
+    python -m benchmarks.speed.demo_jobs_speedup --full --jobs 2
 
 It prints the machine line, each wall time and the speed-up, and checks that both tables hold the same numbers.
 """
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from readme_figures import machine  # this directory is on sys.path when the script runs
+from benchmarks._common import machine
 
 
 def demo(output: Path, quick: bool, jobs: int) -> float:

@@ -1,6 +1,6 @@
 """Cooper's GRPO step time against rule-based GRPO's on the demo config, as a ratio measured in one run.
 
-    python benchmarks/cooper_step_time.py [--steps 6] [--rounds 2] [--policy demo] [--rm demo] [--set k=v ...]
+    python -m benchmarks.speed.cooper_step_time [--steps 6] [--rounds 2] [--policy demo] [--rm demo] [--set k=v ...]
         [--methods rule,model,cooper,co_optimized,ensemble_min]
 
 Each method trains with its demo config (configs/demo/{rule,model,cooper}.yaml: the same GRPO settings, only
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs" / "demo"
 
 

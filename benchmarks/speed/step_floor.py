@@ -1,7 +1,7 @@
 """Each phase of a demo GRPO step beside its floor: the time its FLOPs would take at the machine's matmul rate.
 
-    python benchmarks/step_floor.py                       # rule, Cooper and Co-rewarding-II demo configs
-    python benchmarks/step_floor.py --configs rule --steps 8 --set kl_from_init_estimator=k3
+    python -m benchmarks.speed.step_floor                       # rule, Cooper and Co-rewarding-II demo configs
+    python -m benchmarks.speed.step_floor --configs rule --steps 8 --set kl_from_init_estimator=k3
 
 For each config it trains `--steps` steps twice in a temporary directory, on one torch thread as the demo does:
 
@@ -32,7 +32,6 @@ import argparse
 import functools
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -40,7 +39,7 @@ from contextlib import ExitStack, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PHASES = ("generation", "reward", "RM scoring", "RM update", "teacher rollouts", "teacher update", "KL from init",
           "update", "other")
 
@@ -177,8 +176,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from readme_figures import machine
+    from benchmarks._common import machine
 
     print(machine())
     # a step's tokens: 128 completions of up to 32 tokens after a prompt of about 20 (the demo config)

@@ -9,7 +9,7 @@ memory.json / memory-rank1.json (`getrusage(RUSAGE_SELF).ru_maxrss`, written bef
 set beside two plans of the same run on this machine: the worst case (every prompt at the data's longest, every
 completion at grpo.max_completion_length) and `--lengths data --from-run RUN_DIR` (the completions the run logged).
 
-    OMP_NUM_THREADS=1 python benchmarks/plan_vs_rss.py [--only rule,cooper] [--work /tmp/plan_vs_rss] [--markdown]
+    OMP_NUM_THREADS=1 python -m benchmarks.memory.plan_vs_rss [--only rule,cooper] [--work /tmp/plan_vs_rss] [--markdown]
 
 Runs are kept under --work with what they measured (measured.json): a second call plans them again without training
 (`--remeasure` trains them again). One training process at a time (two for an FSDP2 case).
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "configs" / "demo"
 FSDP2_CPU = REPO / "configs" / "accelerate" / "fsdp2_cpu.yaml"
 MIB = 1024**2

@@ -1,7 +1,7 @@
 """The memory plan's activation and state terms beside what this CPU measures, at the papers' models' real widths
 with few layers (random weights: nothing downloaded).
 
-    python benchmarks/memory_plan_accuracy.py [--quick] [--shapes qwen2.5-1.5b,...] [--raw] [--json FILE]
+    python -m benchmarks.memory.memory_plan_accuracy [--quick] [--shapes qwen2.5-1.5b,...] [--raw] [--json FILE]
 
 For each case (a shape × 1, 2 or 4 layers × policy or reward model × dtype × attention × gradient checkpointing)
 it builds the model from its configuration (transformers' Qwen2/Qwen3/Llama classes), runs one update pass of

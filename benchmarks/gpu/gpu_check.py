@@ -1,8 +1,8 @@
 """One command for the GPU checks: bf16 GRPO steps of real-size models, vLLM generation, and evaluation.
 
-    python benchmarks/gpu_check.py                        # a GPU: Qwen2.5-1.5B shapes, bf16, colocated vLLM
-    python benchmarks/gpu_check.py --tiny --steps 1       # CPU (the default without CUDA): tiny shapes
-    python benchmarks/gpu_check.py --parts rule,eval_vllm # a subset
+    python -m benchmarks.gpu.gpu_check                        # a GPU: Qwen2.5-1.5B shapes, bf16, colocated vLLM
+    python -m benchmarks.gpu.gpu_check --tiny --steps 1       # CPU (the default without CUDA): tiny shapes
+    python -m benchmarks.gpu.gpu_check --parts rule,eval_vllm # a subset
 
 Nothing is downloaded. The policy is a random-initialised `Qwen2ForCausalLM` built from Qwen2.5-1.5B's
 config.json (written out below), Cooper's RM a `VerifyRM` of the same shape; a stand-in tokenizer (the demo
@@ -74,7 +74,7 @@ import time
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PARTS = ("rule", "cooper", "cooper_rm_own_device", "cooper_sharded", "rm_update", "co_rewarding_2", "eval_vllm")
 
 # Qwen2.5-1.5B's config.json (written here: nothing is fetched)
@@ -669,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.completion_tokens:
         batch["completion_tokens"] = args.completion_tokens
     report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(), "commit": commit(),
-              "command": shlex.join(["python", "benchmarks/gpu_check.py", *(sys.argv[1:] if argv is None else argv)]),
+              "command": shlex.join(["python", "-m", "benchmarks.gpu.gpu_check", *(sys.argv[1:] if argv is None else argv)]),
               "models": ("tiny Qwen2 (hidden 128, 2 layers), fp32" if tiny else
                          "random Qwen2.5-1.5B shape, bf16 (policy and RM)"),
               "batch": f"{batch['prompts']} prompts x {batch['generations']} completions of "

@@ -1,6 +1,6 @@
 """Throughput of `Verifier.verify_completions` on realistic completions, clean and with 5% pathological ones.
 
-    python benchmarks/verify_throughput.py [--workers N] [--timeout S] [--data DIR]
+    python -m benchmarks.verification.verify_throughput [--workers N] [--timeout S] [--data DIR]
 
 A batch is GRPO-shaped: 64 GSM8K + 64 MATH-500 problems x 8 completions = 1,024. Completions are the
 datasets' own worked solutions (GSM8K ending in `#### x`, `\\boxed{x}` or "The answer is x."; MATH-500
@@ -34,7 +34,7 @@ CALC = re.compile(r"<<[^<>]*>>")
 
 def data_dir(cli_value: str | None) -> Path:
     root = cli_value or os.environ.get("COREWARD_DATA")
-    return Path(root) if root else Path(__file__).resolve().parents[2] / "shared" / "data"
+    return Path(root) if root else Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def load_problems(root: Path) -> tuple[list[dict], list[dict]]:

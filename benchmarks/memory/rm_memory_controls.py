@@ -1,7 +1,7 @@
 """What Cooper's RM memory settings save in one RM update, and what gradient checkpointing costs in time, at the
 real width of Qwen2.5-1.5B (hidden 1536, intermediate 8960, 12 heads, 2 KV heads, vocab 151,936) with few layers.
 
-    python benchmarks/rm_memory_controls.py [--layers 1] [--tokens 1024] [--sequences 8] [--updates 2]
+    python -m benchmarks.memory.rm_memory_controls [--layers 1] [--tokens 1024] [--sequences 8] [--updates 2]
                                             [--variants plain,checkpointing,...] [--markdown]
 
 The RM is a random-initialised VerifyRM of that shape (nothing downloaded; the demo tokenizer, whose ids all lie in

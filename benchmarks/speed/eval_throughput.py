@@ -1,6 +1,6 @@
 """Evaluation throughput of the demo policy on CPU (HF backend), and the time of its full held-out eval.
 
-    python benchmarks/eval_throughput.py [--model demo] [--batch-sizes 128,256,512,1024] [--probe 64]
+    python -m benchmarks.speed.eval_throughput [--model demo] [--batch-sizes 128,256,512,1024] [--probe 64]
 
 1. Throughput: completions/s and tokens/s of sampling (temperature 0.7, top-p 0.95, n=8) on the first
    `--probe` demo test problems, for each batch size (sequences per `generate` call), one CPU thread.

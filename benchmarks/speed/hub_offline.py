@@ -1,6 +1,6 @@
 """How long a hub dataset id takes to fail without a network: the connectivity probe, and HF_HUB_OFFLINE.
 
-    python benchmarks/hub_offline.py [DATASET_ID]
+    python -m benchmarks.speed.hub_offline [DATASET_ID]
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Cooper whose RM update really runs on a random policy: the reward source of benchmarks/gpu_memory_check.py's
-`cooper` part, named in its config as `benchmarks.gpu_memory_cooper:CooperWithReferencePositives`.
+`cooper` part, named in its config as `benchmarks.gpu.gpu_memory_cooper:CooperWithReferencePositives`.
 
 A random policy writes no verified answer, so Cooper would find no positive, make no pair and never update its RM:
 the phase the plan names as Cooper's peak (RM update) would never be reached. Here every group gets one positive

@@ -1,6 +1,6 @@
 """GRPO speed on the demo config: steps/s and the generation / reward / update split of a step.
 
-    python benchmarks/grpo_step_time.py [--config configs/demo/rule.yaml] [--steps 8] [--set k=v ...]
+    python -m benchmarks.speed.grpo_step_time [--config configs/demo/rule.yaml] [--steps 8] [--set k=v ...]
 
 Runs `coreward train` for a few steps in a temporary directory and prints the mean over the steps after
 the first (which pays for the verifier pool's start and first-call overheads).
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def measure(config: str, steps: int, overrides: list[str]) -> dict[str, float]:

@@ -2,7 +2,7 @@
 shows (`coreward plan --config F --json` for each file under configs/paper/), with how much of each peak is in terms
 no GPU has checked yet (the plan's `unmeasured_on_gpu`).
 
-    python benchmarks/paper_plans.py
+    python -m benchmarks.memory.paper_plans
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

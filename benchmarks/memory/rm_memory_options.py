@@ -1,7 +1,7 @@
 """What Cooper's RM memory options cost, per process: weights dtype, optimizer offload, and sharding the RM
 like the policy (FSDP2, DeepSpeed ZeRO-3 / ZeRO-2 on 2 gloo processes), at Qwen2.5-0.5B's shape.
 
-    python benchmarks/rm_memory_options.py [--updates 3] [--pairs 2] [--max-length 256] [--options fp32,fsdp2,...]
+    python -m benchmarks.memory.rm_memory_options [--updates 3] [--pairs 2] [--max-length 256] [--options fp32,fsdp2,...]
                                            [--markdown]
 
 Sharded options (`fsdp2`, `fsdp2-offload`, `zero3`, `zero3-offload`, `zero2`) run the RM learner sharded as
@@ -96,9 +96,8 @@ def grad_bytes(learner) -> int:
 
 
 def build_rm(root: Path) -> Path:
-    """A random VerifyRM of Qwen2.5-0.5B's shape (the policy shape of benchmarks/real_size_step.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from real_size_step import build_models
+    """A random VerifyRM of Qwen2.5-0.5B's shape (the policy shape of benchmarks/speed/real_size_step.py)."""
+    from benchmarks.speed.real_size_step import build_models
 
     _, rm = build_models(root, "float32")
     return rm

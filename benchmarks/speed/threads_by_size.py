@@ -1,7 +1,7 @@
 """One torch thread against torch's default, per model size, on this machine's CPU: where `torch_threads` left
 unset should switch from one thread to the default (`coreward.runtime.devices.pick_torch_threads`).
 
-    python benchmarks/threads_by_size.py [--hidden 128,256,512,1024] [--repeats 3]
+    python -m benchmarks.speed.threads_by_size [--hidden 128,256,512,1024] [--repeats 3]
 
 For each size it builds a random Qwen3 model of the demo policy's layout (4 layers, head size 32, MLP 3x wide,
 the demo tokenizer's 65 symbols) and times what a demo GRPO step does with it: sampling 128 completions of 32
@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
 
 def build(hidden: int):
@@ -60,8 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from readme_figures import machine
+    from benchmarks._common import machine
 
     print(machine())
     default = torch.get_num_threads()

@@ -1,6 +1,6 @@
 """Agreement with other graders' own test cases: coreward's verifier vs math-verify used alone.
 
-    python benchmarks/verify_peer_suites.py /work/peer_cases [--markdown]
+    python -m benchmarks.verification.verify_peer_suites /work/peer_cases [--markdown]
 
 The cases are other projects' data and stay out of this repository. The directory holds `*.jsonl` files,
 one case per line:

@@ -1,8 +1,8 @@
 """RM throughput on CPU: scoring (completions/s, no grad) and training (examples/s, BCE + AdamW step).
 
-    python benchmarks/rm_throughput.py                      # the demo RM (built and cached on first use)
-    python benchmarks/rm_throughput.py --backbone demo --backbone minilm   # and a MiniLM-L6 VerifyRM
-    python benchmarks/rm_throughput.py --threads 1          # one torch thread (faster on a shared CPU)
+    python -m benchmarks.speed.rm_throughput                      # the demo RM (built and cached on first use)
+    python -m benchmarks.speed.rm_throughput --backbone demo --backbone minilm   # and a MiniLM-L6 VerifyRM
+    python -m benchmarks.speed.rm_throughput --threads 1          # one torch thread (faster on a shared CPU)
 
 Rows are the demo RM's own verification set (the policy's samples), so lengths are the demo's. The
 training figure is the bare step (tokenize, forward, backward, optimizer), without Trainer's evaluation

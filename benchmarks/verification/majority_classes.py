@@ -1,6 +1,6 @@
 """Equivalence classes for majority votes (maj@n in evaluation; majority / Co-rewarding pseudo labels).
 
-    python benchmarks/majority_classes.py [--groups 64] [--n 8]
+    python -m benchmarks.verification.majority_classes [--groups 64] [--n 8]
 
 A vote needs every group's answers sorted into classes of math-verify-equivalent answers. Answers that are
 equal strings or plain numbers are settled without math-verify; what costs is a group of distinct

@@ -1,7 +1,7 @@
 """What a side-by-side run of `coreward demo` / `coreward map` pays before its first step, and what two runs on two
 cores cost each other, in one run of this script:
 
-    python benchmarks/run_startup.py [--steps 20] [--repeats 2]
+    python -m benchmarks.speed.run_startup [--steps 20] [--repeats 2]
 
 1. start-up: `coreward train` on the demo's rule config for 1 step, started as a fresh `python -m coreward.cli`
    process and forked from the forkserver that preloaded the training stack (experiments/jobs.py), wall time of
@@ -13,13 +13,12 @@ cores cost each other, in one run of this script:
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run(jobs: list, parallel: int) -> float:
@@ -36,9 +35,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from readme_figures import machine
-
+    from benchmarks._common import machine
     from coreward.experiments import jobs as jobs_module
     from coreward.experiments.jobs import Job, train_command
 

@@ -1,6 +1,6 @@
 """CPU time of the reward phase per process, with 1, 2 and 4 CPU processes on the same global batch.
 
-    python benchmarks/reward_phase_split.py [--groups 64] [--group-size 8] [--processes 1,2,4] [--data DIR]
+    python -m benchmarks.speed.reward_phase_split [--groups 64] [--group-size 8] [--processes 1,2,4] [--data DIR]
 
 The global batch: GSM8K test problems (`--groups` of them) x `--group-size` completions, each a worked
 solution ending in "The answer is $\\boxed{X}$." with X the gold answer or, for about half, another number, and

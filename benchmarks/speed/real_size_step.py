@@ -1,6 +1,6 @@
 """Step time and peak memory of rule, Cooper and Co-rewarding-II with a policy of Qwen2.5-0.5B's shape.
 
-    python benchmarks/real_size_step.py [--methods rule,cooper,co_rewarding_2] [--steps 2] [--dtype bfloat16]
+    python -m benchmarks.speed.real_size_step [--methods rule,cooper,co_rewarding_2] [--steps 2] [--dtype bfloat16]
 
 Nothing is downloaded: the policy is a random-initialised `Qwen2ForCausalLM` built from Qwen2.5-0.5B's
 configuration (the numbers below, from its config.json), and Cooper's RM is a `Qwen2ForSequenceClassification`
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # Qwen2.5-0.5B's config.json (written here: nothing is fetched)
 QWEN25_05B = {

@@ -1,6 +1,6 @@
 """Collect other graders' own labelled test cases into jsonl files for `verify_peer_suites.py`.
 
-    python benchmarks/collect_peer_cases.py OUT_DIR [--math-verify PATH] [--nemo-skills PATH]
+    python -m benchmarks.verification.collect_peer_cases OUT_DIR [--math-verify PATH] [--nemo-skills PATH]
                                                     [--hendrycks PATH] [--open-instruct PATH]
 
 Each PATH is a checkout of the repository (or the test file itself):
