@@ -31,9 +31,11 @@ from coreward.rewards.memory import (
     MemoryNeeds,
     PlannedRun,
     assistant_request_tokens,
+    copy_cost,
     judge_request_tokens,
     local_llm_items,
     parameters_text,
+    recompute_cost,
     rm_on_its_own_device,
     rm_passes,
     rm_shape,
@@ -43,6 +45,7 @@ from coreward.runtime.memory import (
     ModelShape,
     activation_bytes,
     activation_gradient_bytes,
+    format_bytes,
     parameter_count,
     scoring_bytes,
 )
@@ -55,8 +58,9 @@ class CooperMemory:
     def memory_needs(cls, params: Any, run: PlannedRun) -> MemoryNeeds:
         needs = MemoryNeeds()
         if not rm_on_its_own_device(params, run, needs.notes):
-            needs.items += _rm_learner_items(params, run, needs.notes)
-            needs.levers += _rm_levers(params, run)
+            learner = _rm_learner_items(params, run, needs.notes)
+            needs.items += learner
+            needs.levers += _rm_levers(params, run, learner)
         needs.items += local_llm_items(run, params.assistant, "assistant", "assistant",
                                        assistant_request_tokens(run, params.assistant_prompt))
         needs.items += local_llm_items(run, params.positive_judge, "positive judge", "positive_judge",
@@ -167,24 +171,33 @@ def _llm_assistant(params: Any) -> bool:
     return not (isinstance(assistant, str) and assistant in NO_MODEL)
 
 
-def _rm_levers(params: Any, run: PlannedRun) -> list[Lever]:
-    """The RM's memory settings not yet on; none for an RM sharded like the policy (coreward train refuses them)."""
+def _rm_levers(params: Any, run: PlannedRun, items: list[MemoryItem]) -> list[Lever]:
+    """The RM's memory settings not yet on, each with its cost from the RM's planned items; none for an RM sharded
+    like the policy (coreward train refuses them)."""
     if run.shards_like_the_policy:
         return []
     key = f"{run.key}.params"
+    held = {item.name.split(" Cooper RM ", 1)[-1]: item for item in items}
+    weights = held["weights"].bytes
+    count = weights // DTYPE_BYTES[params.rm_dtype]
+    state = sum(held[name].bytes for name in ("float32 masters", "AdamW moments") if name in held)
     levers = []
     if not params.gradient_checkpointing:
-        levers.append(Lever.setting(f"{key}.gradient_checkpointing=true",
-                                    "the RM's update recomputes each layer in backward (one more forward per pass)"))
+        levers.append(Lever.setting(f"{key}.gradient_checkpointing=true", recompute_cost("RM update")))
     budgets = tuple((f"{key}.max_tokens_per_pass={budget}",) for budget in (8192, 4096, 2048)
                     if (params.max_tokens_per_pass or 1 << 60) > budget)
     if budgets:
-        levers.append(Lever(budgets, "more, smaller RM passes (less parallel work per pass)"))
+        now = held["update activations"].note.split(" per pass")[0]
+        levers.append(Lever(budgets, f"the RM update in more, smaller passes than {now} (the same tokens, less "
+                                     "parallel work per pass)"))
     if not params.param_offload:
-        levers.append(Lever.setting(f"{key}.param_offload=true", "host-device copies of the RM each step (PCIe time)"))
+        levers.append(Lever.setting(f"{key}.param_offload=true", copy_cost(weights, "the RM's weights")))
     if not params.optimizer_offload:
-        levers.append(Lever.setting(f"{key}.optimizer_offload=true", "the RM's AdamW step runs on the CPU (slower RM step)"))
+        levers.append(Lever.setting(f"{key}.optimizer_offload=true",
+                                    copy_cost(state, "the RM's AdamW state and float32 masters")))
     elif params.optimizer_offload_step == "device":
         levers.append(Lever.setting(f"{key}.optimizer_offload_step=cpu",
-                                    "the RM's AdamW step runs on the CPU (slower RM step)"))
+                                    f"the RM's AdamW step runs on the CPU over {parameters_text(count)}, reading "
+                                    f"and writing its {format_bytes(state)} of state in host memory each step in "
+                                    "place of copying it to the GPU and back"))
     return levers
