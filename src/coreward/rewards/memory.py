@@ -245,15 +245,6 @@ def judge_request_tokens(run: PlannedRun, format_name: str, max_tokens: int | No
     return run.rm_input_tokens + prompt + (max_tokens or fmt.max_tokens)
 
 
-def assistant_request_tokens(run: PlannedRun, prompt: str = "coreward") -> int:
-    """One assistant request's tokens at most (rewards/cooper/assistant.py): its system prompt and template around the question
-    and the positive (at most a prompt and a completion), and its reply: the positive's words + REPLY_EXTRA_TOKENS."""
-    from coreward.rewards.cooper.assistant import PROMPTS, REPLY_EXTRA_TOKENS
-
-    system, user = PROMPTS.get(prompt, PROMPTS["coreward"])
-    return len(system) + len(user) + 2 * run.seq_len + REPLY_EXTRA_TOKENS
-
-
 # ------------------------------------------------------------------------------------------------- a VerifyRM
 def rm_shape(path: str, key: str, notes: list[str]) -> ModelShape:
     """A VerifyRM's shape; a paper RM that `coreward rm train` has not written yet is planned with the backbone of

@@ -1,4 +1,4 @@
-"""What Cooper holds in memory (`CooperReward.memory_needs`, mixed in from here: cooper.py stays a page).
+"""What Cooper holds in memory (`CooperReward.memory_needs`, mixed in from here: reward.py stays a page).
 
 On the training device, unless the RM has a device of its own: the RM's weights (on the CPU between uses with
 `param_offload`), its AdamW state and float32 masters (on the CPU with `optimizer_offload`; on the device through the
@@ -6,7 +6,7 @@ RM update and step with `optimizer_offload_step: device`, the Cooper authors'), 
 gradients from the RM update through the RM step; one update pass's kept activations (pairs' two sides, at most
 `max_tokens_per_pass` tokens, recomputed per layer with `gradient_checkpointing`) and backward's activation
 gradients of one layer at a time (transient); the AdamW step's temporaries of
-one tensor at a time (rewards/cooper/learner.py); a no-grad scoring pass. The variants (cooper/variants.py): `anchor` keeps θ_0
+one tensor at a time (learner.py); a no-grad scoring pass. The variants (variants.py): `anchor` keeps θ_0
 as float32; a co-optimized ensemble of `members` K holds K RMs with their own masters, moments and θ_0, each at its
 own RM's shape (`member_rms`), updated and scored one after another (gradients, activations and passes are one
 member's at a time: the largest member's). A local assistant or positive judge holds its weights and a generation's
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from coreward.rewards.cooper.assistant import REPLY_EXTRA_TOKENS
+from coreward.rewards.cooper.assistant import PROMPTS, REPLY_EXTRA_TOKENS
 from coreward.rewards.memory import (
     ALL,
     NO_MODEL,
@@ -30,7 +30,6 @@ from coreward.rewards.memory import (
     MemoryItem,
     MemoryNeeds,
     PlannedRun,
-    assistant_request_tokens,
     copy_cost,
     judge_request_tokens,
     local_llm_items,
@@ -201,3 +200,10 @@ def _rm_levers(params: Any, run: PlannedRun, items: list[MemoryItem]) -> list[Le
                                     f"and writing its {format_bytes(state)} of state in host memory each step in "
                                     "place of copying it to the GPU and back"))
     return levers
+
+
+def assistant_request_tokens(run: PlannedRun, prompt: str = "coreward") -> int:
+    """One assistant request's tokens at most (assistant.py): its system prompt and template around the question
+    and the positive (at most a prompt and a completion), and its reply: the positive's words + REPLY_EXTRA_TOKENS."""
+    system, user = PROMPTS.get(prompt, PROMPTS["coreward"])
+    return len(system) + len(user) + 2 * run.seq_len + REPLY_EXTRA_TOKENS
