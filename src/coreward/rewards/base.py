@@ -7,7 +7,7 @@ process. A source returns one reward per completion of that global batch; the en
 each process's slice. Because every process sees the same inputs, a source that keeps state (a reward
 model, an EMA teacher) stays identical on all processes as long as its update is deterministic.
 
-Writing a method (see `majority.py` for a stateless one, `co_rewarding_2.py` for one that owns a model):
+Writing a method (see `majority.py` for a stateless one, `co_rewarding_2/` for one that owns a model):
 
     @register("my_reward")
     class MyReward(RewardSource):
