@@ -254,7 +254,7 @@ class RMLearner:
                 "rm/grad_norm": sum(grad_norms) / len(grad_norms), "rm/skipped_updates": float(self.skipped),
                 "rm/lr": self.optimizer.param_groups[0]["lr"]}
 
-    # -- how far one RL step's update moved the RM (`rm/update_norm`: a frozen RM is a broken Cooper, grpo/health.py)
+    # -- how far one RL step's update moved the RM (`rm/update_norm`: a frozen RM is a broken Cooper, health.py)
     def _local_weights(self) -> tuple[list[torch.Tensor], bool]:
         """This process's part of the weights AdamW updates (the float32 masters where there are some, else the RM's
         parameters), and whether those parts are split across processes (then their sums are added up over them)."""
