@@ -144,6 +144,20 @@ def test_docs_command_lists_name_every_command_and_only_real_options():
         assert not lines or check_command_list(lines) == [], name
 
 
+def test_getting_started_config_loads():
+    """The config a newcomer copies first is a whole, valid training config."""
+    import yaml
+
+    from coreward.grpo.config import TrainConfig
+    from coreward.runtime.config import build
+
+    blocks = re.findall(r"```yaml\n(.*?)```", (DOCS / "tutorials" / "getting-started.md").read_text(), re.S)
+    assert blocks
+    for block in blocks:
+        config = build(TrainConfig, yaml.safe_load(block))
+        assert config.rewards and config.grpo
+
+
 @pytest.mark.parametrize("page", PAGES, ids=page_name)
 def test_docs_date_figures_instead_of_narrating(page):
     assert not NARRATION.findall(page.read_text()), page_name(page)
