@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 NARRATION = re.compile(r"this session|earlier session|an earlier run|re-measured|re-run this", re.IGNORECASE)
 
 # files of other repositories that pages cite by their path there
-FOREIGN = {"tests/test_math_equal.py"}  # NVIDIA/NeMo-Skills' test pairs (docs/verification.md)
+FOREIGN = {"tests/test_math_equal.py"}  # NVIDIA/NeMo-Skills' test pairs (docs/reference/verifier.md)
 
 
 def commands(text: str) -> list[str]:
