@@ -4,7 +4,7 @@
 
 Two numbers from 2 to 20 and one of +, -, * (a - b with a >= b): 19 x 19 + 190 + 19 x 19 = 912 distinct
 problems. A real model's learning signal needs prompts it sometimes solves: SmolLM2-135M-Instruct, asked with the
-papers' instruction (`\\boxed{}`), solves some of these and almost none of harder sets (docs/real_model.md has the
+papers' instruction (`\\boxed{}`), solves some of these and almost none of harder sets (docs/results.md has the
 rates). So a GRPO group of 8 often holds a success, and what RL can teach it here (answer in a form the verifier
 reads, stop early, get the sum right) is visible within tens of steps.
 
@@ -15,7 +15,7 @@ problem has a commuted or re-operated twin in train.
 Co-rewarding-I's second view: `rephrase_arith` words the same operation another way ("Add 14 and 15. What is the
 total?"). The task rephrases itself, as the demo does, so that Co-rewarding-I runs without a model that can:
 SmolLM2-135M-Instruct and Gemma 3 270M (base) kept 0 of 16 and 0 of 8 rephrasings with the authors' prompt;
-Qwen2.5-Coder-1.5B-Instruct kept 48 of 48 and changed the answer of 9 (docs/real_model.md).
+Qwen2.5-Coder-1.5B-Instruct kept 48 of 48 and changed the answer of 9 (studies/2026-11-28-real-model-methods/).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Recipe (`build_demo_rm`, about 10 minutes on a 2-core CPU; the package ships the
    the rule verifier; `probe` scores hand-made completion kinds.
 
 Why it is the reward models' test bed: its negatives are only this policy's mistakes, so it lets through kinds of
-wrong answer the policy rarely wrote, such as near misses (docs/demo_rm.md has its accuracy on each kind). Those
+wrong answer the policy rarely wrote, such as near misses (docs/explanation/demo-rm.md has its accuracy on each kind). Those
 holes are the "limited negatives" of the Cooper paper; Cooper's pairs are made of exactly such near misses
 (rewards/cooper/assistant.py `perturb`).
 """
@@ -304,7 +304,7 @@ def ship(build_dir: Path) -> Path:
 # another member's (sampled with seed k). With the demo RM itself (questions [0, 4,000), seed 0) the first two make
 # the ensemble [demo, demo:1, demo:2] of configs/demo/ensemble_*.yaml. Halves of the demo RM's own questions made
 # weak members (held-out accuracy 0.75 against the demo RM's 0.90, with the demo RM's epochs or twice as many:
-# docs/demo_rm.md), so each member has as many questions as the demo RM. Each is built on first use (about
+# docs/explanation/demo-rm.md), so each member has as many questions as the demo RM. Each is built on first use (about
 # 15 minutes on the 2-core CPU) and cached under $COREWARD_CACHE, keyed by its recipe and the policy's weights.
 
 MEMBER_RECIPE_VERSION = 3  # bump when the code below changes what a member is
@@ -377,7 +377,7 @@ def member_hash(k: int | str, policy_path: Path) -> str:
     return hashlib.sha256(json.dumps([recipe_hash(policy_path), member_recipe(k)]).encode()).hexdigest()[:12]
 
 
-MEMBER_BUILD_S = 900  # a member's build on a 2-core CPU, for the time a command announces (docs/demo_rm.md);
+MEMBER_BUILD_S = 900  # a member's build on a 2-core CPU, for the time a command announces (docs/explanation/demo-rm.md);
 # demo:pooled trains on three members' data: about three times as long
 ANNOTATION_FILE = "annotation.json"  # the sampling's report, written with verification.jsonl: the sampling is done
 

@@ -32,7 +32,7 @@ def demo_methods() -> dict[str, str]:
 
 # Stress-only rows: a demo config that is a setting of a method, not a method of its own, run under stress beside the
 # method as its authors ran it (when that method is asked for). co_optimized.yaml is Cooper with rollout negatives, the
-# co-optimized setting picked on the hackability map (docs/overoptimization.md, "Cooper's variants on many seeds").
+# co-optimized setting picked on the hackability map (docs/results.md, Cooper's variants).
 STRESS_SETTINGS = {"co_optimized": ("cooper", "Cooper, rollout negatives (co_optimized.yaml)")}
 
 
@@ -78,7 +78,7 @@ class Budget:
 
 # Sized for a 2-core CPU: the full demo in under 20 minutes, --quick in under 5 (docs/figures.md).
 # The stress setting comes from a hackability map on seed 3, a seed the published table does not use
-# (`coreward map`, docs/demo.md): at 4x the demo's learning rate the frozen RM's rollouts peak in verified
+# (`coreward map`, docs/tutorials/demo.md): at 4x the demo's learning rate the frozen RM's rollouts peak in verified
 # accuracy and then fall while its reward rises, and verified positives persist (Cooper keeps getting pairs);
 # a much larger rate leaves no verified positive to learn from (docs/results.md).
 FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_problems=100,
@@ -106,7 +106,7 @@ class DemoTask:
 
 TOY = DemoTask(policy="demo", configs="demo", benchmark="demo", full=FULL, quick=QUICK)
 # A real model on 2 CPU cores: a step of configs/smol/rule.yaml (4 prompts x 8 completions of <= 64 tokens) takes
-# about a minute, the held-out evaluation (the 114 test problems x 4 samples of <= 128 tokens) minutes (docs/real_model.md)
+# about a minute, the held-out evaluation (the 114 test problems x 4 samples of <= 128 tokens) minutes (docs/tutorials/real-model.md)
 SMOL = DemoTask(policy="smollm2-135m-instruct", configs="smol", benchmark="arith",
                 full=Budget(steps=20, eval_problems=114, eval_n=4, curve_every=0, curve_problems=0),
                 quick=Budget(steps=3, eval_problems=16, eval_n=2, curve_every=0, curve_problems=0),

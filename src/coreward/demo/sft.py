@@ -5,7 +5,7 @@ GRPO needs a policy that already solves the task some of the time: a group whose
 prompt-completion pairs (prompt = the bare question, completion = worked solution + EOS, loss on the
 completion only) and stops early on purpose: the default budget (700 steps of 64) leaves the policy right on part
 of its temperature-1.0 samples, fewer still by the rule verifier's count, so RL has room to improve it
-(docs/demo.md).
+(docs/tutorials/demo.md).
 
 Solutions end in a mix of answer formats (`answer_formats`), a minority of which the rule verifier does
 not recognise; `sft_metrics.json` reports held-out accuracy both as the verifier sees it and as it is.

@@ -327,7 +327,7 @@ DEMO_DEFAULTS = ModelDefaults("plain", None, 64, 512, 1)
 CHAT_DEFAULTS = ModelDefaults("chat", INSTRUCTION, 2048, 64, None)
 # The papers' 2,048 tokens in batches of 64 take hours on a CPU: a small chat model's finished answers fit in 512
 # tokens, and a batch of 8 decoded the most tokens per second of the sizes tried (a finished sequence still costs its
-# batch's every step; docs/real_model.md). A chat model on a CPU gets these unless the user sets them (and is told
+# batch's every step). A chat model on a CPU gets these unless the user sets them (and is told
 # so: `cpu_note`).
 CPU_CHAT_DEFAULTS = replace(CHAT_DEFAULTS, max_new_tokens=512, batch_size=8)
 

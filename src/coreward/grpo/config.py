@@ -132,7 +132,7 @@ class TrainConfig:
     # glibc's mmap threshold on a CPU run, held fixed (runtime/host_memory.py): tensors above it are unmapped when
     # freed, so the process's resident memory follows what it holds (the memory plan) rather than what it once held.
     # 0 (default): glibc's own (the threshold grows to 32 MiB and the heap keeps what was freed). A held threshold
-    # (1048576: 1 MiB) lowers the peak for a slower step (docs/memory.md, "Measured accuracy"). A CPU plan counts
+    # (1048576: 1 MiB) lowers the peak for a slower step (docs/results.md, Mem3). A CPU plan counts
     # the heap's copy of a LoRA policy's freed activations unless this is set.
     host_mmap_threshold: int = 0
     # signals that end the run cleanly after the current step (checkpoint written, exit status 75); [] to disable

@@ -4,8 +4,8 @@ Both papers are about a policy that learns to please its reward instead of solvi
 the run's own metrics: the training reward keeps rising (or holds) while the verified accuracy of the same
 rollouts falls, so the gap reward − verified opens (Gao, Schulman and Hilton 2022). The rule that finds that step,
 from the training rollouts' verified accuracy (or the held-out evaluation of a label-free run), is
-`evaluation/guard.py`'s; its defaults were chosen on the hackability map's cells (docs/overoptimization.md, "The
-overoptimization guard").
+`evaluation/guard.py`'s; its defaults were chosen on the hackability map's cells (docs/results.md, "The
+overoptimization guard and the KL axis"; the rule: docs/explanation/guard.md).
 
 At start the guard says what it watches: the training rollouts' verified accuracy (training data with reference
 answers), else the held-out set's avg@N (a held-out set with references, evaluated every `data.eval_every` steps),

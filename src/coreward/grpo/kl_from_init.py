@@ -6,7 +6,7 @@ own samples y ~ π, token by token. Two estimators (`kl_from_init_estimator`):
 
   * "exact" (the default): KL_t = Σ_v π(v | y_<t) (log π(v | y_<t) − log π_init(v | y_<t)), summed over the
     completion. Its expectation is k3's, without the noise of sampling y_t at each position (a Rao-Blackwellization),
-    so the √KL axis goes backwards on fewer steps (docs/overoptimization.md, "A steadier √KL axis").
+    so the √KL axis goes backwards on fewer steps (docs/explanation/guard.md, "A steadier √KL axis").
   * "k3": exp(r_t) − r_t − 1 with r_t = log π_init(y_t | y_<t) − log π(y_t | y_<t), from the sampled tokens'
     log-probabilities alone: free where they exist, noisy (a rare token π sampled adds a large term).
 

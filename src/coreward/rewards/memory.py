@@ -53,7 +53,7 @@ RM_TAGS_AND_REFERENCE = 64
 @dataclass
 class MemoryItem:
     """Bytes held per device through `phases`. `gpu_measured`: its term has been checked against
-    `torch.cuda.max_memory_allocated` on a GPU (docs/memory.md, "The GPU check"); a plan that fits names the others.
+    `torch.cuda.max_memory_allocated` on a GPU (docs/how-to/memory-plan.md, the GPU check); a plan that fits names the others.
     `heap_block`: for the tensors a pass saves for its backward and frees within its phase, the size of one (a
     layer's hidden states) where glibc's heap keeps them once freed on a CPU (grpo/plan/step.py, heap_kept)."""
 

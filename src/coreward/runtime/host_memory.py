@@ -5,7 +5,7 @@ glibc serves an allocation above its mmap threshold from a mapping of its own, u
 free raises the threshold to the freed block's size (up to 32 MiB), after which blocks of that size come from the
 heap, whose freed space the process keeps and cannot always reuse. On a real model's CPU step that is most of what
 the resident set holds beyond the tensors alive at its peak. Holding the threshold lowers the peak but maps a block
-afresh each time it is allocated (page faults), which slows the step (docs/memory.md, "Measured accuracy", has both
+afresh each time it is allocated (page faults), which slows the step (docs/results.md, Mem3, has both
 figures). So glibc's default stays the default (`host_mmap_threshold: 0`), and a CPU plan counts what the heap
 keeps (grpo/plan/step.py, `heap_kept`).
 

@@ -85,12 +85,12 @@ def run_facts(config: TrainConfig, hardware: Hardware, shard: Sharding, policy: 
 # glibc's heap on a CPU (runtime/host_memory.py): a block between glibc's first mmap threshold and its cap comes,
 # once a block of its size has been freed, from the heap, which keeps it when it is freed. A full fine-tune's
 # resident set keeps none beyond its plan, but a LoRA policy's held about one more copy of its update's saved tensors
-# (a layer's hidden states and LoRA's dropped-out inputs) beside the tensors alive at its peak (docs/memory.md,
-# "Measured accuracy", has the runs). Why LoRA and not a full fine-tune is not established.
+# (a layer's hidden states and LoRA's dropped-out inputs) beside the tensors alive at its peak (docs/results.md,
+# Mem2, has the runs). Why LoRA and not a full fine-tune is not established.
 GLIBC_MMAP_THRESHOLD_START, GLIBC_MMAP_THRESHOLD_MAX = 128 << 10, 32 << 20
 HEAP_RETENTION_NOTE = ("on a CPU with glibc's default, freed activations stay in the process's heap (planned: 'heap "
                        "kept'); --set host_mmap_threshold=1048576 returns them to the system (its plan leaves that "
-                       "item out, for slower steps: docs/memory.md)")
+                       "item out, for slower steps: docs/results.md)")
 
 
 def heap_kept(items: list[MemoryItem]) -> MemoryItem | None:
@@ -110,7 +110,7 @@ def heap_kept(items: list[MemoryItem]) -> MemoryItem | None:
 
 
 # PyTorch's caching allocator reserves more than it hands out (blocks split and cached: fragmentation); the plan adds
-# the mean of max_memory_reserved / max_memory_allocated measured on a GPU (docs/memory.md, "The GPU check")
+# the mean of max_memory_reserved / max_memory_allocated measured on a GPU (docs/explanation/memory-model.md)
 RESERVED_OVER_ALLOCATED = 0.10
 NOT_TORCH_ALLOCATED = ("vLLM reservation (colocated)", "vLLM residue while asleep", "NCCL buffers",
                        "CUDA context and workspaces")  # memory outside PyTorch's caching allocator
@@ -124,7 +124,7 @@ def allocator_margin(items: list[MemoryItem]) -> MemoryItem:
                     for phase in PHASES)
     return MemoryItem("allocator reserve over allocated", int(RESERVED_OVER_ALLOCATED * allocated), ALL,
                       f"{RESERVED_OVER_ALLOCATED:.0%} of what torch allocates (reserved / allocated, measured on a "
-                      "GPU: docs/memory.md)")
+                      "GPU: docs/explanation/memory-model.md)")
 
 
 def held_once(items: list[MemoryItem]) -> list[MemoryItem]:

@@ -99,7 +99,7 @@ class CooperReward(CooperMemory, CooperHealth, CooperVariants, RMOwner, RewardSo
         eval_data: str | None = None  # held-out pairs: "demo" or a labelled file (question, reference_answer, completion, label)
         seed: int = 0  # seeds the assistant's requests
         rm_dtype: Literal["float32", "bfloat16"] = "float32"  # the RM's weights (the authors: bfloat16)
-        # -- fidelity options (docs/fidelity.md): the authors' behaviour where coreward's default differs
+        # -- fidelity options (docs/reference/paper-settings.md): the authors' behaviour where coreward's default differs
         assistant_prompt: Literal["coreward", "authors"] = "coreward"  # an LLM assistant's wording: ours (adds "same answer format"), or the authors' verbatim
         answerless_negative: Literal["reject", "accept"] = "reject"  # a negative with no extractable answer: asked again (ours), or kept (the authors')
         binary: bool = False  # reward 1[σ > 0.5] instead of σ (the authors' reward_model.reward_scale)

@@ -21,7 +21,7 @@ Each is a setting of `cooper` (rewards.N.params); the defaults are the authors' 
     anchor: λ             (rewards/cooper/learner.py) L(θ) = L_BT(θ) + (λ/2)·‖θ − θ_0‖², θ_0 the RM the run started from.
 
 Why: under stress the verified positives thin out and the RM fits the assistant's rewrites while its ranking of the
-policy's own rollouts falls (docs/overoptimization.md). Rollout negatives teach it what the policy fools it with now;
+policy's own rollouts falls (docs/results.md). Rollout negatives teach it what the policy fools it with now;
 replay keeps earlier steps' pairs in the loss; the anchor keeps it near the RM that ranked well; the ensemble's min
 pays a completion only what its most doubtful member grants.
 """
