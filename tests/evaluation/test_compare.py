@@ -150,6 +150,7 @@ def test_paired_by_problem_matches_problem_ids_and_pools_the_pairs(evaluations):
                          "--base", str(evaluations["base"]), "--paired-by", "problem")
     assert done.returncode == 0, done.stderr
     assert "- mine − base:" in done.stdout and "over 60 problem pairs" in done.stdout
+    assert "| arm | units | avg@n | pass@n | tokens | cut at the cap | answered |" in done.stdout
 
 
 def test_guard_calibration_catches_a_collapse_and_a_long_patience_misses_it(tiny_map, tmp_path):

@@ -128,13 +128,20 @@ def eval_unit(arm: str, eval_dir: Path, key: tuple, benchmark: str | None) -> Un
         benchmark = names[0]
     if benchmark not in names:
         raise CorewardError(f"{eval_dir} has no benchmark {benchmark!r} (it has {', '.join(names)})")
-    value = next(v for k, v in results["benchmarks"][benchmark].items() if k.startswith("avg@"))
+    figures = results["benchmarks"][benchmark]
+    value = next((v for k, v in figures.items() if k.startswith("avg@")), None)
+    if value is None:
+        raise CorewardError(f"{eval_dir}: {benchmark} has no reference answers, so no avg@n to compare")
+    # what the policy learned to write, beside how often it is right
+    learned = {"pass": next((v for k, v in figures.items() if k.startswith("pass@") and k != "pass@1"), None),
+               "tokens": figures.get("mean_completion_tokens"), "cut": figures.get("truncated_fraction"),
+               "answered": figures.get("answered")}
     per_problem = None
     if (eval_dir / "samples.parquet").is_file():
         samples = pd.read_parquet(eval_dir / "samples.parquet", columns=["benchmark", "problem_id", "correct"])
         samples = samples[samples["benchmark"] == benchmark]
         per_problem = samples.groupby("problem_id")["correct"].mean().astype(float).to_dict()
-    return Unit(arm, key, eval_dir, value, per_problem, info={"benchmark": benchmark})
+    return Unit(arm, key, eval_dir, value, per_problem, info={"benchmark": benchmark, **learned})
 
 
 def parse_spec(spec: str) -> tuple[str | None, Path]:
@@ -304,7 +311,10 @@ def arms_table(units: list[Unit], build_costs: dict[str, float] | None = None) -
     arms = arms_of(units)
     runs = all("peak" in u.info for u in units)
     heldout = all("heldout_best" in u.info for u in units)
-    header = ["arm", "units", "held-out final" if heldout else "figure"]
+    evaluations = all("benchmark" in u.info for u in units)
+    header = ["arm", "units", "held-out final" if heldout else "avg@n" if evaluations else "figure"]
+    if evaluations:
+        header += ["pass@n", "tokens", "cut at the cap", "answered"]
     if heldout:
         header += ["held-out best-kept", "rollouts final"]
     if runs:
@@ -314,6 +324,9 @@ def arms_table(units: list[Unit], build_costs: dict[str, float] | None = None) -
     lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
     for arm, mine in arms.items():
         row = [arm, str(len(mine)), interval([u.value for u in mine])]
+        if evaluations:
+            row += [interval([u.info["pass"] for u in mine]), interval([u.info["tokens"] for u in mine], 1.0),
+                    interval([u.info["cut"] for u in mine]), interval([u.info["answered"] for u in mine])]
         if heldout:
             row += [interval([u.info["heldout_best"] for u in mine]), interval([u.info["rollouts_final"] for u in mine])]
         if runs:
