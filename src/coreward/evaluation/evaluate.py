@@ -52,7 +52,7 @@ from coreward.runtime.errors import CorewardError
 
 PAPER_BENCHMARKS = ("gsm8k", "svamp", "math500", "olympiadbench", "mathodyssey")
 # The demo's held-out set: the whole demo test split, n=8 in under 2 minutes on 2 CPU cores
-# (benchmarks/eval_throughput.py measures it).
+# (benchmarks/speed/eval_throughput.py measures it).
 DEMO_HELDOUT_PROBLEMS = 500
 
 

@@ -20,7 +20,7 @@ Co-rewarding reward, and it rises as a policy settles on one wrong answer, so th
 
 The defaults (smooth 0.8, warm-up 10, a drop of 15% of the peak and at least 0.03, the reward falling by at most
 half of that, 3 steps in a row) were chosen on the hackability map's cells at 4x the demo's learning rate
-(benchmarks/guard_calibration.py; the counts in docs/overoptimization.md, "The overoptimization guard").
+(`coreward guard-calibration`; the counts in docs/overoptimization.md, "The overoptimization guard").
 """
 
 from __future__ import annotations

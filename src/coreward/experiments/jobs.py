@@ -2,7 +2,7 @@
 progress line. `coreward map` runs its cells with it, `coreward demo` its methods and seeds.
 
 A run is a process of its own writing its own run directory and log; nothing is shared between runs but the cores.
-Three things make N runs on N cores take about 1/N of the time (benchmarks/demo_jobs_speedup.py, docs/demo.md):
+Three things make N runs on N cores take about 1/N of the time (benchmarks/speed/demo_jobs_speedup.py, docs/demo.md):
 
 * one torch thread a run (OpenMP threads of several runs spinning on the same cores cost more than they give),
   and one verifier worker a run where runs share the cores (`verifier_workers`: the reward is under 1% of a demo
@@ -55,7 +55,7 @@ class Job:
 # A step's cost by reward method, relative to the rule reward's, for the order of side-by-side runs (longest first):
 # the seconds of each 30-step run of one `coreward demo --jobs 2` (2026-11-27, 2-core AMD EPYC), over rule's.
 # co_optimized (Cooper with rollout negatives) as Cooper: their steps cost the same one run at a time (1.344x and 1.343x
-# the rule's, benchmarks/cooper_step_time.py --methods rule,model,cooper,co_optimized).
+# the rule's, benchmarks/speed/cooper_step_time.py --methods rule,model,cooper,co_optimized).
 STEP_COST = {"cooper": 1.6, "co_optimized": 1.6, "co_rewarding_2": 1.3, "majority": 1.25, "entropy": 1.25,
              "self_certainty": 1.2, "model": 1.2, "co_rewarding_1": 1.15}
 
@@ -79,7 +79,7 @@ def available_memory() -> int | None:
 def default_jobs() -> int:
     """One run per usable core, as many as the memory holds: each run is one torch thread (plus one verifier
     worker), so N runs on N cores is the fastest setting (2 runs on 2 cores: 1.9x the throughput of one,
-    benchmarks/demo_jobs_speedup.py)."""
+    benchmarks/speed/demo_jobs_speedup.py)."""
     memory = available_memory()
     fits = max(1, int(memory // RUN_MEMORY_BYTES)) if memory else usable_cores()
     return max(1, min(usable_cores(), fits))

@@ -128,7 +128,7 @@ class TrainConfig:
     # CPU threads for torch per process. None: picked at the start, the cores other jobs leave idle (at most torch's
     # default; torch's default on a GPU), and the run log's `threads:` line says what (runtime/devices.py). On cores
     # shared with other jobs, threads of a small model wait on each other: 1.7x slower than one thread at 0.8M
-    # parameters (benchmarks/threads_by_size.py).
+    # parameters (benchmarks/speed/threads_by_size.py).
     torch_threads: int | None = None
     # glibc's mmap threshold on a CPU run, held fixed (runtime/host_memory.py): tensors above it are unmapped when
     # freed, so the process's resident memory follows what it holds (the memory plan) rather than what it once held.

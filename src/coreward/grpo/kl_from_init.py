@@ -58,7 +58,7 @@ rollouts, a copy or reference π_init, one process or DDP, and π_init's hidden 
 a 1.5B model would take gigabytes). Elsewhere (ZeRO-3 and FSDP2, whose LM heads are gathered for the projection;
 LoRA's adapter-off π_init; larger batches) exact runs a no-grad forward of the policy at scoring time too, chunk by
 chunk beside π_init's, so only one micro-batch's hidden states live at once. Measured on the demo's rule config
-(`python benchmarks/step_floor.py --configs rule`, docs/figures.md): the two passes took 0.37 s of a 1.19 s step.
+(`python -m benchmarks.speed.step_floor --configs rule`, docs/figures.md): the two passes took 0.37 s of a 1.19 s step.
 `time/kl_from_init` is the scoring-time part; `time/kl_from_init_in_loss` the projection in the loss's pass.
 
 exact is the default: the KL axis is what the overoptimization curves and the guard read, and its sampled
