@@ -406,7 +406,7 @@ def rm_child(rm: Path, device: str, steps: int, dtype: str, pairs: int, text_cha
 
     import torch
 
-    from coreward.rm.learner import Pair, RMLearner
+    from coreward.rewards.cooper.learner import Pair, RMLearner
     from coreward.rm.model import VerifyRM
 
     rng = random.Random(0)

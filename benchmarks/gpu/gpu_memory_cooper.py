@@ -12,7 +12,7 @@ settings, the update's schedule) is Cooper's own.
 from __future__ import annotations
 
 from coreward.rewards.cooper import CooperReward
-from coreward.rm.learner import Pair
+from coreward.rewards.cooper.learner import Pair
 
 
 RM_TOKENS = 1024  # VerifyRM's max_length: the plan counts every RM sequence at it

@@ -55,7 +55,7 @@ def worker(variant: str, layers: int, tokens: int, sequences: int, updates: int)
     from transformers import Qwen2Config, Qwen2ForSequenceClassification
 
     from coreward.demo.model import build_demo_tokenizer
-    from coreward.rm.learner import NORM_CHUNK, Pair, RMLearner
+    from coreward.rewards.cooper.learner import NORM_CHUNK, Pair, RMLearner
     from coreward.rm.model import VerifyRM
 
     class Before(RMLearner):

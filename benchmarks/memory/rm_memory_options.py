@@ -107,7 +107,7 @@ def measure(rm_path: str, dtype: str, offload: bool, updates: int, pairs: int, e
             max_length: int = 256) -> dict:
     import torch
 
-    from coreward.rm.learner import Pair, RMLearner
+    from coreward.rewards.cooper.learner import Pair, RMLearner
     from coreward.rm.model import VerifyRM
 
     sharding = None

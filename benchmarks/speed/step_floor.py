@@ -109,8 +109,8 @@ def measure(config_path: str, steps: int, overrides: list[str], count_flops: boo
     from coreward.grpo.config import TrainConfig
     from coreward.grpo.train import run_training
     from coreward.grpo.trainer import CorewardGRPOTrainer
-    from coreward.rewards.ema_teacher import EmaTeacher
-    from coreward.rm.learner import RMLearner
+    from coreward.rewards.co_rewarding_2.ema_teacher import EmaTeacher
+    from coreward.rewards.cooper.learner import RMLearner
     from coreward.rm.model import VerifyRM
     from coreward.runtime.config import load_config
 

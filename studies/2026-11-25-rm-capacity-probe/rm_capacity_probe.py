@@ -51,7 +51,7 @@ def main() -> None:
 
     import torch
 
-    from coreward.rm.learner import Pair, RMLearner
+    from coreward.rewards.cooper.learner import Pair, RMLearner
     from coreward.rm.model import VerifyRM
 
     torch.manual_seed(args.seed)

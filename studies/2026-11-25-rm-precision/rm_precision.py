@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 def pairs_of(records, offset: int = 1):
     from coreward.data.synthetic import demo_solution
-    from coreward.rm.learner import Pair
+    from coreward.rewards.cooper.learner import Pair
 
     made = []
     for record in records:
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from coreward.data.synthetic import load_demo
     from coreward.demo.rm import ensure_demo_rm
+    from coreward.rewards.cooper.learner import RMLearner
     from coreward.rm.evaluate import evaluate_rm
-    from coreward.rm.learner import RMLearner
     from coreward.rm.model import VerifyRM
     from coreward.runtime.precision import rounded_away_fraction, update_norm
 

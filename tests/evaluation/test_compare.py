@@ -61,6 +61,7 @@ def test_a_known_difference_is_recovered_an_identical_arm_is_equivalent_and_holm
     units = compare.load_units([str(tiny_map)])
     assert sorted({u.arm for u in units}) == ["same", "shifted", "twin"]
     assert sorted(u.key for u in units if u.arm == "same") == [(1e-3, s) for s in SEEDS]
+    assert len(compare.load_units([str(tiny_map), str(tiny_map)])) == len(units)  # a cell given twice counts once
     twin, shifted = compare.compare(units, [("twin", "same"), ("shifted", "same")], margin=5.0)
     # +0.1 at every step is +10 points on every seed (the EMA is linear), whatever the runs learned
     assert shifted.comparison.n == 3 and shifted.comparison.mean == pytest.approx(10.0)

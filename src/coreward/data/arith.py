@@ -10,7 +10,9 @@ on two-digit additions 4.7% (pass@8 0.19), on GSM8K and SVAMP 0 of 30 greedy (do
 group of 8 has a success on about half the prompts, and what RL can teach it here (answer in a form the verifier
 reads, stop early, get the sum right) is visible within tens of steps.
 
-The test split is 112 problems whose (a, op, b) no train problem has; train is the other 800, in a fixed order.
+The test split is held out by operands: 24 unordered operand pairs {a, b}, chosen at random once, with every problem
+built on them (both orders, every operation: 114 problems); train is the 798 problems of the other pairs, so no test
+problem has a commuted or re-operated twin in train.
 
 Co-rewarding-I's second view: `rephrase_arith` words the same operation another way ("Add 14 and 15. What is the
 total?"). The task rephrases itself, as the demo does, so that Co-rewarding-I runs without a model that can:
@@ -29,19 +31,35 @@ from coreward.runtime.errors import CorewardError
 
 LOW, HIGH = 2, 20
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-TEST_SIZE = 112
+TEST_SIZE = 112  # pairs are taken until the test split holds at least this many problems
 QUESTION = re.compile(r"What is (\d+) ([-+*]) (\d+)\?")
 REPHRASINGS = {"+": "Add {a} and {b}. What is the total?", "-": "Take {b} away from {a}. What is left?",
                "*": "Multiply {a} by {b}. What is the product?"}
 SEED = 20261128
+SPLIT_SEED = 20261205
+
+
+def operand_pair(a: int, b: int) -> tuple[int, int]:
+    """The unordered pair a problem is built on: 14 + 15, 15 + 14, 15 - 14 and 14 * 15 share (14, 15)."""
+    return min(a, b), max(a, b)
 
 
 @cache
 def _splits() -> dict[str, tuple[tuple[int, str, int], ...]]:
+    # the construction registered in docs/preregistration.md (part B, "The split") before any run on it
     problems = [(a, op, b) for op in OPS for a in range(LOW, HIGH + 1) for b in range(LOW, HIGH + 1)
                 if op != "-" or a >= b]
-    random.Random(SEED).shuffle(problems)
-    return {"test": tuple(problems[:TEST_SIZE]), "train": tuple(problems[TEST_SIZE:])}
+    random.Random(SEED).shuffle(problems)  # the rows' fixed order within each split
+    pairs = [(a, b) for a in range(LOW, HIGH + 1) for b in range(a, HIGH + 1)]
+    random.Random(SPLIT_SEED).shuffle(pairs)
+    held_out: set[tuple[int, int]] = set()
+    for pair in pairs:  # whole operand pairs go to test, so no test problem has a twin in train
+        if sum(operand_pair(a, b) in held_out for a, _, b in problems) >= TEST_SIZE:
+            break
+        held_out.add(pair)
+    test = tuple(p for p in problems if operand_pair(p[0], p[2]) in held_out)
+    train = tuple(p for p in problems if operand_pair(p[0], p[2]) not in held_out)
+    return {"test": test, "train": train}
 
 
 def load_arith(split: str, limit: int | None = None) -> list:

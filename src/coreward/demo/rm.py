@@ -19,7 +19,7 @@ What it learns, measured (docs/demo_rm.md): 0.90 held-out accuracy on the policy
 negatives were only this policy's mistakes, so it lets through kinds of wrong answer the policy rarely
 wrote: over half the near misses (a result off by 1-3), two thirds of right derivations with another final
 number. Those holes are the "limited negatives" of the Cooper paper; Cooper's pairs are made of exactly
-such near misses (rm/assistant.py `perturb`).
+such near misses (rewards/cooper/assistant.py `perturb`).
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def _misread_start(p, rng) -> str:
 
 def _near_miss(p, rng) -> str:
     """Cooper's demo assistant (`perturb`): one result off by 1-3, carried through (an invalid step)."""
-    from coreward.rm.assistant import perturb
+    from coreward.rewards.cooper.assistant import perturb
 
     return perturb(p.solution("hash"), str(p.answer), rng)
 

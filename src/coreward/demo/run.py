@@ -106,9 +106,9 @@ class DemoTask:
 
 TOY = DemoTask(policy="demo", configs="demo", benchmark="demo", full=FULL, quick=QUICK)
 # A real model on 2 CPU cores: a step of configs/smol/rule.yaml (4 prompts x 8 completions of <= 64 tokens) takes
-# about a minute, the held-out evaluation (112 problems x 4 samples of <= 128 tokens) minutes (docs/real_model.md)
+# about a minute, the held-out evaluation (the 114 test problems x 4 samples of <= 128 tokens) minutes (docs/real_model.md)
 SMOL = DemoTask(policy="smollm2-135m-instruct", configs="smol", benchmark="arith",
-                full=Budget(steps=20, eval_problems=112, eval_n=4, curve_every=0, curve_problems=0),
+                full=Budget(steps=20, eval_problems=114, eval_n=4, curve_every=0, curve_problems=0),
                 quick=Budget(steps=3, eval_problems=16, eval_n=2, curve_every=0, curve_problems=0),
                 methods=("rule", "majority"), generation={"max_new_tokens": 128, "batch_size": 64})
 TASKS = {"demo": TOY, SMOL.policy: SMOL}
@@ -118,8 +118,10 @@ def demo_task(model: str | None) -> DemoTask:
     if model is None:
         return TOY
     if model not in TASKS:
-        raise CorewardError(f"--model: no demo for {model!r} (known: {', '.join(TASKS)}); to train another model, "
-                            "point a config's model.name_or_path at it (coreward train)")
+        from coreward.runtime.names import did_you_mean
+
+        raise CorewardError(f"--model: no demo for {model!r}{did_you_mean(model, TASKS)} (known: {', '.join(TASKS)}); "
+                            "to train another model, point a config's model.name_or_path at it (coreward train)")
     return TASKS[model]
 
 
@@ -141,7 +143,9 @@ def parse_methods(text: str | None, task: DemoTask = TOY) -> list[str]:
     methods = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in methods if m not in known]
     if unknown:
-        raise CorewardError(f"--methods: unknown method {', '.join(unknown)} (known: {', '.join(known)})")
+        from coreward.runtime.names import did_you_mean
+
+        raise CorewardError(f"--methods: unknown method {', '.join(unknown)}{did_you_mean(unknown, known)} (known: {', '.join(known)})")
     return methods
 
 
@@ -239,8 +243,9 @@ def heldout_avg(model: Path | str, heldout: dict, n: int, seed: int, output_dir:
     does (temperature 0.7, top-p 0.95; `generation`: the task's length cap and batch size)."""
     from coreward.evaluation import evaluate
 
+    # its progress (problems as they finish, the rate, the time left) goes to stderr: the job's log when forked
     result = evaluate(str(model), benchmarks=heldout, n=n, temperature=0.7, top_p=0.95, seed=seed,
-                      output_dir=output_dir, **(generation or {}))
+                      output_dir=output_dir, show_progress=True, **(generation or {}))
     return result[next(iter(heldout))].avg
 
 
@@ -394,11 +399,26 @@ def evaluation_job(label: str, model: Path | str, heldout: dict, n: int, seed: i
 
     (eval_dir / HELDOUT_FILE).unlink(missing_ok=True)  # an earlier demo's, with --overwrite
     problems = sum(len(records) for records in heldout.values())
-    return Job(f"evaluation of {label}", ["heldout_eval", str(model)], eval_dir, eval_dir.parent / f"{eval_dir.name}.log",
+    log = eval_dir.parent / f"{eval_dir.name}.log"
+    return Job(f"evaluation of {label}", ["heldout_eval", str(model)], eval_dir, log,
                0, cost=EVAL_COST, extra=extra, target=heldout_eval,
                args=(str(model), heldout, n, seed, eval_dir, generation),
-               # a real model's evaluation takes minutes: its finished batches show on the demo's progress line
-               progress=lambda: f"{kept_problems(eval_dir)}/{problems} problems")
+               # a real model's evaluation takes minutes: the demo's progress line repeats the last one it logged
+               # (problems as they finish, the rate, the time left), or counts its finished batches before one
+               progress=lambda: last_progress(log) or f"{kept_problems(eval_dir)}/{problems} problems")
+
+
+def last_progress(log: Path) -> str | None:
+    """What an evaluation's last progress line in `log` says (`generate: ...`, evaluation/backends.py), or None."""
+    try:
+        with open(log, "rb") as file:
+            file.seek(0, 2)
+            file.seek(max(0, file.tell() - 4096))
+            tail = file.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = [line for line in tail.replace("\r", "\n").splitlines() if line.startswith("generate: ")]
+    return lines[-1].removeprefix("generate: ") if lines else None
 
 
 def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_jobs: list, heldout: dict, n: int,
@@ -406,13 +426,13 @@ def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_j
     """Every run as a `coreward train` process, `jobs` at a time, the longest first, and every evaluation (the
     baselines', each run's once it has finished) as a forked job of its own, after the training runs: the evaluations
     fill the cores the last runs leave idle. A failed run or evaluation fails the demo, naming its log."""
-    from coreward.experiments.jobs import STEP_COST, Job, run_jobs, side_by_side_settings, train_command
+    from coreward.experiments.jobs import Job, run_jobs, side_by_side_settings, step_cost, train_command
     from coreward.grpo.train import final_complete
 
     pool = [Job(f"{run.title} seed {run.seed}",
                 train_command(run.config_file, run.run_dir, [*run.overrides, *side_by_side_settings(jobs)]),
                 run.run_dir, run.run_dir.parent / f"{run.run_dir.name}.log", config.grpo["max_steps"],
-                cost=config.grpo["max_steps"] * STEP_COST.get(run.method, 1.0), extra={"run": run})
+                cost=config.grpo["max_steps"] * step_cost([spec.name for spec in config.rewards]), extra={"run": run})
             for run, config in zip(runs, configs)]
     evaluations = list(baseline_jobs)
 

@@ -150,7 +150,9 @@ def parse_spec(spec: str) -> tuple[str | None, Path]:
 
 
 def load_units(specs: Sequence[str], horizon: int | None = None, benchmark: str | None = None) -> list[Unit]:
-    """Every unit of the given directories (`DIR` or `LABEL=DIR`), in the order given."""
+    """Every unit of the given directories (`DIR` or `LABEL=DIR`), in the order given; a unit of an arm and key a
+    later directory holds too (the same cell in two maps: a map's rule twin and another map's rule row) is the later
+    one's."""
     units: list[Unit] = []
     places: dict[str, int] = {}
     for spec in specs:
@@ -175,7 +177,8 @@ def load_units(specs: Sequence[str], horizon: int | None = None, benchmark: str 
         else:
             raise CorewardError(f"{path}: neither a map (map.json, runs/), a training run (metrics.jsonl) nor an "
                                 "evaluation (results.json)")
-    return units
+    latest = {(u.arm, u.key): u for u in units}
+    return [u for u in units if latest[(u.arm, u.key)] is u]
 
 
 def run_seed(run_dir: Path) -> int | None:

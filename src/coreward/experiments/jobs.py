@@ -52,12 +52,19 @@ class Job:
     progress: Callable[[], str] | None = None
 
 
-# A step's cost by reward method, relative to the rule reward's, for the order of side-by-side runs (longest first):
-# the seconds of each 30-step run of one `coreward demo --jobs 2` (2026-11-27, 2-core AMD EPYC), over rule's.
-# co_optimized (Cooper with rollout negatives) as Cooper: their steps cost the same one run at a time (1.344x and 1.343x
-# the rule's, benchmarks/speed/cooper_step_time.py --methods rule,model,cooper,co_optimized).
-STEP_COST = {"cooper": 1.6, "co_optimized": 1.6, "co_rewarding_2": 1.3, "majority": 1.25, "entropy": 1.25,
-             "self_certainty": 1.2, "model": 1.2, "co_rewarding_1": 1.15}
+def step_cost(rewards: Sequence[str]) -> float:
+    """A run's step time relative to the rule reward's, for the order of side-by-side runs (longest first): that of
+    its costliest reward source (`RewardSource.step_cost`); 1 for a reward that cannot be loaded here."""
+    from coreward.rewards import source_class
+    from coreward.runtime.errors import CorewardError
+
+    costs = []
+    for name in rewards:
+        try:
+            costs.append(source_class(name).step_cost)
+        except CorewardError:
+            costs.append(1.0)
+    return max(costs, default=1.0)
 
 
 # What one side-by-side run of the demo or the map holds at its peak (peak RSS 1.2 GB for a demo Cooper run,

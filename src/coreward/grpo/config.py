@@ -452,9 +452,9 @@ _MANAGED = {
     "output_dir": "output_dir (or --output-dir)",
     "seed": "seed",
     "reward_weights": "rewards.N.weight",
-    # TRL's push uploads checkpoints as they come, without the card or the RM/teacher folders (and offline it
+    # TRL's push uploads checkpoints as they come, without the card or the models the sources learnt (and offline it
     # fails mid-run with a traceback): publish a finished run instead
-    "push_to_hub": "`coreward push RUN_DIR --repo ...` after training (the policy with its card, the RM, the teacher)",
+    "push_to_hub": "`coreward push RUN_DIR --repo ...` after training (the policy with its card, the models its reward sources learnt)",
 }
 
 # GRPOConfig fields coreward must hold at one value: any other is refused, never silently overridden

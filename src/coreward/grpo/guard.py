@@ -67,9 +67,9 @@ def guard_signal(trainer: Any, eval_records: list | None, eval_n: int, eval_name
         return HELD_OUT, (f"guard: watches {held_out}'s eval/avg@{eval_n} (the training data has no reference "
                           "answers) beside the reward")
     if eval_records:
-        why = (f"{held_out} has none either: its eval/agree@{eval_n} is the share of samples on their majority "
-               "answer, which majority voting and Co-rewarding reward and which a policy settling on one wrong answer "
-               "raises, so it is no accuracy to watch")
+        why = (f"{held_out} has none either: its eval/agree@{eval_n} is the share of samples on their most "
+               "common answer, which the rewards that vote on answers pay for and which a policy settling on one wrong "
+               "answer raises, so it is no accuracy to watch")
     else:
         why = "no held-out set is evaluated (data.eval, data.eval_every)"
     return None, (f"guard: watches nothing: the training data has no reference answers and {why}. No guard/* "

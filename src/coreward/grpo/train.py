@@ -437,7 +437,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     trainer.add_callback(short_completions_warning())
     from coreward.grpo.health import HealthCallback
 
-    health = HealthCallback(run_dir)
+    health = HealthCallback(run_dir, [watch for source in trainer.reward_sources for watch in source.health_watches()])
     trainer.add_callback(health)  # invariants watched per step; health.json at the end
     from coreward.grpo.guard import add_guard
 
@@ -480,7 +480,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
             tokenizer.save_pretrained(str(final))
         trainer.save_sources(final)  # every process: a sharded teacher is gathered collectively
         if trainer.accelerator.is_main_process:
-            export_source_models(sources, final, tokenizer)  # Cooper's RM, the EMA teacher: loadable folders
+            export_source_models(sources, final, tokenizer)  # the models the sources learnt: loadable folders
             write_model_card(run_dir)
             mark_complete(final)  # last: a final/ without it (a kill while writing) is rebuilt on --resume
     except BaseException as err:  # a run stopped by an error (a broken invariant, the user's reward) says how it went

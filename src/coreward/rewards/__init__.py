@@ -67,8 +67,10 @@ def source_class(name: str, key: str = "name") -> type[RewardSource]:
         return cls
     sources = registered()
     if name not in sources:
-        raise CorewardError(f"key {key}: unknown reward {name!r} (known: {', '.join(sorted(sources))}, "
-                            f"or module.path:ClassName)")
+        from coreward.runtime.names import did_you_mean
+
+        raise CorewardError(f"key {key}: unknown reward {name!r}{did_you_mean(name, sources)} (known: "
+                            f"{', '.join(sorted(sources))}, or module.path:ClassName)")
     return sources[name]
 
 

@@ -47,8 +47,8 @@ from coreward.runtime.memory import DTYPE_BYTES, parameter_count, scoring_bytes
 @register("model")
 class ModelReward(RewardSource):
     label = "Static reward model"
+    step_cost = 1.2
     table_order = 1
-
     needs_references = True
 
     @dataclass

@@ -138,6 +138,12 @@ def config_path(name_or_path: str | os.PathLike, kind: str = "policy", key: str 
             cached = None
         if isinstance(cached, str):
             return Path(cached)
+    if "/" not in name and kind == "policy":  # a mistyped registered name, before the hub's advice
+        from coreward.runtime.assets import registered_names
+        from coreward.runtime.names import nearest
+
+        if (close := nearest(name, registered_names(kind))) is not None:
+            raise CorewardError(f"{key}: {name!r} is not a registered {kind} name; did you mean {close!r}?")
     raise CorewardError(f"{key}: no config.json for {name!r} here (not a directory holding one, not one of the "
                         "model configs coreward ships, not in the Hugging Face cache): give a directory with the "
                         "model's config.json (the weights are not needed to plan)")

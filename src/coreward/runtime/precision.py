@@ -4,7 +4,7 @@ AdamW's step on a weight w is about the learning rate η in size (its update is 
 A bf16 weight keeps 8 significant bits, so a step smaller than half the spacing of bf16 numbers around w
 (half an ulp: 2^(⌊log₂|w|⌋ − 8)) rounds back to w: at |w| ≈ 0.02 that is ~6e-5, and the papers' policy lr 1e-6
 and Cooper's RM lr 1e-5 are far below it. So coreward trains with float32 weights whenever a model computes in
-bf16/fp16 (grpo/train.py for the policy, rm/learner.py for Cooper's RM, rewards/ema_teacher.py's float32 EMA for
+bf16/fp16 (grpo/train.py for the policy, rewards/cooper/learner.py for Cooper's RM, rewards/co_rewarding_2/ema_teacher.py's float32 EMA for
 Co-rewarding-II's teacher), and steps low-precision weights in place only when a config names it
 (`model.master_weights: none`, Cooper's `master_weights: none`), with the warning below.
 """

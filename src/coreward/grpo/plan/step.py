@@ -10,7 +10,7 @@ from coreward.grpo.plan.generation import generation_items, vllm_share_problem
 from coreward.grpo.plan.hardware import Hardware
 from coreward.grpo.plan.lengths import DEFAULT_PROMPT_TOKENS, Lengths, step_lengths
 from coreward.grpo.plan.model_states import policy_copy_items, policy_state_items
-from coreward.grpo.plan.result import Plan
+from coreward.grpo.plan.result import Plan, step_phases
 from coreward.grpo.plan.settings import Precision, grpo_setting, precision
 from coreward.grpo.plan.sharding import Sharding, engine_items
 from coreward.rewards.memory import ALL, MemoryItem, MemoryNeeds, PlannedRun, model_shape
@@ -54,7 +54,8 @@ def plan_run(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None 
         notes.append(HEAP_RETENTION_NOTE)
     problem = vllm_share_problem(config, policy, policy_precision, hardware, lengths)
     return Plan(hardware, items, notes, lengths=lengths, levers=[lever for needs in sources for lever in needs.levers],
-                problems=[problem] if problem else [])
+                problems=[problem] if problem else [],
+                phases=step_phases([item for needs in sources for item in needs.items]))
 
 
 def reward_needs(config: TrainConfig, hardware: Hardware, shard: Sharding, policy: ModelShape, policy_precision: Precision,
