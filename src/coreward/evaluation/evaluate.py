@@ -52,7 +52,7 @@ from coreward.runtime.errors import CorewardError
 
 PAPER_BENCHMARKS = ("gsm8k", "svamp", "math500", "olympiadbench", "mathodyssey")
 # The demo's held-out set: the whole demo test split, small enough for n=8 in minutes on a CPU
-# (benchmarks/eval_throughput.py measures it: docs/figures.md).
+# (benchmarks/speed/eval_throughput.py measures it: docs/figures.md).
 DEMO_HELDOUT_PROBLEMS = 500
 
 

@@ -20,7 +20,8 @@ answers pay for, and it rises as a policy settles on one wrong answer, so the gu
 
 The defaults (smooth 0.8, warm-up 10, a drop of 15% of the peak and at least 0.03, the reward falling by at most
 half of that, 3 steps in a row) were chosen on the hackability map's cells at 4x the demo's learning rate
-(the counts in docs/results.md, "The overoptimization guard and the KL axis"; the rule in docs/explanation/guard.md).
+(`coreward guard-calibration`; the counts in docs/results.md, "The overoptimization guard and the KL axis"; the rule in
+docs/explanation/guard.md).
 """
 
 from __future__ import annotations

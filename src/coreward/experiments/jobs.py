@@ -2,7 +2,7 @@
 progress line. `coreward map` runs its cells with it, `coreward demo` its methods and seeds.
 
 A run is a process of its own writing its own run directory and log; nothing is shared between runs but the cores.
-Three things make N runs on N cores take about 1/N of the time (benchmarks/demo_jobs_speedup.py; docs/figures.md):
+Three things make N runs on N cores take about 1/N of the time (benchmarks/speed/demo_jobs_speedup.py; docs/figures.md):
 
 * one torch thread a run (OpenMP threads of several runs spinning on the same cores cost more than they give),
   and one verifier worker a run where runs share the cores (`verifier_workers`: the reward is a small part of a
@@ -75,7 +75,7 @@ RUN_MEMORY_BYTES = 1.5 * 2**30
 
 def default_jobs() -> int:
     """One run per usable core, as many as the memory holds: each run is one torch thread (plus one verifier
-    worker), so N runs on N cores is the fastest setting (benchmarks/demo_jobs_speedup.py, docs/figures.md)."""
+    worker), so N runs on N cores is the fastest setting (benchmarks/speed/demo_jobs_speedup.py, docs/figures.md)."""
     memory = available_memory()
     fits = max(1, int(memory // RUN_MEMORY_BYTES)) if memory else usable_cores()
     return max(1, min(usable_cores(), fits))

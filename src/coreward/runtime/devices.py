@@ -102,7 +102,7 @@ def pick_torch_threads(parameters: int, device_type: str, idle: float | None, pr
     On the CPU: the cores other jobs leave idle, shared among this machine's processes of the run, at least 1 and at
     most torch's default: on idle cores more threads are faster at every model size, while threads that share a busy
     core wait on each other, most of all on a small model whose matrices are too small to split
-    (`python benchmarks/threads_by_size.py`, docs/figures.md "torch threads"). So the free cores decide, at any size;
+    (`python -m benchmarks.speed.threads_by_size`, docs/figures.md "torch threads"). So the free cores decide, at any size;
     the size only says how much a wrong choice costs. On a GPU torch's default is left alone (the CPU
     threads only feed it). None: leave torch's default as it is."""
     import torch
