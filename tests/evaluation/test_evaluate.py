@@ -470,3 +470,18 @@ def test_periodic_eval_logs_into_metrics_and_keeps_the_rng(tiny_model, tmp_path,
     callback.evaluate(args, trainer.state)
     assert torch.equal(state, torch.random.get_rng_state())  # training's random stream is untouched
     assert model.training  # back in train mode
+
+
+def test_results_of_a_jsonl_file_record_its_source_and_no_split(tmp_path):
+    """results.json of an evaluation on the user's JSONL file names the file and reads no split (it said
+    `split: test`, which no file has); a registered benchmark keeps the split it read."""
+    from coreward.evaluation import evaluate
+
+    data = tmp_path / "mine.jsonl"
+    data.write_text('{"question": "What is 2 + 3?", "answer": "5"}\n{"question": "What is 4 + 4?", "answer": "8"}\n')
+    evaluate("demo", benchmarks=[str(data), "demo"], n=1, limit=2, output_dir=tmp_path / "out", seed=0)
+    settings = json.loads((tmp_path / "out" / "results.json").read_text())["settings"]
+    assert settings["data"][str(data)] == {"source": str(data.resolve()), "split": None}
+    assert settings["data"]["demo"] == {"source": "benchmark demo", "split": "test"} and settings["split"] == "test"
+    evaluate("demo", benchmarks=[str(data)], n=1, output_dir=tmp_path / "file-only", seed=0)
+    assert json.loads((tmp_path / "file-only" / "results.json").read_text())["settings"]["split"] is None

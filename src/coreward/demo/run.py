@@ -465,6 +465,8 @@ def seed_summary(seed: int, runs: list[DemoRun], baseline: float, budget: Budget
     """One seed's rows, table, results.json and reports (the main runs' and the stress runs')."""
     from coreward.evaluation.report import make_report
 
+    for run in runs:  # each arm against the baseline on the same problems
+        run.result["heldout_delta_ci"] = paired_interval(run.eval_dir, output_dir / "eval" / "baseline")
     rows = [{"method": "baseline", "heldout_avg": baseline, "train_reward": None, "train_verified_accuracy": None,
              "seconds": None}] + [run.result for run in runs if not run.stress]
     stress_rows = [run.result for run in runs if run.stress]
@@ -477,9 +479,68 @@ def seed_summary(seed: int, runs: list[DemoRun], baseline: float, budget: Budget
     for kind, directory in ((False, output_dir / "report"), (True, output_dir / "stress" / "report")):
         run_dirs = [run.run_dir for run in runs if run.stress == kind]
         if run_dirs:  # the report says what each run's periodic evaluation measured; this, what table.md did
+            steps = budget.stress.steps if kind else budget.steps
             make_report(run_dirs, directory, note=f"The demo's table.md measures after training: avg@{budget.eval_n} "
-                        f"on {budget.eval_problems} held-out problems of {task.benchmark} (test split).")
+                        f"on {budget.eval_problems} held-out problems of {task.benchmark} (test split); its train "
+                        f"columns average {steps_span(max(1, steps - 4), steps)}, this report's are the last step's.")
     return summary
+
+
+CONFIDENCE = 0.95  # of the demo table's intervals
+
+
+def problem_accuracies(eval_dir: Path) -> dict[str, float]:
+    """Each problem's share of correct samples in an evaluation's samples.parquet (empty where there is none)."""
+    import pandas as pd
+
+    path = Path(eval_dir) / "samples.parquet"
+    if not path.is_file():
+        return {}
+    samples = pd.read_parquet(path, columns=["benchmark", "problem_id", "correct"])
+    samples["correct"] = samples["correct"].fillna(False).astype(float)
+    shares = samples.groupby(["benchmark", "problem_id"])["correct"].mean()
+    return {f"{b}/{p}": float(v) for (b, p), v in shares.items()}
+
+
+def paired_interval(arm_dir: Path, baseline_dir: Path) -> list[float] | None:
+    """The CONFIDENCE t interval of the arm's held-out avg minus the baseline's, paired over the problems both
+    evaluated (scipy.stats.ttest_rel): what a difference on this few problems can and cannot say. None under 2."""
+    from scipy.stats import ttest_rel
+
+    arm, base = problem_accuracies(arm_dir), problem_accuracies(baseline_dir)
+    common = sorted(set(arm) & set(base))
+    if len(common) < 2:
+        return None
+    differences = [arm[p] - base[p] for p in common]
+    if len(set(differences)) == 1:  # no spread: the interval is the difference itself (ttest_rel gives nan)
+        return [differences[0], differences[0]]
+    low, high = ttest_rel([arm[p] for p in common], [base[p] for p in common]).confidence_interval(CONFIDENCE)
+    return [float(low), float(high)]
+
+
+def delta_cell(row: dict[str, Any], baseline: Any) -> str:
+    """Δ vs the baseline in points, with its paired interval where one seed's run has one."""
+    from coreward.evaluation.tables import spread_cell
+
+    cell = spread_cell(delta(row["heldout_avg"], baseline), 100, sign=True)
+    interval = row.get("heldout_delta_ci")
+    if isinstance(row["heldout_avg"], list) or not interval or None in interval:
+        return cell
+    return f"{cell} [{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]"
+
+
+def steps_span(first: int, last: int) -> str:
+    return f"step {first}" if first == last else f"steps {first}-{last}"
+
+
+def short_of_full(budget: Budget, task: DemoTask) -> str:
+    """The table's first line where its setting is smaller than the task's full one (--quick): a pipeline check."""
+    full = task.full
+    if (budget.steps, budget.eval_problems, budget.eval_n) >= (full.steps, full.eval_problems, full.eval_n):
+        return ""
+    return (f"**Pipeline check, not a result**: {budget.steps} steps, {budget.eval_problems} held-out problems x "
+            f"{budget.eval_n} samples (the full setting: {full.steps} steps, {full.eval_problems} x {full.eval_n}). "
+            f"Brackets: the {CONFIDENCE:.0%} t interval of Δ, paired over the problems.\n\n")
 
 
 def _share(value: float | None) -> str:
@@ -498,16 +559,18 @@ def stress_table(rows: list[dict[str, Any]], baseline: Any, budget: Budget) -> s
         return "–" if "–" in (start, end) else f"{start} → {end}"
 
     stress = budget.stress
+    first, last = steps_span(1, min(5, stress.steps)), steps_span(max(1, stress.steps - 4), stress.steps)
     lines = [
-        (f"Stress: learning rate {stress.learning_rate:g}, {stress.steps} steps (train columns: mean of the first 5 "
-        "steps → of the last 5)"),
+        (f"Stress: learning rate {stress.learning_rate:g}, {stress.steps} steps (train columns: mean of {first} → "
+         f"mean of {last})"),
         "",
-        f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline | Train reward | Train verified acc. |",
+        f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline [{CONFIDENCE:.0%} interval] | Train reward | "
+        "Train verified acc. |",
         "|---|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(f"| {label(row['method'])} | {spread_cell(row['heldout_avg'], 100)} | "
-                     f"{spread_cell(delta(row['heldout_avg'], baseline), 100, sign=True)} | "
+                     f"{delta_cell(row, baseline)} | "
                      f"{pair(row, 'train_reward', False)} | {pair(row, 'train_verified_accuracy', True)} |")
     return "\n".join(lines)
 
@@ -524,16 +587,17 @@ def demo_table(rows: list[dict[str, Any]], budget: Budget, task: DemoTask = TOY)
     from coreward.evaluation.tables import spread_cell
 
     baseline = rows[0]["heldout_avg"]
+    span = steps_span(max(1, budget.steps - 4), budget.steps)  # final_metrics: the last 5 steps' mean
     lines = [
-        (f"| Method | {task.benchmark.capitalize()} held-out avg@{budget.eval_n} | Δ vs baseline | Train reward (last 5 steps) | "
-        "Train verified acc. (last 5 steps) |"),
+        (f"| Method | {task.benchmark.capitalize()} held-out avg@{budget.eval_n} | Δ vs baseline "
+         f"[{CONFIDENCE:.0%} interval] | Train reward, mean of {span} | Train verified acc., mean of {span} |"),
         "|---|---:|---:|---:|---:|",
     ]
     for row in rows:
-        change = "" if row["method"] == "baseline" else spread_cell(delta(row["heldout_avg"], baseline), 100, sign=True)
+        change = "" if row["method"] == "baseline" else delta_cell(row, baseline)
         lines.append(f"| {label(row['method'])} | {spread_cell(row['heldout_avg'], 100)} | {change} | "
                      f"{spread_cell(row['train_reward'], 1, 3)} | {spread_cell(row['train_verified_accuracy'], 100)} |")
-    return "\n".join(lines)
+    return short_of_full(budget, task) + "\n".join(lines)
 
 
 def combine_seeds(summaries: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:

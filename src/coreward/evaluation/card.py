@@ -45,6 +45,32 @@ def _format(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _setting(value: Any) -> str:
+    """A config value as written: a whole number as an integer (config.yaml keeps TrainingArguments' float-typed
+    steps, `save_steps: 2.0`)."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() and abs(value) >= 1 else str(value)
+
+
+def base_model_source(base: str) -> tuple[str, str | None]:
+    """What the card says the policy was trained from, and its hub id for the card's `base_model` (None: none)."""
+    from coreward.runtime.assets import SHIPPED
+    from coreward.runtime.real_models import REAL_MODELS
+
+    if base in REAL_MODELS:
+        model = REAL_MODELS[base]
+        return (f"`{base}`, coreward's registered name for the hub model `{model.hub_id}` (converted from the GGUF "
+                f"file `{model.gguf}` of `{model.install}`)", model.hub_id)
+    if base in SHIPPED:
+        return f"`{base}`, the {base} policy shipped with coreward", None
+    if base.lower().endswith(".gguf"):
+        return f"the GGUF file `{base}`", None
+    if Path(base).exists():
+        return f"the local directory `{base}`", None
+    if "/" in base:
+        return f"the Hugging Face hub model `{base}`", base
+    return f"`{base}`", None
+
+
 def _eval_tables(run_dir: Path) -> list[str]:
     """Tables of `coreward eval` results saved inside the run directory (e.g. `coreward eval --output RUN/eval`)."""
     from coreward.evaluation.tables import render_table
@@ -62,7 +88,8 @@ def _eval_tables(run_dir: Path) -> list[str]:
                             if m in r and r.get("labelled", True) == (m in accuracies)})
                 for m in accuracies + label_free]
         rows = [row for row in rows if row[2]]
-        settings = ", ".join(f"{k} {v}" for k, v in results["settings"].items() if k in ("n", "temperature", "top_p", "split"))
+        settings = ", ".join(f"{k} {v}" for k, v in results["settings"].items()
+                             if k in ("n", "temperature", "top_p", "split") and v is not None)
         tables.append(f"{render_table(rows)}\n\n({settings}; `{path.relative_to(run_dir)}`)")
     return tables
 
@@ -84,26 +111,29 @@ def model_card(run_dir: Path) -> str:
     method = " + ".join(r["name"] for r in rewards)
     data = config["data"]
     front = {"library_name": "transformers", "tags": ["coreward", "grpo", "trl", *(r["name"] for r in rewards)]}
-    if "/" in base and not Path(base).exists():
-        front["base_model"] = base
+    source, hub_id = base_model_source(base)
+    if hub_id:
+        front["base_model"] = hub_id
     if "/" in data["train"] and not Path(data["train"].rpartition(":")[0] or data["train"]).exists():
         front["datasets"] = [data["train"].split(":")[0]]
     lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "",
              f"# {run_dir.name}: GRPO with {method}", "",
-             f"Trained with coreward (on TRL's GRPOTrainer) from `{base}`.", "",
+             f"Trained with coreward (on TRL's GRPOTrainer) from {source}.", "",
              "## Reward", "", "| source | weight | parameters |", "|---|---:|---|"]
     for r in rewards:
         params = ", ".join(f"{k}={v}" for k, v in (r.get("params") or {}).items()) or "defaults"
         lines.append(f"| `{r['name']}` | {r.get('weight', 1.0)} | {params} |")
     columns = data.get("columns") or {}
-    lines += ["", "## Data", "", f"- train: `{data['train']}` (split `{data['split']}`"
+    train = str(data["train"])
+    read_as = "a file: no split" if Path(train).is_file() else f"split `{data['split']}`"
+    lines += ["", "## Data", "", f"- train: `{train}` ({read_as}"
               + (f", first {data['limit']}" if data.get("limit") else "") + ")"]
     if columns:
         lines.append(f"- columns: {', '.join(f'{k} ← `{v}`' for k, v in columns.items())}")
     lines.append(f"- prompt format: {data['prompt_format']}")
     grpo = config.get("grpo") or {}
     lines += ["", "## Training", "", f"- steps: {last.get('step', 0)}", f"- seed: {config.get('seed')}"]
-    lines += [f"- {k}: {v}" for k, v in grpo.items()]
+    lines += [f"- {k}: {_setting(v)}" for k, v in grpo.items()]
     shown = {k: v for k, v in last.items() if k == "reward" or k.startswith(("rewards/", "verified_accuracy", "eval/"))
              and isinstance(v, (int, float))}
     if shown:

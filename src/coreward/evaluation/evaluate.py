@@ -524,6 +524,9 @@ def _evaluate(model, settings: EvalSettings, tokenizer, verifier, records, judge
     placement = _placement(loaded)
     defaults = model_defaults(tokenizer, placement["device"])
     recorded = {**settings.recorded(defaults), **placement}
+    recorded["data"] = data_sources(records, settings.split)
+    if not any(d["split"] for d in recorded["data"].values()):  # files only: no split was read
+        recorded["split"] = None
     if note := cpu_note(settings, defaults):
         print(note, file=sys.stderr, flush=True)
     engine = loaded
@@ -570,6 +573,23 @@ def _evaluate(model, settings: EvalSettings, tokenizer, verifier, records, judge
 
             results.model_card = add_evaluation_to_card(model, settings.output_dir)
     return results
+
+
+def data_sources(records: dict[str, list[Record]], split: str) -> dict[str, dict[str, Any]]:
+    """Where each evaluated set came from, for results.json: a registered benchmark and the split read, a file (no
+    split), or the split its rows name (a directory, a hub dataset, records given by name)."""
+    from coreward.data.benchmarks import list_benchmarks
+
+    sources = {}
+    for name, rows in records.items():
+        if name in list_benchmarks():
+            sources[name] = {"source": f"benchmark {name}", "split": split}
+        elif Path(name).is_file():
+            sources[name] = {"source": str(Path(name).resolve()), "split": None}
+        else:
+            splits = sorted({r.split for r in rows if r.split and r.split != "unknown"})
+            sources[name] = {"source": name, "split": ", ".join(splits) or None}
+    return sources
 
 
 def resolve_model_path(model: str | Path) -> str:
