@@ -5,10 +5,18 @@ from coreward.data.prompts import INSTRUCTION
 from coreward.verify.verifier import Verifier
 
 
-def test_the_held_out_split_shares_no_problem_with_train_and_every_answer_is_right():
+def operands(record) -> tuple[int, int]:
+    a, _, b = record.question.removeprefix("What is ").removesuffix("?").split()
+    return min(int(a), int(b)), max(int(a), int(b))
+
+
+def test_the_held_out_split_shares_no_operands_with_train_and_every_answer_is_right():
     train, test = load_benchmark("arith", "train"), load_benchmark("arith", "test")
-    assert (len(train), len(test)) == (count_rows("arith", "train"), count_rows("arith", "test")) == (800, 112)
+    assert (len(train), len(test)) == (count_rows("arith", "train"), count_rows("arith", "test")) == (798, 114)
     assert not {r.question for r in train} & {r.question for r in test}
+    # held out for real: no test problem's operands, in either order and under any operation, are trained on
+    assert not {operands(r) for r in train} & {operands(r) for r in test}
+    assert len({r.question.split()[3] for r in test}) == 3  # every operation is tested
     assert load_benchmark("arith", "train") == train  # a fixed order: the same rows every run
     for record in train + test:
         a, op, b = record.question.removeprefix("What is ").removesuffix("?").split()

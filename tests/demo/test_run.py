@@ -26,6 +26,16 @@ def test_demo_runs_methods_and_stress_and_writes_table_results_and_reports(tmp_p
     assert "| Baseline (no RL) |" in table and "| Rule-based (GT-GRPO) |" in table
     assert "Stress: learning rate 0.0005, 2 steps" in table and table.count("| Static reward model |") == 2
     assert json.loads((tmp_path / "results.json").read_text())["table"] == table.strip()
+    # a table from fewer than the full setting says so on its face; its columns say the steps they average; each
+    # arm's difference from the baseline comes with its paired interval over the problems, which holds it
+    assert table.startswith("**Pipeline check, not a result**: 2 steps, 8 held-out problems x 2 samples"), table
+    assert "| Train reward, mean of steps 1-2 |" in table and "last 5" not in table
+    assert "(train columns: mean of steps 1-2 → mean of steps 1-2)" in table
+    for row in summary["rows"][1:] + summary["stress_rows"]:
+        low, high = row["heldout_delta_ci"]
+        assert low <= row["heldout_avg"] - summary["rows"][0]["heldout_avg"] <= high, row
+    rule_row = next(line for line in table.splitlines() if line.startswith("| Rule-based"))
+    assert re.search(r"\| [+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\] \|", rule_row), rule_row
     assert (tmp_path / "report" / "training_reward_accuracy.png").is_file()
     assert (tmp_path / "stress" / "report" / "training_reward_accuracy.png").is_file()
     # the stress run trained at the stress learning rate, for the stress budget
@@ -36,6 +46,8 @@ def test_demo_runs_methods_and_stress_and_writes_table_results_and_reports(tmp_p
     # line per row
     lines = capfd.readouterr().out.splitlines()
     assert sum(bool(re.match(r"\s+step [12]/2: reward ", line)) for line in lines) == 6, lines
+    # each step's own time apart from the run's total
+    assert all(re.search(r"\(step \d+ s, total \d+ s\)$", line) for line in lines if re.match(r"\s+step \d/2:", line))
     assert any(line.startswith("Rule-based (GT-GRPO): held-out avg@2 = ") for line in lines)
     assert any(line.startswith("stress, Static reward model: held-out avg@2 = ") for line in lines)
 

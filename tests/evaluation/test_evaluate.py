@@ -286,13 +286,20 @@ def test_generation_reports_progress_within_a_batch(tiny_model, monkeypatch):
     results = backend.generate(prompts, 1, 1.0, 1.0, 12, seed=0, on_batch=on_batch)
 
     lines = log.getvalue().splitlines()
-    assert lines[0] == "generate: 0/6 problems, 6 tokens; batch 1/3 at token 3/12 (0m30s, about 5m30s left)"
+    # no time left before a problem has finished (a guess from decoding steps takes every sequence to its cap)
+    assert lines[0] == "generate: 0/6 problems, 6 tokens; batch 1/3 at token 3/12 (0m30s, no problem finished yet)"
     assert lines.index("batch of 2 done") > 1  # several lines within the first batch
     tokens = sum(g.num_tokens for group in results for g in group)
     assert lines[-2].startswith(f"generate: 6/6 problems, {tokens:,} tokens (") and lines[-1] == "batch of 2 done"
-    assert all(re.fullmatch(r"generate: \d/6 problems, [\d,]+ tokens(; batch \d/3 at token \d+/12)? "
-                            r"\(\dm\d\ds(, about \dm\d\ds left)?\)", line) or line == "batch of 2 done"
-               for line in lines)
+    per = r"(\d+ s|\dm\d\ds) per problem"  # the rate, never "0.0/s"
+    assert re.fullmatch(rf".*\(\dm\d\ds, {per}\)", lines[-2]), lines[-2]
+    for line in lines:
+        if line == "batch of 2 done":
+            continue
+        found = re.fullmatch(r"generate: (\d)/6 problems, [\d,]+ tokens(; batch \d/3 at token \d+/12)? "
+                             rf"\(\dm\d\ds, (no problem finished yet|{per}(, about \dm\d\ds left)?)\)", line)
+        assert found, line
+        assert (found.group(1) == "0") == (found.group(3) == "no problem finished yet"), line  # a rate once one has
 
     log.seek(0), log.truncate()
     monkeypatch.setattr(module, "is_terminal", lambda stream: True)
@@ -463,3 +470,18 @@ def test_periodic_eval_logs_into_metrics_and_keeps_the_rng(tiny_model, tmp_path,
     callback.evaluate(args, trainer.state)
     assert torch.equal(state, torch.random.get_rng_state())  # training's random stream is untouched
     assert model.training  # back in train mode
+
+
+def test_results_of_a_jsonl_file_record_its_source_and_no_split(tmp_path):
+    """results.json of an evaluation on the user's JSONL file names the file and reads no split (it said
+    `split: test`, which no file has); a registered benchmark keeps the split it read."""
+    from coreward.evaluation import evaluate
+
+    data = tmp_path / "mine.jsonl"
+    data.write_text('{"question": "What is 2 + 3?", "answer": "5"}\n{"question": "What is 4 + 4?", "answer": "8"}\n')
+    evaluate("demo", benchmarks=[str(data), "demo"], n=1, limit=2, output_dir=tmp_path / "out", seed=0)
+    settings = json.loads((tmp_path / "out" / "results.json").read_text())["settings"]
+    assert settings["data"][str(data)] == {"source": str(data.resolve()), "split": None}
+    assert settings["data"]["demo"] == {"source": "benchmark demo", "split": "test"} and settings["split"] == "test"
+    evaluate("demo", benchmarks=[str(data)], n=1, output_dir=tmp_path / "file-only", seed=0)
+    assert json.loads((tmp_path / "file-only" / "results.json").read_text())["settings"]["split"] is None

@@ -151,3 +151,21 @@ def test_ctrl_c_or_sigterm_stops_the_forked_runs_with_a_checkpoint_each(tiny_pol
     assert list(run_dir.glob("checkpoint-*")), sorted(p.name for p in run_dir.iterdir())
     assert job.extra == {} and last_step(run_dir) < 200
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_the_demos_evaluation_job_logs_its_progress_and_the_demo_line_repeats_it(tmp_path):
+    """The demo's evaluation of a run (a forked job, demo/run.py `evaluation_job`) on the demo policy: its log holds
+    the problems it finished with their rate (it was empty), and the demo's progress line reads its last line."""
+    from coreward.data.benchmarks import load_benchmark
+    from coreward.demo.run import evaluation_job, last_progress
+
+    heldout = {"demo": load_benchmark("demo", split="test", limit=6)}
+    eval_dir = tmp_path / "eval" / "demo"
+    eval_dir.mkdir(parents=True)
+    job = evaluation_job("demo", "demo", heldout, 2, 0, eval_dir, {})
+    run_jobs([job], 1, prefix="t", say=lambda line: None)
+    assert job.status == "done", job.log.read_text()[-2000:]
+    logged = [line for line in job.log.read_text().splitlines() if line.startswith("generate: ")]
+    assert logged and logged[-1].startswith("generate: 6/6 problems, "), job.log.read_text()[-2000:]
+    assert "/s" in logged[-1] or " per problem" in logged[-1], logged[-1]
+    assert job.progress() == last_progress(job.log) == logged[-1].removeprefix("generate: ")

@@ -34,6 +34,7 @@ def test_train_then_resume_has_each_step_once(tiny_policy, tmp_path):
     assert planned["peak_bytes"] == max(planned["phases"].values()) == planned["phases"][planned["peak_phase"]]
     assert memory["ratio"] == pytest.approx(memory["measured"]["peak_bytes"] / planned["peak_bytes"])
     assert "memory: measured peak" in first.stdout and f"ratio {memory['ratio']:.2f}" in first.stdout
+    assert "the peak resident memory of the process (peak RSS)" in first.stdout and "of cpu" not in first.stdout
 
     # a half-written checkpoint (no completeness marker) must never be picked
     broken = run_dir / "checkpoint-9"

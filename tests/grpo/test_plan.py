@@ -380,6 +380,41 @@ def test_cooper_on_one_smaller_gpu_gets_settings_for_that_gpu_that_fit_with_10_p
         assert again["peak_bytes"] == suggestion["peak_bytes"]
 
 
+def test_where_nothing_fits_with_spare_the_plan_shows_the_closest_that_fit_the_fewest_gpus_and_what_is_missing():
+    """Cooper's paper config on one 24 GiB GPU: no combination fits with 10% to spare, so the plan shows the closest
+    that fit with less (each planned again: it fits, with less than 10% spare), the fewest 24 GiB GPUs that fit with
+    10% (one fewer does not), what each costs in the step's terms, and the memory missing as a size and a ratio."""
+    planned = plan(COOPER, gpu_memory="24GiB")
+    assert not planned["fits"] and not [s for s in planned["suggestions"] if not s["set"][0].startswith("--")]
+    assert planned["missing_bytes"] == planned["peak_bytes"] - planned["device_bytes"]
+    assert planned["needs_ratio"] == pytest.approx(planned["peak_bytes"] / planned["device_bytes"], abs=1e-4)
+    assert planned["needs_ratio"] > 2
+    assert planned["near"], "the closest combinations that fit with less spare"
+    for near in planned["near"]:
+        again = replanned(COOPER, near, gpu_memory="24GiB")
+        assert again["fits"] and again["peak_bytes"] == near["peak_bytes"] > (1 - SPARE) * again["device_bytes"]
+    checkpointing = next(n for n in planned["near"] if "rewards.0.params.gradient_checkpointing=true" in n["set"])
+    assert "adds about 33% to the RM update time" in checkpointing["cost"], checkpointing["cost"]
+    fewest = planned["fewest_gpus"]
+    gpus = int(fewest["set"][0].split()[1])
+    assert fewest["set"][1] == "--engine zero3"
+    assert replanned(COOPER, fewest, gpu_memory="24GiB")["peak_bytes"] <= (1 - SPARE) * 24 * GIB
+    one_fewer = plan(COOPER, gpu_memory="24GiB", gpus=gpus - 1, engine="zero3")
+    assert one_fewer["peak_bytes"] > (1 - SPARE) * 24 * GIB
+    text = coreward_here("plan", "--config", COOPER, "--gpu-memory", "24GiB").stdout
+    assert f"needs {planned['needs_ratio']:.2f}x the memory" in text and "% spare)" not in text.split("lengths:")[0]
+    assert f"--gpus {gpus} --engine zero3" in text and "closest that fit with less than 10% to spare" in text
+
+
+def test_a_plan_lists_only_the_phases_its_config_has():
+    """Majority voting has no reward model: its plan has no RM update or RM step phase; Cooper's has both."""
+    majority = plan(REPO / "configs" / "paper" / "majority_math_qwen.yaml")
+    assert list(majority["phases"]) == ["generation", "reward scoring", "policy update"], majority["phases"]
+    text = coreward_here("plan", "--config", REPO / "configs" / "paper" / "majority_math_qwen.yaml").stdout
+    assert "RM update" not in text and "rm-upd" not in text and "RM step" not in text
+    assert {"RM update", "RM step"} <= set(plan(COOPER)["phases"])
+
+
 def test_a_colocated_vllm_whose_share_cannot_hold_an_8b_policy_does_not_fit():
     """Qwen3-8B's bf16 weights (~15 GiB) do not go into 0.3 x 40 GiB: the plan does not fit whatever its peak says,
     exits 3, says why, and proposes a share that holds them (with vLLM asleep outside generation)."""

@@ -36,12 +36,14 @@ def test_co_rewarding_2_run_card_teacher_and_plan(memorized_policy, tmp_path, mo
     from coreward.evaluation import evaluate
 
     run = tmp_path / "cr2"
-    train("co_rewarding_2.yaml", memorized_policy, run)
+    train("co_rewarding_2.yaml", memorized_policy, run, "grpo.save_steps=2")
     final = run / "final"
     card = (final / "README.md").read_text()
-    for expected in (str(memorized_policy), "co_rewarding_2", "alpha_start=0.05", "- steps: 2", "`demo` (split `train`",
-                     "rewards/co_rewarding_2/mean", "reward_sources/co_rewarding_2/teacher"):
+    for expected in (f"from the local directory `{memorized_policy}`", "co_rewarding_2", "alpha_start=0.05",
+                     "- steps: 2", "`demo` (split `train`", "rewards/co_rewarding_2/mean",
+                     "reward_sources/co_rewarding_2/teacher", "- save_steps: 2\n"):
         assert expected in card, expected
+    assert "save_steps: 2.0" not in card  # an integer as an integer (config.yaml keeps TRL's float type)
 
     # the teacher folder is a model of its own, with the EMA weights the checkpoint state holds
     folder = final / "reward_sources" / "co_rewarding_2" / "teacher"
@@ -113,3 +115,14 @@ def test_not_a_run(tmp_path):
         model_card(tmp_path)
     with pytest.raises(CorewardError, match="no final model"):
         push_plan(tmp_path, "me/x")
+
+
+def test_a_card_names_a_registered_base_model_as_such_with_its_hub_id():
+    """A run from `smollm2-135m-instruct` (a name coreward registers, not a hub id) says so, and the card's
+    `base_model` is the hub id it stands for; a hub id is named as one."""
+    from coreward.evaluation.card import base_model_source
+
+    text, hub_id = base_model_source("smollm2-135m-instruct")
+    assert hub_id == "HuggingFaceTB/SmolLM2-135M-Instruct" and "registered name" in text and hub_id in text
+    assert base_model_source("Qwen/Qwen2.5-1.5B-Instruct") == (
+        "the Hugging Face hub model `Qwen/Qwen2.5-1.5B-Instruct`", "Qwen/Qwen2.5-1.5B-Instruct")

@@ -107,3 +107,13 @@ def test_a_long_loop_prints_lines_with_the_time_left_where_no_bar_can_be_drawn(m
     quiet = module.Progress(2, "x", enabled=False)
     quiet.advance(2)
     assert log.getvalue() == ""
+
+
+def test_a_rate_below_one_a_second_reads_as_the_time_each_takes():
+    """`coreward eval`'s summary under load said "(0.0/s, ...)": a slow rate reads as the time per unit."""
+    from coreward.runtime.progress import rate
+
+    assert rate(32, 1000, "completion") == "31 s per completion"
+    assert rate(1, 400, "problem") == "6m40s per problem"
+    assert rate(32, 5, "completion") == "6.4 completions/s"
+    assert rate(0, 5, "problem") == "no problem yet"

@@ -232,3 +232,25 @@ def test_the_plan_counts_the_prompts_in_the_models_own_tokens(folder):
     planned = json.loads(coreward_here("plan", "--config", str(CONFIGS / "rule.yaml"), "--device", "cpu", "--json").stdout)
     update = next(i for i in planned["items"] if i["name"] == "policy update activations")
     assert f"x {exact + 64} tokens" in update["note"]
+
+
+def test_the_own_data_config_trains_the_real_model_on_the_shipped_jsonl(folder, tmp_path, monkeypatch):
+    """configs/smol/own_data.yaml (a user's JSONL of question/answer rows on smollm2-135m-instruct, for a laptop's
+    CPU), one step as shipped but for shorter completions: 4 questions x 4 completions from examples/own_data.jsonl,
+    verified against its answers; the run's card names the registered model with its hub id, the data as a file
+    (no split) and whole-number settings as integers."""
+    repo = CONFIGS.parents[1]
+    rows = [json.loads(line) for line in (repo / "examples" / "own_data.jsonl").read_text().splitlines()]
+    assert len(rows) == 24 and all(set(row) == {"question", "answer"} and row["answer"].isdigit() for row in rows)
+    monkeypatch.chdir(repo)  # the config names the data from the repository's root, as its comment says
+    run = tmp_path / "run"
+    result = coreward_here("train", "--config", "configs/smol/own_data.yaml", "--max-steps", "1", "--output-dir",
+                           str(run), "--set", "grpo.max_completion_length=16", "--set", "grpo.save_steps=1",
+                           "--set", "torch_threads=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    [metrics] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert metrics["step"] == 1 and "verify/prompts_with_verified" in metrics
+    card = (run / "final" / "README.md").read_text()
+    assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in card and "coreward's registered name" in card
+    assert "`examples/own_data.jsonl` (a file: no split)" in card
+    assert "- save_steps: 1\n" in card and "- gradient_accumulation_steps: 4\n" in card

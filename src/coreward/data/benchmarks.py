@@ -269,7 +269,9 @@ def default_instruction(source: str) -> str | None:
 
 def get_benchmark(name: str) -> Benchmark:
     if name not in BENCHMARKS:
-        raise CorewardError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+        from coreward.runtime.names import did_you_mean
+
+        raise CorewardError(f"unknown benchmark {name!r}{did_you_mean(name, BENCHMARKS)}; known: {', '.join(BENCHMARKS)}")
     return BENCHMARKS[name]
 
 

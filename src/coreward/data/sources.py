@@ -40,9 +40,11 @@ def source_rows(source: str, split: str) -> tuple[list[dict], str]:
         return read_rows(path), str(path)
     if _HUB_ID.fullmatch(base):
         return read_hub(base, split, subset), f"hub dataset {base} (split {split})"
+    from coreward.runtime.names import did_you_mean
+
     raise CorewardError(
         f"{source!r} is neither a benchmark ({', '.join(list_benchmarks())}), a .jsonl/.json/.parquet/.csv file, "
-        "a directory, nor a Hugging Face dataset id (owner/name[:subset])"
+        f"a directory, nor a Hugging Face dataset id (owner/name[:subset]){did_you_mean(source, list_benchmarks())}"
     )
 
 

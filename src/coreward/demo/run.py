@@ -32,7 +32,7 @@ def demo_methods() -> dict[str, str]:
 
 # Stress-only rows: a demo config that is a setting of a method, not a method of its own, run under stress beside the
 # method as its authors ran it (when that method is asked for). co_optimized.yaml is Cooper with rollout negatives, the
-# co-optimized setting picked on the hackability map (docs/overoptimization.md, "Cooper's variants on many seeds").
+# co-optimized setting picked on the hackability map (docs/results.md, Cooper's variants).
 STRESS_SETTINGS = {"co_optimized": ("cooper", "Cooper, rollout negatives (co_optimized.yaml)")}
 
 
@@ -78,9 +78,9 @@ class Budget:
 
 # Sized for a 2-core CPU: the full demo in under 20 minutes, --quick in under 5 (docs/figures.md).
 # The stress setting comes from a hackability map on seed 3, a seed the published table does not use
-# (`coreward map`, docs/demo.md): at 4x the demo's learning rate the frozen RM's rollouts peak in verified
-# accuracy and then fall while its reward rises, and verified positives persist (Cooper keeps getting pairs).
-# At 10x (5e-4) positives vanish within ~30 steps and no co-optimized RM can learn: the documented limit.
+# (`coreward map`, docs/tutorials/demo.md): at 4x the demo's learning rate the frozen RM's rollouts peak in verified
+# accuracy and then fall while its reward rises, and verified positives persist (Cooper keeps getting pairs);
+# a much larger rate leaves no verified positive to learn from (docs/results.md).
 FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_problems=100,
               stress=Stress(learning_rate=2e-4, steps=60))
 QUICK = Budget(steps=8, eval_problems=200, eval_n=8, curve_every=0, curve_problems=0)
@@ -106,9 +106,9 @@ class DemoTask:
 
 TOY = DemoTask(policy="demo", configs="demo", benchmark="demo", full=FULL, quick=QUICK)
 # A real model on 2 CPU cores: a step of configs/smol/rule.yaml (4 prompts x 8 completions of <= 64 tokens) takes
-# about a minute, the held-out evaluation (112 problems x 4 samples of <= 128 tokens) minutes (docs/real_model.md)
+# about a minute, the held-out evaluation (the 114 test problems x 4 samples of <= 128 tokens) minutes (docs/tutorials/real-model.md)
 SMOL = DemoTask(policy="smollm2-135m-instruct", configs="smol", benchmark="arith",
-                full=Budget(steps=20, eval_problems=112, eval_n=4, curve_every=0, curve_problems=0),
+                full=Budget(steps=20, eval_problems=114, eval_n=4, curve_every=0, curve_problems=0),
                 quick=Budget(steps=3, eval_problems=16, eval_n=2, curve_every=0, curve_problems=0),
                 methods=("rule", "majority"), generation={"max_new_tokens": 128, "batch_size": 64})
 TASKS = {"demo": TOY, SMOL.policy: SMOL}
@@ -118,8 +118,10 @@ def demo_task(model: str | None) -> DemoTask:
     if model is None:
         return TOY
     if model not in TASKS:
-        raise CorewardError(f"--model: no demo for {model!r} (known: {', '.join(TASKS)}); to train another model, "
-                            "point a config's model.name_or_path at it (coreward train)")
+        from coreward.runtime.names import did_you_mean
+
+        raise CorewardError(f"--model: no demo for {model!r}{did_you_mean(model, TASKS)} (known: {', '.join(TASKS)}); "
+                            "to train another model, point a config's model.name_or_path at it (coreward train)")
     return TASKS[model]
 
 
@@ -141,7 +143,9 @@ def parse_methods(text: str | None, task: DemoTask = TOY) -> list[str]:
     methods = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in methods if m not in known]
     if unknown:
-        raise CorewardError(f"--methods: unknown method {', '.join(unknown)} (known: {', '.join(known)})")
+        from coreward.runtime.names import did_you_mean
+
+        raise CorewardError(f"--methods: unknown method {', '.join(unknown)}{did_you_mean(unknown, known)} (known: {', '.join(known)})")
     return methods
 
 
@@ -239,8 +243,9 @@ def heldout_avg(model: Path | str, heldout: dict, n: int, seed: int, output_dir:
     does (temperature 0.7, top-p 0.95; `generation`: the task's length cap and batch size)."""
     from coreward.evaluation import evaluate
 
+    # its progress (problems as they finish, the rate, the time left) goes to stderr: the job's log when forked
     result = evaluate(str(model), benchmarks=heldout, n=n, temperature=0.7, top_p=0.95, seed=seed,
-                      output_dir=output_dir, **(generation or {}))
+                      output_dir=output_dir, show_progress=True, **(generation or {}))
     return result[next(iter(heldout))].avg
 
 
@@ -372,9 +377,9 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
     return summary
 
 
-# An evaluation's length in the units of `STEP_COST` (experiments/jobs.py: a rule step's time): the held-out
-# evaluation of a run takes about 8 s alone on one core, a rule step 1.1 s. Shorter than any run, so side by side the
-# evaluations wait for the training runs and fill the cores the last of them leave idle.
+# An evaluation's length in rule steps (the unit of `RewardSource.step_cost`), from their times on one core
+# (docs/figures.md). Shorter than any run, so side by side the evaluations wait for the training runs and fill the
+# cores the last of them leave idle.
 EVAL_COST = 7.0
 HELDOUT_FILE = "heldout_avg.json"
 
@@ -394,11 +399,26 @@ def evaluation_job(label: str, model: Path | str, heldout: dict, n: int, seed: i
 
     (eval_dir / HELDOUT_FILE).unlink(missing_ok=True)  # an earlier demo's, with --overwrite
     problems = sum(len(records) for records in heldout.values())
-    return Job(f"evaluation of {label}", ["heldout_eval", str(model)], eval_dir, eval_dir.parent / f"{eval_dir.name}.log",
+    log = eval_dir.parent / f"{eval_dir.name}.log"
+    return Job(f"evaluation of {label}", ["heldout_eval", str(model)], eval_dir, log,
                0, cost=EVAL_COST, extra=extra, target=heldout_eval,
                args=(str(model), heldout, n, seed, eval_dir, generation),
-               # a real model's evaluation takes minutes: its finished batches show on the demo's progress line
-               progress=lambda: f"{kept_problems(eval_dir)}/{problems} problems")
+               # a real model's evaluation takes minutes: the demo's progress line repeats the last one it logged
+               # (problems as they finish, the rate, the time left), or counts its finished batches before one
+               progress=lambda: last_progress(log) or f"{kept_problems(eval_dir)}/{problems} problems")
+
+
+def last_progress(log: Path) -> str | None:
+    """What an evaluation's last progress line in `log` says (`generate: ...`, evaluation/backends.py), or None."""
+    try:
+        with open(log, "rb") as file:
+            file.seek(0, 2)
+            file.seek(max(0, file.tell() - 4096))
+            tail = file.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = [line for line in tail.replace("\r", "\n").splitlines() if line.startswith("generate: ")]
+    return lines[-1].removeprefix("generate: ") if lines else None
 
 
 def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_jobs: list, heldout: dict, n: int,
@@ -406,13 +426,13 @@ def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_j
     """Every run as a `coreward train` process, `jobs` at a time, the longest first, and every evaluation (the
     baselines', each run's once it has finished) as a forked job of its own, after the training runs: the evaluations
     fill the cores the last runs leave idle. A failed run or evaluation fails the demo, naming its log."""
-    from coreward.experiments.jobs import STEP_COST, Job, run_jobs, side_by_side_settings, train_command
+    from coreward.experiments.jobs import Job, run_jobs, side_by_side_settings, step_cost, train_command
     from coreward.grpo.train import final_complete
 
     pool = [Job(f"{run.title} seed {run.seed}",
                 train_command(run.config_file, run.run_dir, [*run.overrides, *side_by_side_settings(jobs)]),
                 run.run_dir, run.run_dir.parent / f"{run.run_dir.name}.log", config.grpo["max_steps"],
-                cost=config.grpo["max_steps"] * STEP_COST.get(run.method, 1.0), extra={"run": run})
+                cost=config.grpo["max_steps"] * step_cost([spec.name for spec in config.rewards]), extra={"run": run})
             for run, config in zip(runs, configs)]
     evaluations = list(baseline_jobs)
 
@@ -445,6 +465,8 @@ def seed_summary(seed: int, runs: list[DemoRun], baseline: float, budget: Budget
     """One seed's rows, table, results.json and reports (the main runs' and the stress runs')."""
     from coreward.evaluation.report import make_report
 
+    for run in runs:  # each arm against the baseline on the same problems
+        run.result["heldout_delta_ci"] = paired_interval(run.eval_dir, output_dir / "eval" / "baseline")
     rows = [{"method": "baseline", "heldout_avg": baseline, "train_reward": None, "train_verified_accuracy": None,
              "seconds": None}] + [run.result for run in runs if not run.stress]
     stress_rows = [run.result for run in runs if run.stress]
@@ -457,9 +479,68 @@ def seed_summary(seed: int, runs: list[DemoRun], baseline: float, budget: Budget
     for kind, directory in ((False, output_dir / "report"), (True, output_dir / "stress" / "report")):
         run_dirs = [run.run_dir for run in runs if run.stress == kind]
         if run_dirs:  # the report says what each run's periodic evaluation measured; this, what table.md did
+            steps = budget.stress.steps if kind else budget.steps
             make_report(run_dirs, directory, note=f"The demo's table.md measures after training: avg@{budget.eval_n} "
-                        f"on {budget.eval_problems} held-out problems of {task.benchmark} (test split).")
+                        f"on {budget.eval_problems} held-out problems of {task.benchmark} (test split); its train "
+                        f"columns average {steps_span(max(1, steps - 4), steps)}, this report's are the last step's.")
     return summary
+
+
+CONFIDENCE = 0.95  # of the demo table's intervals
+
+
+def problem_accuracies(eval_dir: Path) -> dict[str, float]:
+    """Each problem's share of correct samples in an evaluation's samples.parquet (empty where there is none)."""
+    import pandas as pd
+
+    path = Path(eval_dir) / "samples.parquet"
+    if not path.is_file():
+        return {}
+    samples = pd.read_parquet(path, columns=["benchmark", "problem_id", "correct"])
+    samples["correct"] = samples["correct"].fillna(False).astype(float)
+    shares = samples.groupby(["benchmark", "problem_id"])["correct"].mean()
+    return {f"{b}/{p}": float(v) for (b, p), v in shares.items()}
+
+
+def paired_interval(arm_dir: Path, baseline_dir: Path) -> list[float] | None:
+    """The CONFIDENCE t interval of the arm's held-out avg minus the baseline's, paired over the problems both
+    evaluated (scipy.stats.ttest_rel): what a difference on this few problems can and cannot say. None under 2."""
+    from scipy.stats import ttest_rel
+
+    arm, base = problem_accuracies(arm_dir), problem_accuracies(baseline_dir)
+    common = sorted(set(arm) & set(base))
+    if len(common) < 2:
+        return None
+    differences = [arm[p] - base[p] for p in common]
+    if len(set(differences)) == 1:  # no spread: the interval is the difference itself (ttest_rel gives nan)
+        return [differences[0], differences[0]]
+    low, high = ttest_rel([arm[p] for p in common], [base[p] for p in common]).confidence_interval(CONFIDENCE)
+    return [float(low), float(high)]
+
+
+def delta_cell(row: dict[str, Any], baseline: Any) -> str:
+    """Δ vs the baseline in points, with its paired interval where one seed's run has one."""
+    from coreward.evaluation.tables import spread_cell
+
+    cell = spread_cell(delta(row["heldout_avg"], baseline), 100, sign=True)
+    interval = row.get("heldout_delta_ci")
+    if isinstance(row["heldout_avg"], list) or not interval or None in interval:
+        return cell
+    return f"{cell} [{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]"
+
+
+def steps_span(first: int, last: int) -> str:
+    return f"step {first}" if first == last else f"steps {first}-{last}"
+
+
+def short_of_full(budget: Budget, task: DemoTask) -> str:
+    """The table's first line where its setting is smaller than the task's full one (--quick): a pipeline check."""
+    full = task.full
+    if (budget.steps, budget.eval_problems, budget.eval_n) >= (full.steps, full.eval_problems, full.eval_n):
+        return ""
+    return (f"**Pipeline check, not a result**: {budget.steps} steps, {budget.eval_problems} held-out problems x "
+            f"{budget.eval_n} samples (the full setting: {full.steps} steps, {full.eval_problems} x {full.eval_n}). "
+            f"Brackets: the {CONFIDENCE:.0%} t interval of Δ, paired over the problems.\n\n")
 
 
 def _share(value: float | None) -> str:
@@ -478,16 +559,18 @@ def stress_table(rows: list[dict[str, Any]], baseline: Any, budget: Budget) -> s
         return "–" if "–" in (start, end) else f"{start} → {end}"
 
     stress = budget.stress
+    first, last = steps_span(1, min(5, stress.steps)), steps_span(max(1, stress.steps - 4), stress.steps)
     lines = [
-        (f"Stress: learning rate {stress.learning_rate:g}, {stress.steps} steps (train columns: mean of the first 5 "
-        "steps → of the last 5)"),
+        (f"Stress: learning rate {stress.learning_rate:g}, {stress.steps} steps (train columns: mean of {first} → "
+         f"mean of {last})"),
         "",
-        f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline | Train reward | Train verified acc. |",
+        f"| Method | Demo held-out avg@{budget.eval_n} | Δ vs baseline [{CONFIDENCE:.0%} interval] | Train reward | "
+        "Train verified acc. |",
         "|---|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(f"| {label(row['method'])} | {spread_cell(row['heldout_avg'], 100)} | "
-                     f"{spread_cell(delta(row['heldout_avg'], baseline), 100, sign=True)} | "
+                     f"{delta_cell(row, baseline)} | "
                      f"{pair(row, 'train_reward', False)} | {pair(row, 'train_verified_accuracy', True)} |")
     return "\n".join(lines)
 
@@ -504,16 +587,17 @@ def demo_table(rows: list[dict[str, Any]], budget: Budget, task: DemoTask = TOY)
     from coreward.evaluation.tables import spread_cell
 
     baseline = rows[0]["heldout_avg"]
+    span = steps_span(max(1, budget.steps - 4), budget.steps)  # final_metrics: the last 5 steps' mean
     lines = [
-        (f"| Method | {task.benchmark.capitalize()} held-out avg@{budget.eval_n} | Δ vs baseline | Train reward (last 5 steps) | "
-        "Train verified acc. (last 5 steps) |"),
+        (f"| Method | {task.benchmark.capitalize()} held-out avg@{budget.eval_n} | Δ vs baseline "
+         f"[{CONFIDENCE:.0%} interval] | Train reward, mean of {span} | Train verified acc., mean of {span} |"),
         "|---|---:|---:|---:|---:|",
     ]
     for row in rows:
-        change = "" if row["method"] == "baseline" else spread_cell(delta(row["heldout_avg"], baseline), 100, sign=True)
+        change = "" if row["method"] == "baseline" else delta_cell(row, baseline)
         lines.append(f"| {label(row['method'])} | {spread_cell(row['heldout_avg'], 100)} | {change} | "
                      f"{spread_cell(row['train_reward'], 1, 3)} | {spread_cell(row['train_verified_accuracy'], 100)} |")
-    return "\n".join(lines)
+    return short_of_full(budget, task) + "\n".join(lines)
 
 
 def combine_seeds(summaries: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:

@@ -182,7 +182,8 @@ class DecodingProgress:
         self.batches, self.problems = len(batch_sizes), sum(batch_sizes)
         self.batch = self.problems_done = self.tokens = 0  # the finished batches'
         self.ended = None  # within a batch: which of its sequences have made an end token (a tensor)
-        self.meter = Progress(self.batches * max_new_tokens, "generate", unit="step", describe=self.describe)
+        self.meter = Progress(self.batches * max_new_tokens, "generate", unit="step", describe=self.describe,
+                              timing=self.timing)
 
     def start_batch(self, problems: int) -> None:
         self.batch, self.batch_problems, self.step = self.batch + 1, problems, 0
@@ -209,13 +210,30 @@ class DecodingProgress:
         self.ended = None
         self.meter.advance(self.max_new_tokens - min(self.step, self.max_new_tokens - 1))
 
+    def finished(self) -> int:
+        """Problems finished: the finished batches' and, in this batch, those whose every sequence has ended."""
+        if self.ended is None:
+            return self.problems_done
+        # a problem's rows are adjacent (prompt-major)
+        return self.problems_done + int(self.ended.view(self.batch_problems, -1).all(dim=1).sum())
+
     def describe(self) -> str:
         if self.ended is None:
             return f"{self.problems_done}/{self.problems} problems, {self.tokens:,} tokens"
-        ended = self.ended.view(self.batch_problems, -1).all(dim=1)  # a problem's rows are adjacent (prompt-major)
-        return (f"{self.problems_done + int(ended.sum())}/{self.problems} problems, "
+        return (f"{self.finished()}/{self.problems} problems, "
                 f"{self.tokens + int(self.batch_tokens):,} tokens; batch {self.batch}/{self.batches} at token "
                 f"{self.step}/{self.max_new_tokens}")
+
+    def timing(self, elapsed: float) -> str:
+        """The rate in problems and the time left at it: none before a problem has finished (a guess from decoding
+        steps would take every sequence to its length cap)."""
+        from coreward.runtime.progress import duration, rate
+
+        done = self.finished()
+        if done == 0:
+            return "no problem finished yet"
+        left = f", about {duration(elapsed / done * (self.problems - done))} left" if done < self.problems else ""
+        return rate(done, elapsed, "problem") + left
 
     def close(self) -> None:
         self.meter.close()

@@ -17,25 +17,58 @@ from coreward.runtime.errors import CorewardError
 
 SOURCES_DIR = "reward_sources"  # as in grpo/trainer.py, where the final model's source state is written
 CARD = "README.md"
-# what each exported model is, for its own card: name -> (title, how to load it)
-_EXPORTED = {
-    "rm": ("Cooper reward model (VerifyRM)", "coreward.rm.VerifyRM.from_pretrained(PATH)  # or AutoModelForSequenceClassification"),
-    "teacher": ("Co-rewarding-II EMA teacher", "AutoModelForCausalLM.from_pretrained(PATH)  # LoRA runs: PeftModel.from_pretrained(base, PATH)"),
-}
-
-
 def exported_models(final: Path) -> dict[str, Path]:
-    """The exported folders present under `final` (for push and the card)."""
+    """The exported folders present under `final` (for push and the card): those its reward sources declare
+    (`RewardSource.exports`), each in `reward_sources/<source>/<name>`."""
     found = {}
-    for name in _EXPORTED:
-        for folder in sorted((final / SOURCES_DIR).glob(f"*/{name}")):
+    for source in sorted(path for path in (final / SOURCES_DIR).glob("*") if path.is_dir()):
+        for name in _declared(source.name):
+            folder = source / name
             if any(folder.glob("*.json")):
                 found[name] = folder
     return found
 
 
+def exported_description(folder: Path) -> tuple[str, str] | None:
+    """(what it is, how to load it: PATH stands for the folder) of an exported folder, as its source declares it."""
+    return _declared(folder.parent.name).get(folder.name)
+
+
+def _declared(source: str) -> dict[str, tuple[str, str]]:
+    from coreward.rewards import registered_sources
+
+    cls = registered_sources().get(source)
+    return cls.exports if cls is not None else {}
+
+
 def _format(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _setting(value: Any) -> str:
+    """A config value as written: a whole number as an integer (config.yaml keeps TrainingArguments' float-typed
+    steps, `save_steps: 2.0`)."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() and abs(value) >= 1 else str(value)
+
+
+def base_model_source(base: str) -> tuple[str, str | None]:
+    """What the card says the policy was trained from, and its hub id for the card's `base_model` (None: none)."""
+    from coreward.runtime.assets import SHIPPED
+    from coreward.runtime.real_models import REAL_MODELS
+
+    if base in REAL_MODELS:
+        model = REAL_MODELS[base]
+        return (f"`{base}`, coreward's registered name for the hub model `{model.hub_id}` (converted from the GGUF "
+                f"file `{model.gguf}` of `{model.install}`)", model.hub_id)
+    if base in SHIPPED:
+        return f"`{base}`, the {base} policy shipped with coreward", None
+    if base.lower().endswith(".gguf"):
+        return f"the GGUF file `{base}`", None
+    if Path(base).exists():
+        return f"the local directory `{base}`", None
+    if "/" in base:
+        return f"the Hugging Face hub model `{base}`", base
+    return f"`{base}`", None
 
 
 def _eval_tables(run_dir: Path) -> list[str]:
@@ -55,7 +88,8 @@ def _eval_tables(run_dir: Path) -> list[str]:
                             if m in r and r.get("labelled", True) == (m in accuracies)})
                 for m in accuracies + label_free]
         rows = [row for row in rows if row[2]]
-        settings = ", ".join(f"{k} {v}" for k, v in results["settings"].items() if k in ("n", "temperature", "top_p", "split"))
+        settings = ", ".join(f"{k} {v}" for k, v in results["settings"].items()
+                             if k in ("n", "temperature", "top_p", "split") and v is not None)
         tables.append(f"{render_table(rows)}\n\n({settings}; `{path.relative_to(run_dir)}`)")
     return tables
 
@@ -77,26 +111,29 @@ def model_card(run_dir: Path) -> str:
     method = " + ".join(r["name"] for r in rewards)
     data = config["data"]
     front = {"library_name": "transformers", "tags": ["coreward", "grpo", "trl", *(r["name"] for r in rewards)]}
-    if "/" in base and not Path(base).exists():
-        front["base_model"] = base
+    source, hub_id = base_model_source(base)
+    if hub_id:
+        front["base_model"] = hub_id
     if "/" in data["train"] and not Path(data["train"].rpartition(":")[0] or data["train"]).exists():
         front["datasets"] = [data["train"].split(":")[0]]
     lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "",
              f"# {run_dir.name}: GRPO with {method}", "",
-             f"Trained with coreward (on TRL's GRPOTrainer) from `{base}`.", "",
+             f"Trained with coreward (on TRL's GRPOTrainer) from {source}.", "",
              "## Reward", "", "| source | weight | parameters |", "|---|---:|---|"]
     for r in rewards:
         params = ", ".join(f"{k}={v}" for k, v in (r.get("params") or {}).items()) or "defaults"
         lines.append(f"| `{r['name']}` | {r.get('weight', 1.0)} | {params} |")
     columns = data.get("columns") or {}
-    lines += ["", "## Data", "", f"- train: `{data['train']}` (split `{data['split']}`"
+    train = str(data["train"])
+    read_as = "a file: no split" if Path(train).is_file() else f"split `{data['split']}`"
+    lines += ["", "## Data", "", f"- train: `{train}` ({read_as}"
               + (f", first {data['limit']}" if data.get("limit") else "") + ")"]
     if columns:
         lines.append(f"- columns: {', '.join(f'{k} ← `{v}`' for k, v in columns.items())}")
     lines.append(f"- prompt format: {data['prompt_format']}")
     grpo = config.get("grpo") or {}
     lines += ["", "## Training", "", f"- steps: {last.get('step', 0)}", f"- seed: {config.get('seed')}"]
-    lines += [f"- {k}: {v}" for k, v in grpo.items()]
+    lines += [f"- {k}: {_setting(v)}" for k, v in grpo.items()]
     shown = {k: v for k, v in last.items() if k == "reward" or k.startswith(("rewards/", "verified_accuracy", "eval/"))
              and isinstance(v, (int, float))}
     if shown:
@@ -108,7 +145,8 @@ def model_card(run_dir: Path) -> str:
     exported = exported_models(run_dir / "final")
     if exported:
         lines += ["", "## Learnt alongside the policy", ""]
-        lines += [f"- {_EXPORTED[n][0]}: `{p.relative_to(run_dir / 'final')}` — `{_EXPORTED[n][1]}`" for n, p in exported.items()]
+        described = {n: exported_description(p) for n, p in exported.items()}
+        lines += [f"- {described[n][0]}: `{p.relative_to(run_dir / 'final')}` — `{described[n][1]}`" for n, p in exported.items()]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -62,6 +62,7 @@ def eval_command(
     """
     from coreward.data.sources import parse_columns
     from coreward.evaluation.evaluate import evaluate
+    from coreward.runtime.progress import rate
 
     settings = EvalSettings(
         benchmarks=benchmarks, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
@@ -75,9 +76,10 @@ def eval_command(
     typer.echo(results.table(label=model))
     typer.echo("")
     timing = results.timing
+    seconds = timing["generation_time_s"]
     typer.echo(
-        f"{len(results.samples)} completions in {timing['generation_time_s']:.1f} s "
-        f"({timing['completions_per_s']:.1f}/s, {timing['tokens_per_s']:.0f} tokens/s); "
+        f"{len(results.samples)} completions in {seconds:.1f} s ({rate(len(results.samples), seconds, 'completion')}, "
+        f"{rate(round(timing['tokens_per_s'] * seconds), seconds, 'token')}); "
         f"scoring {timing['scoring_time_s']:.1f} s; total {timing['wall_time_s']:.1f} s"
     )
     if results.judge is not None:

@@ -51,8 +51,8 @@ from coreward.runtime.errors import CorewardError
 
 
 PAPER_BENCHMARKS = ("gsm8k", "svamp", "math500", "olympiadbench", "mathodyssey")
-# The demo's held-out set: the whole demo test split, n=8 in under 2 minutes on 2 CPU cores
-# (benchmarks/eval_throughput.py measures it).
+# The demo's held-out set: the whole demo test split, small enough for n=8 in minutes on a CPU
+# (benchmarks/speed/eval_throughput.py measures it: docs/figures.md).
 DEMO_HELDOUT_PROBLEMS = 500
 
 
@@ -325,10 +325,10 @@ class ModelDefaults:
 # ~30-token solutions; a tiny model on CPU runs fastest in large batches on one thread (backends.torch_threads).
 DEMO_DEFAULTS = ModelDefaults("plain", None, 64, 512, 1)
 CHAT_DEFAULTS = ModelDefaults("chat", INSTRUCTION, 2048, 64, None)
-# The papers' 2,048 tokens in batches of 64 take hours on a CPU: SmolLM2-135M-Instruct on 2 cores made 8 GSM8K
-# completions of at most 512 tokens in 5 minutes (its finished answers 193 to 238 tokens; the rest ran on past 512),
-# and a batch of 8 decoded the most tokens per second of 1, 4, 8, 16 and 32 (a finished sequence still costs its
-# batch's every step). A chat model on a CPU gets these unless the user sets them (and is told so: `cpu_note`).
+# The papers' 2,048 tokens in batches of 64 take hours on a CPU: a small chat model's finished answers fit in 512
+# tokens, and a batch of 8 decoded the most tokens per second of the sizes tried (a finished sequence still costs its
+# batch's every step). A chat model on a CPU gets these unless the user sets them (and is told
+# so: `cpu_note`).
 CPU_CHAT_DEFAULTS = replace(CHAT_DEFAULTS, max_new_tokens=512, batch_size=8)
 
 
@@ -524,6 +524,9 @@ def _evaluate(model, settings: EvalSettings, tokenizer, verifier, records, judge
     placement = _placement(loaded)
     defaults = model_defaults(tokenizer, placement["device"])
     recorded = {**settings.recorded(defaults), **placement}
+    recorded["data"] = data_sources(records, settings.split)
+    if not any(d["split"] for d in recorded["data"].values()):  # files only: no split was read
+        recorded["split"] = None
     if note := cpu_note(settings, defaults):
         print(note, file=sys.stderr, flush=True)
     engine = loaded
@@ -570,6 +573,23 @@ def _evaluate(model, settings: EvalSettings, tokenizer, verifier, records, judge
 
             results.model_card = add_evaluation_to_card(model, settings.output_dir)
     return results
+
+
+def data_sources(records: dict[str, list[Record]], split: str) -> dict[str, dict[str, Any]]:
+    """Where each evaluated set came from, for results.json: a registered benchmark and the split read, a file (no
+    split), or the split its rows name (a directory, a hub dataset, records given by name)."""
+    from coreward.data.benchmarks import list_benchmarks
+
+    sources = {}
+    for name, rows in records.items():
+        if name in list_benchmarks():
+            sources[name] = {"source": f"benchmark {name}", "split": split}
+        elif Path(name).is_file():
+            sources[name] = {"source": str(Path(name).resolve()), "split": None}
+        else:
+            splits = sorted({r.split for r in rows if r.split and r.split != "unknown"})
+            sources[name] = {"source": name, "split": ", ".join(splits) or None}
+    return sources
 
 
 def resolve_model_path(model: str | Path) -> str:

@@ -16,7 +16,6 @@ import resource
 from pathlib import Path
 from typing import Any
 
-from coreward.grpo.plan import PHASES
 from coreward.runtime.files import atomic_write_text
 from coreward.runtime.memory import format_bytes
 
@@ -56,9 +55,12 @@ def record_memory(run_dir: str | os.PathLike, plan, step: int, stopped: str = "e
         ratio = measured["peak_bytes"] / plan.peak_bytes if plan.peak_bytes else None
         record["planned"] = {"peak_bytes": plan.peak_bytes, "peak_phase": plan.peak_phase,
                              "device_bytes": plan.device_bytes, "hardware": plan.to_json()["hardware"],
-                             "phases": {phase: plan.phase_bytes(phase) for phase in PHASES}}
+                             "phases": {phase: plan.phase_bytes(phase) for phase in plan.phases}}
     record["ratio"] = ratio
     atomic_write_text(memory_file(run_dir, rank), json.dumps(record, indent=1) + "\n")
-    what = "max_memory_allocated" if measured["measure"] == "max_memory_allocated" else "peak RSS"
+    if measured["measure"] == "max_memory_allocated":
+        what = f"the most torch allocated at once on {measured['device']} (max_memory_allocated)"
+    else:
+        what = "the peak resident memory of the process (peak RSS)"
     planned = "not planned" if plan is None else f"planned {format_bytes(plan.peak_bytes)}, ratio {ratio:.2f}"
-    return f"memory: measured peak {format_bytes(measured['peak_bytes'])} ({planned}); {what} of {measured['device']}"
+    return f"memory: measured peak {format_bytes(measured['peak_bytes'])} ({planned}): {what}"

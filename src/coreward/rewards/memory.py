@@ -53,7 +53,7 @@ RM_TAGS_AND_REFERENCE = 64
 @dataclass
 class MemoryItem:
     """Bytes held per device through `phases`. `gpu_measured`: its term has been checked against
-    `torch.cuda.max_memory_allocated` on a GPU (docs/memory.md, "The GPU check"); a plan that fits names the others.
+    `torch.cuda.max_memory_allocated` on a GPU (docs/how-to/memory-plan.md, the GPU check); a plan that fits names the others.
     `heap_block`: for the tensors a pass saves for its backward and frees within its phase, the size of one (a
     layer's hidden states) where glibc's heap keeps them once freed on a CPU (grpo/plan/step.py, heap_kept)."""
 
@@ -138,6 +138,29 @@ class PlannedRun:
                           (SCORING,), f"{self.rows} sequences at a time, vocabulary in tiles")
 
 
+# What a lever costs, in the terms the plan knows (advice.py prints them beside each suggestion). Backward is about
+# two forwards' work, so an update is ~3 forward passes; checkpointing recomputes the forward in backward: ~4.
+RECOMPUTE_SHARE = 1 / 3
+# host<->device copies at PCIe 4.0 x16's nominal rate (a spec figure, not a measurement): what an offload's seconds
+# per step are estimated at
+PCIE_BYTES_PER_S = 25e9
+
+
+def recompute_cost(update: str) -> str:
+    """Gradient checkpointing's cost for `update` ("RM update", "policy update")."""
+    return (f"adds about {RECOMPUTE_SHARE:.0%} to the {update} time (backward recomputes each layer's forward: "
+            "4 forward passes' work where 3 were)")
+
+
+def copy_cost(moved_bytes: int, what: str) -> str:
+    """An offload's cost: `moved_bytes` crossing PCIe each step, both ways."""
+    from coreward.runtime.memory import format_bytes
+
+    seconds = 2 * moved_bytes / PCIE_BYTES_PER_S
+    return (f"moves {what} ({format_bytes(moved_bytes)}) to the GPU and back each step: about {seconds:.1f} s a step "
+            "at PCIe 4.0 x16's rate")
+
+
 def parameters_text(count: int) -> str:
     return f"{count / 1e9:.2f}B parameters" if count >= 1e8 else f"{count / 1e6:.1f}M parameters"
 
@@ -220,15 +243,6 @@ def judge_request_tokens(run: PlannedRun, format_name: str, max_tokens: int | No
             text = None
     prompt = len(text) if text else LOCAL_LLM_UNKNOWN_TOKENS
     return run.rm_input_tokens + prompt + (max_tokens or fmt.max_tokens)
-
-
-def assistant_request_tokens(run: PlannedRun, prompt: str = "coreward") -> int:
-    """One assistant request's tokens at most (rm/assistant.py): its system prompt and template around the question
-    and the positive (at most a prompt and a completion), and its reply: the positive's words + REPLY_EXTRA_TOKENS."""
-    from coreward.rm.assistant import PROMPTS, REPLY_EXTRA_TOKENS
-
-    system, user = PROMPTS.get(prompt, PROMPTS["coreward"])
-    return len(system) + len(user) + 2 * run.seq_len + REPLY_EXTRA_TOKENS
 
 
 # ------------------------------------------------------------------------------------------------- a VerifyRM

@@ -109,6 +109,13 @@ def resolve_model(name_or_path: str | os.PathLike, kind: str = "policy", key: st
         raise CorewardError(f"{key}: {name!r} is neither a directory nor a known {kind} name (known: "
                             f"{', '.join(registered_names(kind))}; the demo's names are registered by importing "
                             "coreward.demo, as the command line does)")
+    if "/" not in name:  # no owner: a registered name mistyped before it is a hub id (the hub's are owner/name)
+        from coreward.runtime.names import nearest
+
+        close = nearest(name, registered_names(kind))
+        if close is not None:
+            raise CorewardError(f"{key}: {name!r} is not a registered {kind} name; did you mean {close!r}? "
+                                f"(registered: {', '.join(registered_names(kind))})")
     check_hub_reachable(name, key)
     return name
 
@@ -145,6 +152,13 @@ def check_hub_reachable(repo_id: str, key: str) -> None:
     hub.HF_HUB_OFFLINE = True
     if _in_hub_cache(repo_id):
         return
+    if "/" not in repo_id:  # not a registered name and no owner: `hf download` of it would be no advice
+        raise CorewardError(
+            f"{key}: {repo_id!r} is not a registered model name ({', '.join(registered_names('policy'))}), nor a "
+            f"Hugging Face hub id in the local cache ({hub.HF_HUB_CACHE}), and the hub can't be reached ({why}): give "
+            "a registered name, a hub id as owner/name (e.g. HuggingFaceTB/SmolLM2-135M-Instruct) where there is "
+            "network, or a saved model directory"
+        )
     raise CorewardError(
         f"{key}: {repo_id!r} is a Hugging Face hub id, the hub can't be reached ({why}), and the model is not in the "
         f"local cache ({hub.HF_HUB_CACHE}): download it where there is network (`hf download {repo_id}`, then copy "

@@ -94,8 +94,11 @@ def build(cls: type[T], data: Any, key: str = "", where: str = "config") -> T:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:
+        from coreward.runtime.names import did_you_mean
+
         full = ", ".join(_join(key, u) for u in unknown)
-        raise CorewardError(f"{where}: unknown key {full} (known keys: {', '.join(sorted(fields))})")
+        hint = did_you_mean(unknown, fields, _join(key, ""))
+        raise CorewardError(f"{where}: unknown key {full}{hint} (known keys: {', '.join(sorted(fields))})")
     kwargs = {}
     for name, value in data.items():
         if value is None and not admits_none(hints[name]):
@@ -259,7 +262,10 @@ def check_args_keys(args_class: type, settings: dict[str, Any], section: str, ma
     hints = typing.get_type_hints(args_class)
     for key, value in settings.items():
         if key not in fields and key not in aliases:
-            raise CorewardError(f"key {section}.{key}: not a {args_class.__module__.split('.')[0]}.{args_class.__name__} option")
+            from coreward.runtime.names import did_you_mean
+
+            raise CorewardError(f"key {section}.{key}: not a {args_class.__module__.split('.')[0]}.{args_class.__name__} "
+                                f"option{did_you_mean(key, fields | set(aliases))}")
         if key in managed:
             raise CorewardError(f"key {section}.{key}: set it with {managed[key]} instead")
         expected = hints.get(key)

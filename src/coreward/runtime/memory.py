@@ -22,7 +22,7 @@ plus float32 residuals (~10 h) and, until backward, the bf16 copies of the weigh
 checkpointing a layer keeps its input only (e h; float32 under autocast), and backward recomputes one layer at a
 time (one layer's full activations at once).
 
-Measured accuracy and the calibration against allocation peaks: docs/memory.md.
+Measured accuracy and the calibration against allocation peaks: docs/explanation/memory-model.md.
 """
 
 from __future__ import annotations
@@ -138,6 +138,12 @@ def config_path(name_or_path: str | os.PathLike, kind: str = "policy", key: str 
             cached = None
         if isinstance(cached, str):
             return Path(cached)
+    if "/" not in name and kind == "policy":  # a mistyped registered name, before the hub's advice
+        from coreward.runtime.assets import registered_names
+        from coreward.runtime.names import nearest
+
+        if (close := nearest(name, registered_names(kind))) is not None:
+            raise CorewardError(f"{key}: {name!r} is not a registered {kind} name; did you mean {close!r}?")
     raise CorewardError(f"{key}: no config.json for {name!r} here (not a directory holding one, not one of the "
                         "model configs coreward ships, not in the Hugging Face cache): give a directory with the "
                         "model's config.json (the weights are not needed to plan)")
@@ -215,7 +221,7 @@ for _family in ("llama", "qwen3"):
 _OUTSIDE_HIDDEN = {"bfloat16": 8, "mixed": 12, "float32": 12}
 
 # Measured peak / formula, by mode: allocation peaks include what saved-tensor counts miss (autograd's views, the
-# allocator's rounding). 1.0 until docs/memory.md's measurements say otherwise.
+# allocator's rounding). 1.0 until the measurements (docs/explanation/memory-model.md) say otherwise.
 ACTIVATION_CALIBRATION = {"bfloat16": 1.0, "mixed": 1.0, "float32": 1.0}
 
 

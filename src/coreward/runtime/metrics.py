@@ -229,11 +229,13 @@ class StepLinesCallback(TrainerCallback):
     def __init__(self, prefix: str = "  "):
         self.prefix = prefix
         self.started: float | None = None
+        self.last: tuple[int, float] | None = None  # the step and time of the last line
 
     def on_train_begin(self, args, state, control, **kwargs):
         import time
 
         self.started = time.perf_counter()
+        self.last = (state.global_step, self.started)  # a resumed run's first line times its own steps
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         import time
@@ -244,8 +246,16 @@ class StepLinesCallback(TrainerCallback):
         shown += [f"held-out {key[len(EVAL_PREFIX) - 1:]} {value:.3g}" for key, value in logs.items()
                   if key.startswith(EVAL_PREFIX) and isinstance(value, float)]
         if shown:
-            elapsed = time.perf_counter() - (self.started or time.perf_counter())
-            print(f"{self.prefix}step {state.global_step}/{state.max_steps}: {', '.join(shown)} ({elapsed:.0f} s)",
+            # the step's own time apart from the run's total: "(37 s)" alone read as the step's
+            now = time.perf_counter()
+            elapsed = now - (self.started or now)
+            last_step, last_time = self.last or (state.global_step - 1, self.started or now)
+            steps = state.global_step - last_step
+            own = (f"step {now - last_time:.0f} s" if steps == 1 else f"{steps} steps {now - last_time:.0f} s"
+                   if steps > 1 else "")  # 0: a second line for one step (a periodic evaluation's)
+            self.last = (state.global_step, now)
+            timing = f"{own}, total {elapsed:.0f} s" if own else f"total {elapsed:.0f} s"
+            print(f"{self.prefix}step {state.global_step}/{state.max_steps}: {', '.join(shown)} ({timing})",
                   flush=True)
 
 

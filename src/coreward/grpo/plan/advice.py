@@ -20,6 +20,9 @@ from coreward.runtime.errors import CorewardError
 MAX_SETTINGS = 4  # levers in one suggestion at most
 MAX_PLANS = 150  # plans tried on one hardware at most (a plan takes milliseconds)
 SAME_GPUS, MORE_GPUS = 4, 2  # suggestions shown: on the user's GPUs, then on more
+NEAR = 2  # where nothing fits with SPARE: the closest combinations shown that fit with less
+MAX_GPUS = 64  # the most GPUs `fewest_gpus` tries
+SHARDING = ("zero3", "fsdp2", "zero2")  # engines that divide the model states; zero3: the paper configs' on several GPUs
 
 
 def candidate_settings(config: TrainConfig, plan: Plan, prompt_tokens: int | None = None) -> list[Lever]:
@@ -43,10 +46,10 @@ def replan(config: TrainConfig, hardware: Hardware, settings: list[str], prompt_
 
 
 def fitting_combinations(config: TrainConfig, plan: Plan, prompt_tokens: int | None, prefix: list[str],
-                         prefix_cost: str, limit: int) -> list[Suggestion]:
+                         prefix_cost: str, limit: int, near: list[Suggestion] | None = None) -> list[Suggestion]:
     """Up to `limit` combinations of `plan`'s levers with which it fits with spare, fewest levers first (each lever
     at its mildest choice that fits), none holding another; `prefix`: settings every combination starts with (more
-    GPUs)."""
+    GPUs). `near` collects the combinations tried that fit with less than SPARE."""
     levers = candidate_settings(config, plan, prompt_tokens)
     found: list[tuple[set[int], Suggestion]] = []
     helps: set[int] = set()  # levers that alone lower some phase or remove a problem: only those are combined
@@ -67,10 +70,12 @@ def fitting_combinations(config: TrainConfig, plan: Plan, prompt_tokens: int | N
                 if size == 1 and (len(again.problems) < len(plan.problems)
                                   or any(again.phase_bytes(p) < plan.phase_bytes(p) for p in PHASES)):
                     helps.add(chosen[0])
+                cost = "; ".join(([prefix_cost] if prefix_cost else []) + [levers[i].cost for i in chosen])
                 if again.fits_with_spare:
-                    cost = "; ".join(([prefix_cost] if prefix_cost else []) + [levers[i].cost for i in chosen])
                     found.append((set(chosen), Suggestion(settings, cost, again.peak_bytes)))
                     break
+                if again.fits and near is not None:
+                    near.append(Suggestion(settings, cost, again.peak_bytes))
         if len(found) >= limit:
             break
     return [s for _, s in found][:limit]
@@ -82,17 +87,22 @@ def more_gpus(hardware: Hardware) -> list[tuple[list[str], str]]:
     for gpus, engine in ((max(2, hardware.gpus), "zero2"), (max(8, hardware.gpus), "zero3"),
                          (max(8, hardware.gpus), "fsdp2")):
         if (gpus, engine) != (hardware.gpus, hardware.engine):
-            out.append(([f"--gpus {gpus}", f"--engine {engine}"],
-                        f"{gpus} GPUs: accelerate launch --config_file configs/accelerate/{engine}.yaml (keep the "
-                        "global batch: fewer accumulation steps or a smaller per-device batch)"))
+            out.append(([f"--gpus {gpus}", f"--engine {engine}"], gpus_cost(gpus, engine)))
     return out
 
 
 def suggest(config: TrainConfig, plan: Plan, limit: int = SAME_GPUS + MORE_GPUS,
             prompt_tokens: int | None = None) -> list[Suggestion]:
     """Settings with which the plan fits with spare: on the user's GPUs first (combinations of what the plan knows),
-    then on more GPUs (alone, or, where nothing fits on the user's GPUs, with the fewest settings that make it)."""
-    found = fitting_combinations(config, plan, prompt_tokens, [], "", SAME_GPUS)
+    then on more GPUs (alone, or, where nothing fits on the user's GPUs, with the fewest settings that make it).
+    Where nothing fits on the user's GPUs with spare, `plan.near` gets the closest combinations that fit with less
+    and `plan.fewest_gpus` the fewest GPUs of the user's size that fit with spare."""
+    near: list[Suggestion] = []
+    found = fitting_combinations(config, plan, prompt_tokens, [], "", SAME_GPUS, near)
+    if not found:
+        plan.near = closest(near)
+        if plan.hardware.on_gpu:
+            plan.fewest_gpus = fewest_gpus(config, plan, prompt_tokens)
     if plan.hardware.on_gpu:
         larger = []
         for hardware_settings, cost in more_gpus(plan.hardware):
@@ -106,6 +116,39 @@ def suggest(config: TrainConfig, plan: Plan, limit: int = SAME_GPUS + MORE_GPUS,
                 larger += fitting_combinations(config, again, prompt_tokens, hardware_settings, cost, 1)
         found += larger[:MORE_GPUS]
     return found[:limit]
+
+
+def closest(near: list[Suggestion]) -> list[Suggestion]:
+    """Of the combinations that fit with less than SPARE, the one with the fewest settings (the smallest change), then
+    the one with the most spare; one per set of levers (its mildest choices that give the most spare)."""
+    best: dict[str, Suggestion] = {}
+    for suggestion in near:  # a lever set's cost reads the same whatever choices it took
+        if suggestion.cost not in best or suggestion.peak_bytes < best[suggestion.cost].peak_bytes:
+            best[suggestion.cost] = suggestion
+    fewest = sorted(best.values(), key=lambda s: (len(s.settings), s.peak_bytes))
+    most_spare = sorted(best.values(), key=lambda s: (s.peak_bytes, len(s.settings)))
+    return list({id(s): s for s in fewest[:1] + most_spare[:1]}.values())[:NEAR]
+
+
+def gpus_cost(gpus: int, engine: str) -> str:
+    return (f"{gpus} GPUs: accelerate launch --config_file configs/accelerate/{engine}.yaml (keep the global batch: "
+            "fewer accumulation steps or a smaller per-device batch)")
+
+
+def fewest_gpus(config: TrainConfig, plan: Plan, prompt_tokens: int | None) -> Suggestion | None:
+    """The fewest GPUs of the plan's size with which the config as it is fits with SPARE, under the plan's engine
+    where it divides the model states, else ZeRO-3 (what the paper configs on several GPUs run). None up to
+    MAX_GPUS."""
+    engine = plan.hardware.engine if plan.hardware.engine in SHARDING else SHARDING[0]
+    for gpus in range(plan.hardware.gpus + 1, MAX_GPUS + 1):
+        settings = [f"--gpus {gpus}", f"--engine {engine}"]
+        try:
+            again = replan(config, plan.hardware, settings, prompt_tokens)
+        except (CorewardError, ValueError, KeyError):  # a batch this many processes cannot divide
+            continue
+        if again.fits_with_spare:
+            return Suggestion(settings, gpus_cost(gpus, engine), again.peak_bytes)
+    return None
 
 
 def plan_with_suggestions(config: TrainConfig, hardware: Hardware, prompt_tokens: int | None = None,

@@ -12,7 +12,7 @@ from coreward.grpo.plan.generation import VLLM_RESERVATION, vllm_minimum_bytes
 from coreward.grpo.plan.lengths import step_lengths
 from coreward.grpo.plan.result import Plan
 from coreward.grpo.plan.settings import grpo_setting, precision
-from coreward.rewards.memory import Lever, model_shape
+from coreward.rewards.memory import Lever, copy_cost, model_shape, recompute_cost
 from coreward.runtime.precision import is_low_precision
 
 
@@ -21,8 +21,10 @@ def engine_levers(config: TrainConfig, plan: Plan, prompt_tokens: int | None = N
     policy_precision = precision(config, plan.hardware.on_gpu)
     if any(item.name == VLLM_RESERVATION for item in plan.items):
         if not grpo_setting(config, "vllm_enable_sleep_mode", False):
+            reserved = next(item.bytes for item in plan.items if item.name == VLLM_RESERVATION)
             levers.append(Lever.setting("grpo.vllm_enable_sleep_mode=true",
-                                        "vLLM releases its memory outside generation (wakes each step)"))
+                                        "vLLM releases its memory outside generation and wakes each step: "
+                                        + copy_cost(reserved, "its share")))
         # a share sized to the policy's weights and the KV cache of one generation batch, a quarter of it, or 4
         # sequences at once (mildest first: fewer sequences at once generate the batch in more rounds); smaller than
         # the config's it frees memory, larger it lets vLLM start at all (a share that cannot hold one sequence
@@ -41,8 +43,7 @@ def engine_levers(config: TrainConfig, plan: Plan, prompt_tokens: int | None = N
                                 "vLLM's share sized to the policy's weights and the KV cache of the sequences it "
                                 "generates at once (fewer at once: more rounds per generation)"))
     if not policy_precision.checkpointing:
-        levers.append(Lever.setting("grpo.gradient_checkpointing=true",
-                                    "the policy's update recomputes each layer (~30% slower update)"))
+        levers.append(Lever.setting("grpo.gradient_checkpointing=true", recompute_cost("policy update")))
     if is_low_precision(config.model.dtype) and config.model.master_weights == "float32" and not config.lora.enabled:
         levers.append(Lever.setting("model.master_weights=none",
                                     f"AdamW steps the {config.model.dtype} weights themselves: updates below half a "
@@ -52,5 +53,6 @@ def engine_levers(config: TrainConfig, plan: Plan, prompt_tokens: int | None = N
     smaller = tuple((f"grpo.per_device_train_batch_size={rows // k}", f"grpo.gradient_accumulation_steps={accumulation * k}")
                     for k in (2, 4) if rows // k >= 1 and rows % k == 0)
     if smaller:
-        levers.append(Lever(smaller, "the same global batch in more, smaller micro-batches (less parallel work)"))
+        levers.append(Lever(smaller, f"the same global batch in 2x or 4x as many micro-batches of fewer than {rows} "
+                                     "sequences (the same tokens, less parallel work each)"))
     return levers

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coreward.grpo.plan.hardware import Hardware
-from coreward.rewards.memory import ALL, PHASES, Lever, MemoryItem
+from coreward.rewards.memory import ALL, PHASES, RM_STEP, RM_UPDATE, Lever, MemoryItem
 from coreward.runtime.memory import format_bytes
 
 
@@ -25,6 +25,21 @@ class Suggestion:
     def command_line(self) -> str:
         return " ".join(s if s.startswith("--") else f"--set {s}" for s in self.settings)
 
+    def to_json(self) -> dict[str, Any]:
+        return {"set": self.settings, "cost": self.cost, "peak_bytes": self.peak_bytes}
+
+    def line(self, device_bytes: int) -> str:
+        """How `coreward plan` prints it: the settings, the peak they give with its spare, what they cost."""
+        return (f"  {self.command_line()}   -> {format_bytes(self.peak_bytes)} "
+                f"({1 - self.peak_bytes / device_bytes:.0%} spare); {self.cost}")
+
+
+def step_phases(source_items: list[MemoryItem]) -> tuple[str, ...]:
+    """The phases a step has, from what its reward sources hold: an RM update and an RM step only where a source
+    holds something in them and not through the whole step (a learned RM); majority voting's step has neither."""
+    learned = any(item.phases != ALL and {RM_UPDATE, RM_STEP} & set(item.phases) for item in source_items)
+    return PHASES if learned else tuple(p for p in PHASES if p not in (RM_UPDATE, RM_STEP))
+
 
 @dataclass
 class Plan:
@@ -38,13 +53,18 @@ class Plan:
     problems: list[str] = field(default_factory=list)
     lengths: Any = None  # the Lengths it planned at (lengths.py)
     worst_case_peak_bytes: int | None = None  # planned from data: the same run's peak with every sequence at its longest
+    phases: tuple[str, ...] = PHASES  # the phases this step has (`step_phases`)
+    # nothing fits with SPARE to spare: the closest combinations that fit with less, and the fewest GPUs of this size
+    # that fit with SPARE (advice.py)
+    near: list[Suggestion] = field(default_factory=list)
+    fewest_gpus: Suggestion | None = None
 
     def phase_bytes(self, phase: str) -> int:
         return sum(item.bytes for item in self.items if phase in item.phases)
 
     @property
     def peak_phase(self) -> str:
-        return max(PHASES, key=self.phase_bytes)
+        return max(self.phases, key=self.phase_bytes)
 
     @property
     def peak_bytes(self) -> int:
@@ -76,6 +96,20 @@ class Plan:
         """The fraction of the device the peak leaves free (negative: over)."""
         return 1 - self.peak_bytes / self.device_bytes
 
+    @property
+    def needs_ratio(self) -> float:
+        """The peak over the device's memory: 2.75 reads "needs 2.75x the memory" where a spare of -175% reads as
+        nothing."""
+        return self.peak_bytes / self.device_bytes
+
+    def verdict(self) -> str:
+        if self.fits:
+            return f"fits ({self.spare:+.0%} spare)"
+        if self.peak_bytes <= self.device_bytes:  # under the device, but a problem stops it
+            return "does NOT fit"
+        return (f"does NOT fit: {format_bytes(self.peak_bytes - self.device_bytes)} missing, needs "
+                f"{self.needs_ratio:.2f}x the memory")
+
     def largest_items(self, count: int = 5) -> list[Item]:
         peak = self.peak_phase
         return sorted((i for i in self.items if peak in i.phases), key=lambda i: -i.bytes)[:count]
@@ -91,10 +125,12 @@ class Plan:
             "peak_bytes": self.peak_bytes, "device_bytes": self.device_bytes, "fits": self.fits,
             "peak_phase": self.peak_phase, "spare": round(self.spare, 4),
             "hardware": dataclasses.asdict(self.hardware),
-            "phases": {phase: self.phase_bytes(phase) for phase in PHASES},
+            "phases": {phase: self.phase_bytes(phase) for phase in self.phases},
             "items": [{"name": i.name, "bytes": i.bytes, "phases": list(i.phases), "note": i.note} for i in self.items],
             "notes": self.notes, "problems": self.problems, "unmeasured_on_gpu": self.unmeasured_on_gpu,
-            "suggestions": [{"set": s.settings, "cost": s.cost, "peak_bytes": s.peak_bytes} for s in self.suggestions],
+            "suggestions": [s.to_json() for s in self.suggestions], "near": [s.to_json() for s in self.near],
+            "fewest_gpus": self.fewest_gpus.to_json() if self.fewest_gpus else None,
+            "missing_bytes": max(0, self.peak_bytes - self.device_bytes), "needs_ratio": round(self.needs_ratio, 4),
             "lengths": self.lengths_json(), "worst_case_peak_bytes": self.worst_case_peak_bytes,
         }
 
@@ -112,16 +148,16 @@ class Plan:
         short = {"generation": "gen", "reward scoring": "score", "RM update": "rm-upd", "RM step": "rm-step",
                  "policy update": "policy"}
         for item in sorted(self.items, key=lambda i: -i.bytes):
-            phases = "all phases" if item.phases == ALL else ", ".join(short[p] for p in item.phases)
+            held = [p for p in item.phases if p in self.phases]  # of the phases this step has
+            phases = "all phases" if item.phases == ALL or held == list(self.phases) else ", ".join(short[p] for p in held)
             lines.append(f"  {item.name:<{width}}  {format_bytes(item.bytes):>10}  [{phases}]"
                          + (f"  {item.note}" if item.note else ""))
         lines.append("")
-        for phase in PHASES:
+        for phase in self.phases:
             mark = "  <- peak" if phase == self.peak_phase else ""
             lines.append(f"  phase {phase:<15} {format_bytes(self.phase_bytes(phase)):>10}{mark}")
-        verdict = "fits" if self.fits else "does NOT fit"
         lines += ["", f"peak {format_bytes(self.peak_bytes)} ({self.peak_phase}) of {format_bytes(self.device_bytes)}: "
-                  f"{verdict} ({self.spare:+.0%} spare)"]
+                  f"{self.verdict()}"]
         lines += [f"does NOT fit: {problem}" for problem in self.problems]
         if self.lengths is not None:
             lines.append(f"lengths: {self.lengths.describe()}")
@@ -131,16 +167,25 @@ class Plan:
         unmeasured = [i for i in self.items if i.name in self.unmeasured_on_gpu and self.peak_phase in i.phases]
         if self.fits and unmeasured:
             lines.append(f"of the peak's {format_bytes(self.peak_bytes)}, {format_bytes(sum(i.bytes for i in unmeasured))} "
-                         "is in terms no GPU has checked yet (docs/memory.md, \"The GPU check\"): "
+                         "is in terms no GPU has checked yet (docs/how-to/memory-plan.md, the GPU check): "
                          + ", ".join(i.name for i in sorted(unmeasured, key=lambda i: -i.bytes)))
         lines += [f"note: {note}" for note in self.notes]
         if not self.fits:
             if self.suggestions:
                 lines.append(f"settings that would fit with {SPARE:.0%} to spare (each planned again, the same GPUs "
                              "first):")
-                for s in self.suggestions:
-                    lines.append(f"  {s.command_line()}   -> {format_bytes(s.peak_bytes)}; {s.cost}")
+                lines += [s.line(self.device_bytes) for s in self.suggestions]
             else:
-                lines.append(f"no combination of the settings coreward knows fits with {SPARE:.0%} to spare: a "
-                             "smaller model, shorter sequences or more GPUs")
+                lines.append(f"no combination of the settings coreward knows fits with {SPARE:.0%} to spare on these "
+                             "GPUs")
+            if self.near:
+                lines.append(f"closest that fit with less than {SPARE:.0%} to spare (a longer sequence or the "
+                             "allocator's fragmentation may then run out):")
+                lines += [s.line(self.device_bytes) for s in self.near]
+            if self.fewest_gpus:
+                lines.append(f"fewest {format_bytes(self.device_bytes)} GPUs that fit with {SPARE:.0%} to spare, this "
+                             "config otherwise as it is:")
+                lines.append(self.fewest_gpus.line(self.device_bytes))
+            if not (self.suggestions or self.near or self.fewest_gpus):
+                lines.append("a smaller model, shorter sequences or more GPUs")
         return "\n".join(lines)
