@@ -141,7 +141,9 @@ def test_a_guarded_label_free_run_resumes_after_its_alarm(memorized_policy, tmp_
     checkpoint-2 is written, it resumes from checkpoint-1: the alarm and best/ of step 2 belong to a step it trains
     again, so best/ is dropped, the alarm fires again at step 2 (once in metrics.jsonl) and best/ is rewritten."""
     run_dir = tmp_path / "run"
-    overrides = [*label_free_overrides(memorized_policy, tmp_path, eval_every=2, warmup=2), "grpo.save_steps=1"]
+    # rollouts (the policy's, the teacher's, the evaluation's) from a bfloat16 sampling copy (runtime/sampling.py)
+    overrides = [*label_free_overrides(memorized_policy, tmp_path, eval_every=2, warmup=2), "grpo.save_steps=1",
+                 "sampling.engine=copy", "sampling.dtype=bfloat16"]
     killed = launch(command("ddp", run_dir, overrides, 2), run_dir, kill="checkpoint:2", timeout_s=240)
     assert killed.killed, killed.log[-3000:]
     assert "guard: step 2:" in killed.log and read_best(run_dir)["step"] == 2  # the alarm and best/ were written
@@ -153,6 +155,9 @@ def test_a_guarded_label_free_run_resumes_after_its_alarm(memorized_policy, tmp_
     rows = read_metrics(run_dir / "metrics.jsonl")
     assert [row["step"] for row in rows if "reward" in row] == [1, 2]
     assert_guarded(resumed.log, rows, run_dir, "ddp", alarm_at=2)
+    assert "sampling: from a copy of the policy in bfloat16" in resumed.log
+    # the copy's log-probabilities of its samples against the trainer's: bf16's rounding, not another policy's
+    assert all(0 < row["sampling/logprob_mismatch/mean"] < 0.1 for row in rows if "reward" in row), rows
     marker = json.loads((run_dir / BEST_DIR / COMPLETE_MARKER).read_text())
     assert marker["time"] > started  # written again by the resumed run
     assert_every_source_scored(rows, LABEL_FREE)

@@ -323,6 +323,25 @@ def test_a_lora_policy_on_a_cpu_plans_the_activations_glibcs_heap_keeps_and_only
         assert HEAP_KEPT not in [i["name"] for i in other["items"]]
 
 
+def test_the_sampling_copy_is_planned_in_the_dtype_it_samples_in_where_rollouts_use_one():
+    """A LoRA policy on a CPU samples from a merged copy of its weights (runtime/sampling.py): one more copy of the
+    weights, in every phase, in sampling.dtype; none with sampling.engine: policy, on a GPU, or for a full float32
+    fine-tune left to auto (the copy would change nothing there)."""
+    from coreward.grpo.plan.generation import SAMPLING_COPY
+    from coreward.runtime.assets import resolve_model
+
+    count = parameter_count(ModelShape.from_path(resolve_model("demo")), "lm")
+    lora = plan(RULE_CONFIG, "lora.enabled=true", device="cpu")
+    copy = item(lora, SAMPLING_COPY)
+    assert copy["bytes"] == 4 * count and len(copy["phases"]) == len(lora["phases"])  # the demo policy: float32
+    assert item(plan(RULE_CONFIG, "lora.enabled=true", "sampling.dtype=bfloat16", device="cpu"),
+                SAMPLING_COPY)["bytes"] == 2 * count
+    without = plan(RULE_CONFIG, "lora.enabled=true", "sampling.engine=policy", device="cpu")
+    assert phase(lora, "policy update") - phase(without, "policy update") == copy["bytes"]
+    for other in (without, plan(RULE_CONFIG, "lora.enabled=true"), plan(RULE_CONFIG, device="cpu")):
+        assert SAMPLING_COPY not in [i["name"] for i in other["items"]]
+
+
 def test_lora_dropout_keeps_a_copy_of_each_adapted_layers_input_and_checkpointing_keeps_one_layers():
     """PEFT's LoRA dropout saves the dropped-out input (and its mask) of every adapted map for backward: planned
     with dropout, not without it (lora_A then reads the layer's input, already counted), one layer's worth when

@@ -168,6 +168,13 @@ def test_one_training_step_of_the_real_model(folder, tmp_path):
     [metrics] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert metrics["step"] == 1 and 0 < metrics["completions/mean_length"] <= 16
     assert "verify/prompts_with_verified" in metrics  # the rule read the completions against the references
+    # rollouts from the sampling copy, LoRA merged, bf16 where this CPU multiplies it natively (runtime/sampling.py);
+    # its log-probabilities of the samples against the trainer's (whose LoRA dropout adds its own noise)
+    from coreward.runtime.sampling import native_bf16
+
+    dtype = "bfloat16" if native_bf16() else "float32"
+    assert f"sampling: from a copy of the policy in {dtype}" in result.stdout + result.stderr
+    assert 0 < metrics["sampling/logprob_mismatch/mean"] < 0.1, metrics
     final = run / "final"
     saved, base = AutoTokenizer.from_pretrained(final), AutoTokenizer.from_pretrained(folder)
     assert saved.chat_template == base.chat_template and saved.eos_token == "<|im_end|>"

@@ -107,6 +107,20 @@ def _plain_copy(value: Any) -> Any:
 
 
 @dataclass
+class SamplingSettings:
+    """Where local rollouts sample (the policy's, an EMA teacher's, the periodic evaluation's): runtime/sampling.py."""
+
+    # copy: a sampling copy of the policy, LoRA merged, in `dtype`, whose weights follow the policy's after every
+    # optimizer step; policy: TRL's generate on the training module itself (adapters unmerged, the weights' dtype, in
+    # train mode); auto: the copy on a CPU where it changes something (adapters to merge, another dtype), the policy
+    # on a GPU, with vLLM, or when the policy is sharded (ZeRO-3, FSDP)
+    engine: Literal["auto", "copy", "policy"] = "auto"
+    # the copy's weights. auto: bfloat16 on a CPU that multiplies it in hardware (avx512_bf16 / amx_bf16) for a model
+    # of 20M parameters or more (a decoding step then reads its weights: half the bytes), float32 otherwise
+    dtype: Literal["auto", "bfloat16", "float32"] = "auto"
+
+
+@dataclass
 class VerifierSettings:
     timeout_s: float = 10.0
     num_workers: int | None = None
@@ -123,6 +137,7 @@ class TrainConfig:
     rewards: list[RewardSpec] = field(default_factory=lambda: [RewardSpec(name="rule")])
     grpo: dict = field(default_factory=dict)
     verifier: VerifierSettings = field(default_factory=VerifierSettings)
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
     seed: int = 42
     output_dir: str = "runs/train"
     # CPU threads for torch per process. None: picked at the start, the cores other jobs leave idle (at most torch's

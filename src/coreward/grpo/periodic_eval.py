@@ -181,6 +181,11 @@ class PeriodicEvalCallback(TrainerCallback):
         accelerator = self.trainer.accelerator
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
         max_new_tokens = self.max_new_tokens or getattr(args, "max_completion_length", None) or DEFAULT_MAX_NEW_TOKENS
+        sampler = getattr(self.trainer, "sampling_model", lambda: None)()  # the policy's current weights, or None
+        if sampler is not None:
+            with torch.random.fork_rng(devices=devices):
+                backend = HFBackend(sampler, self.trainer.processing_class, batch_size=self.batch_size)
+                return sample(backend, problems, self.n, self.temperature, self.top_p, max_new_tokens, self.seed)
         with (
             unwrap_model_for_generation(
                 wrapped,

@@ -99,7 +99,8 @@ class TrainerPolicy:
     def generate(self, model: Any, prompt_ids: list[list[int]], num_generations: int, temperature: float,
                  adapter: str | None = None) -> list[list[str]]:
         """Sampling with `generate` in eval mode (no dropout; no activation checkpointing, so the KV cache is
-        used), with the trainer's top-p/top-k, length limit and stop tokens."""
+        used), with the trainer's top-p/top-k, length limit and stop tokens; from the trainer's sampling copy of
+        `model` (with `adapter`) where rollouts sample from one (runtime/sampling.py)."""
         from transformers import GenerationConfig
         from trl.trainer.utils import use_adapter
 
@@ -118,9 +119,14 @@ class TrainerPolicy:
             eos_token_id=trainer.eos_token_ids,
             disable_compile=True,
         )
-        with use_adapter(model, adapter) if adapter else nullcontext(), trainer.accelerator.autocast():
-            rows = generate_from_ids(model, prompt_ids, tokenizer.pad_token_id, self.device, repeat=num_generations,
+        sampler = trainer.sampling_model(model, adapter)  # `model`'s current weights in the sampling copy, or None
+        if sampler is not None:
+            rows = generate_from_ids(sampler, prompt_ids, tokenizer.pad_token_id, self.device, repeat=num_generations,
                                      generation_config=config)
+        else:
+            with use_adapter(model, adapter) if adapter else nullcontext(), trainer.accelerator.autocast():
+                rows = generate_from_ids(model, prompt_ids, tokenizer.pad_token_id, self.device,
+                                         repeat=num_generations, generation_config=config)
         texts = tokenizer.batch_decode(rows, skip_special_tokens=True)
         return [texts[i : i + num_generations] for i in range(0, len(texts), num_generations)]
 

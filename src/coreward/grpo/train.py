@@ -410,6 +410,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         keep_checkpoints=keep_checkpoints(config),
         kl_from_init=config.kl_from_init,
         kl_from_init_estimator=config.kl_from_init_estimator,
+        sampling=(config.sampling.engine, config.sampling.dtype),
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     # TRL writes its own model card to the run root at every checkpoint ("fine-tuned version of [None]" for a model

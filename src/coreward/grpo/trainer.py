@@ -131,6 +131,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         keep_checkpoints: int | None = 2,
         kl_from_init: bool = True,
         kl_from_init_estimator: str = "exact",
+        sampling: tuple[str, str] = ("auto", "auto"),
         **kwargs: Any,
     ):
         # what the sources declare (`RewardSource.data_needs`): each view's loss a token mean of its own tokens
@@ -148,6 +149,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self.fault_counts = dict.fromkeys(FAULT_COUNTERS, 0)  # cumulative, saved with checkpoints
         self._train_sampler = None
         self._policy: TrainerPolicy | None = None
+        self.sampling_settings = sampling  # (engine, dtype): the config's sampling.engine and sampling.dtype
+        self._sampling = None  # (SamplingPlan, SamplingCopy or None), decided at the first rollout
+        self._sampling_loads = 0  # checkpoints loaded: the copy's weights are written again after one
+        self._sampling_pending = None  # the sampler's log-probabilities of the next loss pass's rows, and their mask
         names = source_metric_names([source.name for source in reward_sources])
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
         self.kl_init_source, self.kl_init_model = self._initial_policy_for_kl() if kl_from_init else (None, None)
@@ -266,6 +271,84 @@ class CorewardGRPOTrainer(GRPOTrainer):
         return super()._run_epoch(*args, **kwargs)
 
     # ----------------------------------------------------------------- generation and timing
+    @property
+    def sampling_plan(self):
+        """Where rollouts sample (runtime/sampling.py `plan_sampling`): decided once, with the prepared model."""
+        if self._sampling is None:
+            from coreward.runtime.distributed import print_once
+            from coreward.runtime.sampling import SamplingCopy, plan_sampling
+
+            module = self.accelerator.unwrap_model(self.model)
+            base = module.get_base_model() if hasattr(module, "get_base_model") else module
+            parameters = sum(p.numel() for name, p in base.named_parameters() if "lora_" not in name)
+            plan = plan_sampling(*self.sampling_settings, on_gpu=self.accelerator.device.type != "cpu",
+                                 use_vllm=bool(self.use_vllm), sharded=self.policy.is_sharded,
+                                 lora=hasattr(module, "peft_config"), parameters=parameters,
+                                 weights_dtype=next(base.parameters()).dtype)
+            self._sampling = (plan, SamplingCopy(plan.dtype) if plan.use_copy else None)
+            print_once(plan.describe())
+        return self._sampling[0]
+
+    @property
+    def sampling_copy(self):
+        """The SamplingCopy rollouts use (None when they sample from the policy itself)."""
+        self.sampling_plan  # noqa: B018 - decides
+        return self._sampling[1]
+
+    def sampling_model(self, source: Any = None, adapter: str | None = None) -> Any | None:
+        """The model to sample `source` (the policy when None; an EMA teacher's copy, or the policy with `adapter`)
+        from: the sampling copy holding its current weights, or None where rollouts sample from the model itself.
+        Weights change only at an optimizer step, so the copy follows the global step (and any checkpoint load)."""
+        from coreward.runtime.sampling import UnsupportedSource
+
+        copy = self.sampling_copy
+        if copy is None:
+            return None
+        source = source if source is not None else self.accelerator.unwrap_model(self.model)
+        start = time.perf_counter()
+        try:
+            model = copy.follow(source, (self.state.global_step, self._sampling_loads), adapter)
+        except UnsupportedSource as err:
+            from coreward.runtime.distributed import print_once
+
+            print_once(f"sampling: from the model itself ({err})")
+            self._sampling = (self._sampling[0], None)
+            return None
+        self._metrics["train" if self.model.training else "eval"]["time/sampling_sync"].append(
+            time.perf_counter() - start)
+        return model
+
+    def _load_from_checkpoint(self, *args, **kwargs):
+        self._sampling_loads += 1
+        return super()._load_from_checkpoint(*args, **kwargs)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """TRL's generation, from the sampling copy where there is one (text prompts); the sampled tokens'
+        log-probabilities under the copy come back as TRL's `logprobs` (its `sampling_per_token_logps`)."""
+        model = self.sampling_model() if images is None and not multimodal_fields else None
+        if model is None:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        from coreward.runtime.sampling import sample_token_ids
+
+        model.generation_config = self.generation_config  # TRL's settings, not the checkpoint's defaults
+        return sample_token_ids(model, prompt_ids, self.generation_config, self._tokenizer.pad_token_id,
+                                self.eos_token_ids, self.temperature, self.accelerator.device)
+
+    def _record_sampling_mismatch(self, sampler_logps, policy_logps, mask) -> None:
+        """`sampling/logprob_mismatch/{mean,max}` (|Δ| per token, Δ = the copy's log-probability of a sampled token
+        minus the trainer's) and `sampling/kl_sampler_policy` (mean Δ), over every process's tokens."""
+        from coreward.runtime.sampling import logprob_mismatch
+
+        abs_sum, abs_max, signed, tokens = logprob_mismatch(sampler_logps, policy_logps, mask)
+        sums = self.accelerator.gather(torch.stack([abs_sum, signed, tokens]).float().view(1, 3)).sum(dim=0)
+        worst = self.accelerator.gather(abs_max.float().view(1)).max()
+        metrics = self._metrics["train"]
+        count = max(float(sums[2]), 1.0)
+        metrics["sampling/logprob_mismatch/mean"].append(float(sums[0]) / count)
+        metrics["sampling/logprob_mismatch/max"].append(float(worst))
+        metrics["sampling/kl_sampler_policy"].append(float(sums[1]) / count)
+
     def _generate(self, prompts: list):
         start = time.perf_counter()
         result = super()._generate(prompts)
@@ -287,6 +370,12 @@ class CorewardGRPOTrainer(GRPOTrainer):
             output["view"] = torch.tensor([int(row["view"]) for row in inputs], device=output["completion_mask"].device)
         if mode == "train" and self.kl_init_source is not None:
             self._log_kl_from_init(output)
+        if mode == "train" and not self.use_vllm and output.get("sampling_per_token_logps") is not None:
+            if output.get("old_per_token_logps") is not None:  # TRL computed the policy's: compared now
+                self._record_sampling_mismatch(output["sampling_per_token_logps"], output["old_per_token_logps"],
+                                               output["completion_mask"])
+            # otherwise the loss's pass computes them, before any update of this generation batch: compared there
+            # (`_compute_loss`); the sampler's travel with their rows through TRL's shuffle
         if mode == "train":
             self._times.scoring = time.perf_counter() - start
             self._metrics[mode]["time/generation"].append(self._times.generation)
@@ -446,6 +535,14 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self._record_kl(sequence_k3(policy_logps.detach(), init_logps, completion_mask.float()), completion_mask)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        sampling, self._sampling_pending = self._sampling_pending, None
+        result = self._logps_and_kl(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+        if sampling is not None:
+            self._record_sampling_mismatch(sampling[0], result[0], sampling[1])
+        return result
+
+    def _logps_and_kl(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        """TRL's log-probability pass, recording kl/from_init when the loss's pass was asked to (`_kl_pending`)."""
         pending, self._kl_pending = getattr(self, "_kl_pending", None), None
         if pending is None or pending[2] is None:
             result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
@@ -469,6 +566,13 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self._metrics["train"]["time/kl_from_init_in_loss"].append(time.perf_counter() - start)
         return result
 
+    def _expect_sampling_mismatch(self, inputs) -> None:
+        """The next log-probability pass (the loss's, over `inputs`) compares the sampler's log-probabilities with the
+        policy's, when TRL computed none of its own (on-policy rollouts: the loss's pass is the policy that sampled)."""
+        if "sampling_per_token_logps" in inputs and "old_per_token_logps" not in inputs and not self.use_vllm \
+                and self.model.training:
+            self._sampling_pending = (inputs["sampling_per_token_logps"], inputs["completion_mask"])
+
     def _expect_kl_from_init(self, inputs) -> None:
         """The next log-probability pass (the loss's, over `inputs`) records kl/from_init; see _log_kl_from_init."""
         if INIT_LOGPS in inputs and self.model.training:
@@ -477,6 +581,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
     def _compute_loss(self, model, inputs):
         if not (self.per_view_loss and "view" in inputs):
             self._expect_kl_from_init(inputs)
+            self._expect_sampling_mismatch(inputs)
             return super()._compute_loss(model, inputs)
         mode = "train" if self.model.training else "eval"
         metrics = self._metrics[mode]
@@ -484,6 +589,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         for view, part in split_views(inputs):
             before = {key: len(values) for key, values in metrics.items()}
             self._expect_kl_from_init(part)
+            self._expect_sampling_mismatch(part)
             loss = super()._compute_loss(model, part)
             for key in [k for k in metrics if "/view" not in k]:  # what TRL logged for this view alone
                 metrics[f"{key}/view{view}"].extend(metrics[key][before.get(key, 0):])

@@ -47,9 +47,30 @@ def generation_items(config: TrainConfig, policy: ModelShape, precision: Precisi
         notes.append("vLLM runs as a server on other GPUs: nothing of it on the training devices")
         return []
     rows, seq = lengths.generation_rows, lengths.seq_len
-    return [MemoryItem("generation KV cache (transformers)", kv_cache_bytes(policy, rows, seq, precision.compute)
-                       + rows * policy.vocab_size * 4 * 2, (GENERATION,),
-                       f"{rows} sequences x {seq} tokens, plus the sampling logits", gpu_measured=True)]
+    sampler = sampling_copy_dtype(config, policy, precision, hardware)
+    cache_dtype = sampler or precision.compute
+    items = [MemoryItem("generation KV cache (transformers)", kv_cache_bytes(policy, rows, seq, cache_dtype)
+                        + rows * policy.vocab_size * 4 * 2, (GENERATION,),
+                        f"{rows} sequences x {seq} tokens, plus the sampling logits", gpu_measured=True)]
+    if sampler is not None:
+        items.append(MemoryItem(SAMPLING_COPY, count * DTYPE_BYTES[sampler], ALL,
+                                f"{sampler} weights, LoRA merged; sampling.engine: policy drops it (slower rollouts)"))
+    return items
+
+
+SAMPLING_COPY = "sampling copy of the policy"  # the item's name (tests look for it)
+
+
+def sampling_copy_dtype(config: TrainConfig, policy: ModelShape, precision: Precision, hardware: Hardware) -> str | None:
+    """The dtype of the sampling copy rollouts use (runtime/sampling.py), as the trainer decides it; None without one."""
+    import torch
+
+    from coreward.runtime.sampling import plan_sampling
+
+    plan = plan_sampling(config.sampling.engine, config.sampling.dtype, on_gpu=hardware.on_gpu, use_vllm=False,
+                         sharded=hardware.effective_engine in ("zero3", "fsdp2"), lora=config.lora.enabled,
+                         parameters=parameter_count(policy, "lm"), weights_dtype=getattr(torch, precision.weights))
+    return str(plan.dtype).removeprefix("torch.") if plan.use_copy else None
 
 
 def vllm_share_problem(config: TrainConfig, policy: ModelShape, precision: Precision, hardware: Hardware,
