@@ -140,11 +140,105 @@ METHOD_FILE_LINES = 220
 
 def test_each_method_file_reads_as_a_page():
     """A file of rewards/ that registers a reward (`@register`) stays within a page: its method, top to bottom;
-    plumbing and variants live in files beside it (e.g. cooper_variants.py, ensemble.py, teacher_weights.py)."""
+    plumbing and variants live in files beside it (e.g. cooper/variants.py, ensemble.py, teacher_weights.py)."""
     long = []
-    for path in sorted((SRC / "coreward" / "rewards").glob("*.py")):
+    for path in sorted((SRC / "coreward" / "rewards").rglob("*.py")):
         text = path.read_text()
         lines = len(text.splitlines())
         if re.search(r"^@register\(", text, re.MULTILINE) and lines > METHOD_FILE_LINES:
             long.append(f"{path.relative_to(SRC)}: {lines} lines")
     assert not long, f"method files over {METHOD_FILE_LINES} lines:\n" + "\n".join(long)
+
+
+# --------------------------------------------------------------------------- methods own their knowledge
+ENGINE_PACKAGES = ("grpo", "evaluation", "experiments")
+# Methods named by a word the engine uses for something else, and the files where it does (`*`: everywhere). In
+# these files the word may appear, but never as a method's metric namespace (`judge/calls`): that is the method's.
+VOCABULARY = {
+    "model": ("*", "the policy model, a config's `model` section"),
+    "rule": ("*", "the rule verifier"),
+    "judge": ("evaluation/", "the evaluator's LLM judge (`coreward eval --judge`, rm/judge.py)"),
+    "majority": ("evaluation/", "maj@n's majority answer"),
+    "entropy": ("grpo/token_stats.py", "a statistic of the policy's logits any source may ask for (`needs_token_stats`)"),
+    "self_certainty": ("grpo/token_stats.py", "a statistic of the policy's logits any source may ask for"),
+}
+
+
+def method_names() -> dict[str, type]:
+    from coreward.rewards import builtin_methods
+
+    return {cls.name: cls for cls in builtin_methods()}
+
+
+def method_modules() -> set[str]:
+    """Each method's own modules: the module that registers it, and its whole subpackage when it has one."""
+    modules = set()
+    for cls in method_names().values():
+        module = cls.__module__
+        package = module.rpartition(".")[0]
+        modules.add(package if package != "coreward.rewards" else module)
+    return modules
+
+
+def code_words(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every identifier and string literal of the file's code (docstrings and comments are prose)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    words = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words.append((node.lineno, node.value))
+        elif isinstance(node, ast.Name):
+            words.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute):
+            words.append((node.lineno, node.attr))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            words.append((node.lineno, node.name))
+        elif isinstance(node, (ast.keyword, ast.arg)) and node.arg:
+            words.append((node.lineno, node.arg))
+    return words
+
+
+def names_a_method(text: str, name: str, where: str) -> bool:
+    """Whether `text` names the method `name` (as a word: `cooper_steps`, `co_rewarding_2/teacher_distance`,
+    `"cooper"`), in the file `where` (relative to coreward/)."""
+    if re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}/", text):
+        return True  # the method's metric namespace
+    files, _ = VOCABULARY.get(name, ("", ""))
+    if files == "*" or (files and where.startswith(files)):
+        return False
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", text, re.IGNORECASE) is not None
+
+
+def test_the_engine_names_no_reward_method():
+    """grpo/, evaluation/ and experiments/ know no method: each source says what it needs through its hooks (memory,
+    health watches, step cost, exported models, data needs), so a new method is its own files alone. The names come
+    from the registry, so a new method is checked as soon as it registers."""
+    names, modules = method_names(), method_modules()
+    assert {"cooper", "co_rewarding_2"} <= set(names) and "coreward.rewards.cooper" in modules  # the registry is read
+    found = []
+    for package in ENGINE_PACKAGES:
+        for path in sorted((SRC / "coreward" / package).rglob("*.py")):
+            where = str(path.relative_to(SRC / "coreward"))
+            for line, target in imports_of(path):
+                if any(target == m or target.startswith(m + ".") for m in modules):
+                    found.append(f"{where}:{line} imports {target}")
+            for line, text in code_words(path):
+                found += [f"{where}:{line} names {name!r}: {text[:80]!r}" for name in names
+                          if names_a_method(text, name, where)]
+    assert not found, "the engine names reward methods (give the source a hook instead):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("text, name, where, expected", [
+    ("cooper_steps", "cooper", "grpo/health.py", True),
+    ("co_rewarding_2/teacher_distance", "co_rewarding_2", "grpo/health.py", True),
+    ("judge/calls", "judge", "evaluation/evaluate.py", True),
+    ("judge_mode", "judge", "evaluation/evaluate.py", False),
+    ("judge_mode", "judge", "grpo/health.py", True),
+    ("unwrap_model", "model", "grpo/trainer.py", False),
+    ("coopers", "cooper", "grpo/trainer.py", False),
+])
+def test_a_method_is_named_as_a_word(text, name, where, expected):
+    assert names_a_method(text, name, where) is expected

@@ -1,5 +1,5 @@
-"""docs/fidelity.md's table against the paper configs: every row with a key must hold, in every config its
-`configs` column names, the value its `paper configs` column states (configs read with their `base:`)."""
+"""docs/reference/paper-settings.md's table against the paper configs: every row with a key must hold, in every
+config its `configs` column names, the value its `paper configs` column states (configs read with their `base:`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from coreward.runtime.config import read_yaml_with_base
 
 
 REPO = Path(__file__).resolve().parents[1]
-DOC = REPO / "docs" / "fidelity.md"
+DOC = REPO / "docs" / "reference" / "paper-settings.md"
 
 
 def table_rows() -> list[dict[str, str]]:

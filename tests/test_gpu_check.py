@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py stays alive without a GPU: on CPU with its tiny shapes and one step per part, the
+"""benchmarks/gpu/gpu_check.py stays alive without a GPU: on CPU with its tiny shapes and one step per part, the
 training parts run (rule and the RM learner's update alone, in the learning check: bf16 against float32; Cooper
 with its RM on a device of its own) and the report holds what it promises — a step time split by phase, a peak
 memory per device, the date, machine, commit and command. The vLLM parts (Co-rewarding-II with its EMA teacher,
@@ -32,7 +32,7 @@ def gpu_check(tmp_path: Path, parts: str, *extra: str) -> tuple[dict, str]:
     # vLLM tests side by side)
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}", "OMP_NUM_THREADS": "1",
            "CUDA_VISIBLE_DEVICES": "", "MASTER_PORT": str(free_port())}
-    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--tiny", "--steps", "1", "--parts", parts,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu.gpu_check", "--tiny", "--steps", "1", "--parts", parts,
                            "--out", str(out), *extra], capture_output=True, text=True, timeout=1200, cwd=REPO, env=env)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     [report_file] = list(out.glob("gpu_check-*-cpu.json"))
@@ -41,7 +41,7 @@ def gpu_check(tmp_path: Path, parts: str, *extra: str) -> tuple[dict, str]:
 
 
 def check_report(report: dict, table: str, parts: list[str]) -> dict[str, dict]:
-    assert report["date"] and report["commit"] and "gpu_check.py" in report["command"]
+    assert report["date"] and report["commit"] and "benchmarks.gpu.gpu_check" in report["command"]
     assert report["machine"]["cpu"] and report["steps"] == 1
     by_part = {r["part"]: r for r in report["parts"]}
     assert list(by_part) == parts
@@ -104,11 +104,8 @@ def test_gpu_check_cooper_sharded_command_is_an_fsdp2_launch_of_the_tested_run(t
     """The cooper_sharded part's command: `accelerate launch` with the shipped FSDP2 config on 2 gloo processes (one
     per GPU there), Cooper's demo config with the RM's settings a sharded RM accepts; the run it launches is
     tests/grpo/test_sharded.py's fsdp2 run (Cooper's RM sharded like the policy)."""
-    import importlib.util
+    from benchmarks.gpu import gpu_check as module
 
-    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     settings = {"gradient_checkpointing": True, "max_tokens_per_pass": 4096}
     cpu = module.part_command("cooper_sharded", tmp_path / "policy", tmp_path / "rm", tmp_path / "run", 1, True, 0,
                               False, rm_settings=settings)
@@ -126,7 +123,7 @@ def test_gpu_check_cooper_sharded_command_is_an_fsdp2_launch_of_the_tested_run(t
 
 
 def test_gpu_check_refuses_an_unknown_part():
-    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--parts", "rule,nope"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu.gpu_check", "--parts", "rule,nope"], capture_output=True,
                           text=True, timeout=120, cwd=REPO)
     assert done.returncode == 2 and "unknown nope" in done.stderr
 

@@ -1,13 +1,13 @@
-"""benchmarks/gpu_memory_check.py's CPU side: without a GPU, `--dry-run` builds each part's command and plan and
-writes the JSON and the markdown table; a part whose library is missing is skipped with the reason; two processes
-on a one-GPU machine share it (gloo); the cooper part runs the paper config's RM settings with reference-made
-positives that reach the RM's 1,024 tokens. The GPU run itself is not testable here."""
+"""benchmarks/gpu/gpu_memory_check.py's CPU side (run as `python benchmarks/gpu_memory_check.py`): without a GPU,
+`--dry-run` builds each part's command and plan and writes the JSON and the markdown table; a part whose library is
+missing is skipped with the reason; two processes on a one-GPU machine share it (gloo); the cooper part runs the
+paper config's RM settings with reference-made positives that reach the RM's 1,024 tokens. The GPU run itself is
+not testable here."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,11 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def check():
-    spec = importlib.util.spec_from_file_location("gpu_memory_check", REPO / "benchmarks" / "gpu_memory_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks.gpu import gpu_memory_check
+
+    return gpu_memory_check
 
 
 def test_dry_run_plans_every_part_and_skips_a_part_whose_library_is_missing(check, tmp_path, monkeypatch):
@@ -47,7 +45,7 @@ def test_dry_run_plans_every_part_and_skips_a_part_whose_library_is_missing(chec
     assert zero3["plan"]["device_total_bytes"] == 2 * zero3["plan"]["peak_bytes"]
     assert "--share-gpu" in zero3["command"] and "zero3.yaml" in zero3["command"]
     assert by_part["cooper"]["plan"]["peak_phase"] == "RM update"  # its RM update is in the plan, and runs (below)
-    assert "benchmarks.gpu_memory_cooper:CooperWithReferencePositives" in by_part["cooper"]["command"]
+    assert "benchmarks.gpu.gpu_memory_cooper:CooperWithReferencePositives" in by_part["cooper"]["command"]
     assert "rewards.0.params.optimizer_offload_step=" in by_part["cooper"]["command"]  # the paper config's RM settings
     assert "| planned peak (phase) | planned in torch's allocator | max allocated |" in table
     assert "vllm_sleep | skipped: vllm not installed" in table and report["commit"] in table
@@ -79,8 +77,7 @@ def test_an_unknown_part_and_a_machine_without_gpu_are_refused(check, tmp_path, 
 
 
 def test_cooper_parts_positives_end_in_the_reference_and_fill_the_rms_tokens():
-    sys.path.insert(0, str(REPO))
-    from benchmarks.gpu_memory_cooper import RM_TOKENS, CooperWithReferencePositives, filled
+    from benchmarks.gpu.gpu_memory_cooper import RM_TOKENS, CooperWithReferencePositives, filled
     from coreward.demo.model import build_demo_tokenizer
 
     tokenizer = build_demo_tokenizer()

@@ -2,7 +2,7 @@
 its backward, counted with `torch.autograd.graph.saved_tensors_hooks` on a small random Qwen2 (2 layers): the
 policy's pass through TRL's fused log-probability head and the reward model's through its score head, float32,
 float32 weights under bf16 autocast and bf16 weights, gradient checkpointing off and on; and `parameter_count` against the built
-models (Qwen2, Qwen3, Llama; tied and untied). benchmarks/memory_plan_accuracy.py does the same at the papers'
+models (Qwen2, Qwen3, Llama; tied and untied). benchmarks/memory/memory_plan_accuracy.py does the same at the papers'
 models' real widths."""
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def family(config: dict) -> str:
     loads any `qwen2` checkpoint's tokenizer as Qwen2Tokenizer, whose byte-level pre-tokenizer cannot read the demo's
     character vocabulary ("Ann has 17" becomes 2 ids), so a small Qwen2 stand-in never answers a demo problem and
     its rule reward gives GRPO no signal. The modules whose dtype matters (Linear, RMSNorm, tied embeddings) are
-    the same in both; the real Qwen2.5-1.5B shape is benchmarks/gpu_check.py's learning check, on a GPU."""
+    the same in both; the real Qwen2.5-1.5B shape is benchmarks/gpu/gpu_check.py's learning check, on a GPU."""
     name = config["model"]["name_or_path"].lower()
     assert "qwen2.5" in name or "qwen3" in name, f"no test family for {name}: add one"
     return "qwen3"

@@ -40,6 +40,7 @@ def _register_all() -> None:
     from coreward.data import rephrase_cli
     from coreward.demo import cli as demo_cli
     from coreward.evaluation import cli as evaluation_cli
+    from coreward.evaluation import compare_cli
     from coreward.experiments import cli as map_cli
     from coreward.grpo import cli as grpo_cli
     from coreward.grpo import plan_cli
@@ -53,6 +54,7 @@ def _register_all() -> None:
     plan_cli.register(app)
     demo_cli.register(app)
     evaluation_cli.register(app)
+    compare_cli.register(app)
     map_cli.register(app)
     rm_cli.register(app)
 

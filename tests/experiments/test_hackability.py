@@ -85,24 +85,30 @@ def test_map_runs_resumable_cells_side_by_side(tiny_policy, tmp_path):
 
 
 def test_the_costliest_cells_start_first_and_a_resumed_cell_counts_what_it_has_left(tmp_path):
-    """Side-by-side cells start by cost: the steps left times the costliest reward's step cost (Cooper's 1.6 × the
-    rule reward's, measured on the demo); a reward the table does not know counts as the rule reward."""
+    """Side-by-side cells start by cost: the steps left times the costliest reward's step cost, which each source
+    declares (`RewardSource.step_cost`: Cooper's measured on the demo, a user's own source its own); a reward function
+    counts as the rule reward."""
     from coreward.experiments.hackability import cell_cost
+    from coreward.rewards.cooper import CooperReward
 
     configs = RULE_CONFIG.parent
     own = tmp_path / "mine.yaml"
     own.write_text(f"base: {RULE_CONFIG}\nrewards:\n  - name: tests.helpers.user_rewards:short_answers\n")
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(f"base: {RULE_CONFIG}\nrewards:\n  - name: rule\n  - name: tests.helpers.user_rewards:SlowReward\n")
 
     def cell(config: Path, name: str) -> Cell:
         return Cell(name, config, 1e-4, 0, tmp_path / name, tmp_path / f"{name}.log")
 
     costs: dict[Path, float] = {}
     rule, cooper, mine = cell(RULE_CONFIG, "rule"), cell(configs / "cooper.yaml", "cooper"), cell(own, "mine")
-    assert cell_cost(cooper, 20, costs) == pytest.approx(1.6 * 20)
+    step = CooperReward.step_cost
+    assert step > 1 and cell_cost(cooper, 20, costs) == pytest.approx(step * 20)
     assert cell_cost(rule, 20, costs) == cell_cost(mine, 20, costs) == 20
+    assert cell_cost(cell(slow, "slow"), 20, costs) == pytest.approx(3.0 * 20)  # the user's source's own cost
     cooper.run_dir.mkdir()
     (cooper.run_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in range(1, 16)))
-    assert cell_cost(cooper, 20, costs) == pytest.approx(1.6 * 5)  # 15 of 20 steps made before a stop
+    assert cell_cost(cooper, 20, costs) == pytest.approx(step * 5)  # 15 of 20 steps made before a stop
 
 
 def test_map_refuses_a_missing_config(tmp_path):

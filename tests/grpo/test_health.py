@@ -47,3 +47,37 @@ def test_cooper_without_a_verified_positive_says_its_rm_never_learned(tiny_polic
     health = json.loads((tmp_path / "cooper" / "health.json").read_text())
     assert health["rm_updates"] == 0 and health["no_pair"] == health["cooper_steps"] == STEPS
     assert any(line.startswith(f"Cooper: RM updated on 0 of {STEPS} steps") for line in health["lines"])
+
+
+def test_a_sources_own_watch_is_run_warned_and_summed_up(tmp_path, capsys):
+    """A reward source's invariants come from the source (`health_watches`), not from the engine: a user's watch on
+    its own metric is warned about at once and counted in health.json; two sources returning the same watch class
+    (Cooper's LLM judge beside the `judge` reward) count once."""
+    from types import SimpleNamespace
+
+    from coreward.grpo.health import HealthCallback
+    from coreward.rewards.health import Check, HealthWatch
+    from coreward.rewards.judge import JudgeWatch
+
+    class TooLong(HealthWatch):
+        def __init__(self):
+            self.steps = 0
+
+        def check(self, logs, step):
+            self.steps += 1
+            return [Check("too_long", logs["mine/length"] > 100, lambda: "my completions ran long", at_once=True)]
+
+        def report(self, broken):
+            return {"mine_steps": self.steps}, [f"mine: long on {broken['too_long']} of {self.steps} steps"]
+
+    callback = HealthCallback(tmp_path, [TooLong(), JudgeWatch(), JudgeWatch()])
+    assert len(callback.watches) == 2
+    for step, (length, calls) in enumerate([(50, 2), (150, 2), (60, 2)], start=1):
+        state = SimpleNamespace(global_step=step, is_world_process_zero=True)
+        callback.on_log(None, state, None, logs={"frac_reward_zero_std": 0.0, "mine/length": length,
+                                                 "judge/calls": calls, "judge/failures": 0})
+    callback.on_train_end(None, state, None)
+    health = json.loads((tmp_path / "health.json").read_text())
+    assert health["too_long"] == 1 and health["mine_steps"] == 3 and health["judge_steps"] == 3
+    assert health["warnings"] == ["warning: step 2: my completions ran long"]
+    assert "mine: long on 1 of 3 steps" in health["lines"] and "my completions ran long" in capsys.readouterr().out

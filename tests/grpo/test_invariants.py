@@ -89,7 +89,7 @@ def test_a_teacher_that_is_the_policy_stops_the_run(memorized_policy, tmp_path, 
     assert distances[0] == pytest.approx(0, abs=1e-6) and distances[1] > 0, distances
     assert any(line.startswith("Co-rewarding-II: teacher–policy weight distance") for line in healthy["lines"])
     # the bug: the "copy" is the policy itself, so the teacher's tensors are the policy's
-    monkeypatch.setattr("coreward.rewards.ema_teacher.own_copy", lambda model: model)
+    monkeypatch.setattr("coreward.rewards.co_rewarding_2.ema_teacher.own_copy", lambda model: model)
     with pytest.raises(CorewardError, match=r"before step 1 the EMA teacher's weights equal the policy's"):
         train("co_rewarding_2", memorized_policy, tmp_path / "aliased", 3, "grpo.learning_rate=1e-3")
     health = json.loads((tmp_path / "aliased" / "health.json").read_text())

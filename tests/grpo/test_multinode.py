@@ -35,7 +35,7 @@ from safetensors.torch import load_file
 from coreward.grpo.checkpoints import COMPLETE_MARKER, complete_checkpoints
 from coreward.grpo.run_dir import LOCK_FILE, RunLock
 from coreward.grpo.trainer import TRAINER_STATE
-from coreward.rewards.cooper_variants import MEMBER_DIR
+from coreward.rewards.cooper.variants import MEMBER_DIR
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.metrics import read_metrics
 from tests.grpo.test_sharded import GUARDED, assert_close, assert_guard_fired_at_step_1, labelled_methods

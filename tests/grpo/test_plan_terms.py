@@ -161,7 +161,7 @@ def test_plan_command_lengths_data_prints_both_and_train_check_says_worst_case(t
 
 
 def test_every_comparable_published_run_agrees_with_the_plan(capsys):
-    """benchmarks/peer_runs.py: other trainers' published runs and OOMs, at least eight, each with its source; the plan
+    """benchmarks/memory/peer_runs.py: other trainers' published runs and OOMs, at least eight, each with its source; the plan
     agrees with every one coreward runs the same work for (it exits 1 otherwise), and says why the others differ."""
     import importlib.util
     import sys

@@ -192,3 +192,21 @@ def test_lora_keeps_a_bf16_base_and_trains_float32_adapters(tiny_policy, tmp_pat
 
     adapter = load(tmp_path / "lora" / "final" / "adapter_model.safetensors")
     assert adapter and {str(t.dtype) for t in adapter.values()} == {"torch.float32"}
+
+
+@pytest.mark.parametrize("dtype, grpo", [("float32", {}), ("bfloat16", {}), ("float16", {}), ("float32", {"bf16": True}),
+                                         ("float32", {"fp16": True})])
+def test_the_plan_reads_the_precision_the_run_sets(dtype, grpo, tmp_path):
+    """The memory plan's compute dtype comes from the run's own rule (runtime/precision.py), so the two cannot part:
+    on this machine (no launcher setting) the plan's compute is what the trainer's bf16/fp16 flags make it."""
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.plan.settings import precision
+    from coreward.grpo.train import build_grpo_args
+
+    config = TrainConfig(grpo=dict(grpo))
+    config.model.dtype = dtype
+    args = build_grpo_args(config, tmp_path, max_steps=1)
+    on_gpu = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    planned = precision(config, on_gpu=on_gpu)
+    weights = "float32" if planned.weights == "auto" else planned.weights
+    assert planned.compute == ("bfloat16" if args.bf16 else "float16" if args.fp16 else weights), (dtype, grpo)

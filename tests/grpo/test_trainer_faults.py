@@ -348,7 +348,7 @@ def test_nonfinite_rm_logits_score_nan_and_are_counted(tiny_rm_path, verifier):
 
 
 def test_cooper_skips_an_rm_update_with_a_poisoned_gradient(tiny_rm_path):
-    from coreward.rm.learner import Pair, RMLearner
+    from coreward.rewards.cooper.learner import Pair, RMLearner
     from coreward.rm.model import VerifyRM
 
     learner = RMLearner(VerifyRM.from_pretrained(tiny_rm_path, device="cpu"), lr=1e-3)

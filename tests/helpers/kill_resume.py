@@ -1,4 +1,4 @@
-"""The kill-and-resume harness of the reliability tests and `benchmarks/fault_injection.py` (test machinery,
+"""The kill-and-resume harness of the reliability tests and `studies/2026-11-22-fault-injection/fault_injection.py` (test machinery,
 not part of the installed library): run `coreward train` in a process of its own (one process: forked from the
 preloaded forkserver; torchrun and accelerate launches: new processes), kill it at a named point
 (`COREWARD_FAULT_AT`, see `coreward.runtime.faults`) or after a random delay, resume it, and record what
@@ -23,7 +23,7 @@ from coreward.runtime.faults import FAULT_ENV, FAULT_RANK_ENV, MAIN_PROCESS_PHAS
 
 
 # --------------------------------------------------------------------------- a kill-and-resume harness
-# Used by tests/grpo/test_trainer_faults.py and benchmarks/fault_injection.py: run `coreward train` in a process of its own,
+# Used by tests/grpo/test_trainer_faults.py and studies/2026-11-22-fault-injection/fault_injection.py: run `coreward train` in a process of its own,
 # kill it (at a named point, or after a random delay), resume it, and record what each resume picked up.
 
 

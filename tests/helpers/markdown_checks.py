@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 NARRATION = re.compile(r"this session|earlier session|an earlier run|re-measured|re-run this", re.IGNORECASE)
 
 # files of other repositories that pages cite by their path there
-FOREIGN = {"tests/test_math_equal.py"}  # NVIDIA/NeMo-Skills' test pairs (docs/verification.md)
+FOREIGN = {"tests/test_math_equal.py"}  # NVIDIA/NeMo-Skills' test pairs (docs/reference/verifier.md)
 
 
 def commands(text: str) -> list[str]:
@@ -139,8 +139,11 @@ def local_links(text: str) -> list[tuple[str, str]]:
 
 
 def anchors(markdown_file: Path) -> set[str]:
-    """The ids MkDocs gives the headings of a page (Python-Markdown's toc slugify)."""
+    """The ids a page's links can reach: MkDocs' ids of its headings (Python-Markdown's toc slugify), and the ids it
+    sets itself (`<a id="x"></a>`, attr_list's `{#x}`)."""
     from markdown.extensions.toc import slugify
 
     text = re.sub(r"```.*?```", "", markdown_file.read_text(), flags=re.S)
-    return {slugify(re.sub(r"[`*]", "", h), "-") for h in re.findall(r"^#{1,6}\s+(.+?)\s*$", text, re.M)}
+    ids = set(re.findall(r"""<a\s+(?:name|id)=["']([\w-]+)["']""", text)) | set(re.findall(r"\{#([\w-]+)\}", text))
+    headings = [re.sub(r"\s*\{#[\w-]+\}$", "", h) for h in re.findall(r"^#{1,6}\s+(.+?)\s*$", text, re.M)]
+    return ids | {slugify(re.sub(r"[`*]", "", h), "-") for h in headings}

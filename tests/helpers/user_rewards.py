@@ -38,3 +38,12 @@ class BatchRecorder(RewardSource):
             with open(out / f"rank{rank}.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
         return [0.0] * len(batch)
+
+
+class SlowReward(RewardSource):
+    """A source whose step takes three rule steps' time (`step_cost`): side-by-side runs of it start first."""
+
+    step_cost = 3.0
+
+    def compute(self, batch: RolloutBatch) -> list[float]:
+        return [0.0] * len(batch)

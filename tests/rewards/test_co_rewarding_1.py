@@ -58,7 +58,7 @@ def test_verified_matching_accepts_equivalent_forms(verifier):
 def test_a_group_without_its_other_view_gets_no_reward_and_is_counted(verifier, caplog):
     """Both views of every pair belong in one batch (the paired sampler's invariant); a group whose other view is
     missing has no label: its rollouts get no reward (None, "not applicable"), the rest are scored as usual, and the
-    step counts it (grpo/health.py warns)."""
+    step counts it (its health watch warns)."""
     batch = paired_batch([("p", 0, ["\\boxed{1}", "\\boxed{2}"], "1"), ("q", 1, ["\\boxed{1}", "\\boxed{1}"], "1"),
                           ("p", 1, ["\\boxed{1}", "\\boxed{1}"], "1")], verifier)
     batch.step = 4  # steps done before this one: metrics.jsonl logs it as step 5, and so must the warning

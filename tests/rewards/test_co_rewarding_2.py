@@ -15,8 +15,14 @@ import torch
 from safetensors.torch import load_file
 
 from coreward.rewards.co_rewarding_2 import CoRewarding2Reward
-from coreward.rewards.ema_teacher import EmaTeacher, cosine_alpha
-from coreward.rewards.teacher_weights import STATE_FILE, WEIGHTS_FILE, adapter_pairs, add_teacher_adapter, full_pairs
+from coreward.rewards.co_rewarding_2.ema_teacher import EmaTeacher, cosine_alpha
+from coreward.rewards.co_rewarding_2.teacher_weights import (
+    STATE_FILE,
+    WEIGHTS_FILE,
+    adapter_pairs,
+    add_teacher_adapter,
+    full_pairs,
+)
 from coreward.runtime.errors import CorewardError
 from coreward.verify import Verifier
 from tests.helpers import warm_launch
@@ -207,6 +213,8 @@ def test_teacher_as_kl_reference_is_trls_reference_model(tiny_policy, tmp_path):
     result = train(tiny_policy, run_dir, 2, "rewards.0.params.as_reference=true", "grpo.beta=0.01")
     reference = result.trainer.accelerator.unwrap_model(result.trainer.ref_model)
     assert result.trainer.reward_sources[0].teacher.module is reference  # no second copy
+    # the reference moves with the teacher (`moves_reference`), so the KL from init keeps a copy of π_init
+    assert result.trainer.kl_init_source == "copy"
     # TRL's reference moved: one EMA step from the initial policy towards the policy after step 1
     initial = load_file(tiny_policy / "model.safetensors")
     _, _, policy1 = saved(run_dir, 1)

@@ -26,7 +26,7 @@ from coreward.demo.model import build_demo_model, build_demo_tokenizer
 from coreward.llm import GenerationResult, OpenAIEndpointGenerator
 from coreward.rewards.base import RolloutBatch
 from coreward.rewards.cooper import CooperReward, select_positives
-from coreward.rm.assistant import (
+from coreward.rewards.cooper.assistant import (
     USER_TEMPLATE,
     Assistant,
     LLMAssistant,
@@ -36,8 +36,8 @@ from coreward.rm.assistant import (
     perturb,
     write_negatives,
 )
+from coreward.rewards.cooper.learner import RM_DIR, Pair, RMLearner, pairwise_loss
 from coreward.rm.evaluate import pair_accuracy
-from coreward.rm.learner import RM_DIR, Pair, RMLearner, pairwise_loss
 from coreward.rm.model import TAGS, VerifyRM, format_input
 from coreward.runtime.errors import CorewardError
 from coreward.verify import extract_answer
@@ -467,7 +467,7 @@ def test_save_and_load_state_round_trip(tiny_rm, tmp_path):
     assert fresh.get_learner().updates == 0
 
 
-# Cooper's variants (rewards/cooper_variants.py) under 2 processes: mixed negatives (the assistant's and the rollout the
+# Cooper's variants (rewards/cooper/variants.py) under 2 processes: mixed negatives (the assistant's and the rollout the
 # RM scores highest), a replay buffer drawn each step, the anchor to the initial RM and two co-optimized members on
 # bootstrap shares of the pairs. Every process must make the same pairs, draw the same replay and deal the members the
 # same shares, or the replicas drift apart.
@@ -560,7 +560,7 @@ def test_binary_reward_thresholds_sigma_and_keeps_nan(tiny_rm):
 
 
 def test_authors_prompt_and_cut_reach_the_endpoint_and_the_rm(tiny_rm, verifier, monkeypatch):
-    from coreward.rm.assistant import AUTHORS_SYSTEM_PROMPT, AUTHORS_USER_TEMPLATE
+    from coreward.rewards.cooper.assistant import AUTHORS_SYSTEM_PROMPT, AUTHORS_USER_TEMPLATE
     from tests.helpers.llm_test_server import LLMTestServer
 
     monkeypatch.delenv("COREWARD_API_KEY", raising=False)

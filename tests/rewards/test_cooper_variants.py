@@ -1,4 +1,4 @@
-"""Cooper's variants (rewards/cooper_variants.py, the anchor in rm/learner.py), each on real rollouts of the tiny
+"""Cooper's variants (rewards/cooper/variants.py, the anchor in rewards/cooper/learner.py), each on real rollouts of the tiny
 memorized policy (sampled here at temperature 1.6, so groups hold verified and rejected completions) and the tiny
 random RM of tests/conftest.py: rollout and mixed negatives, replay of earlier pairs, the anchor, the ensemble's min,
 and an ensemble whose members start from different RMs (`member_rms`: a second tiny RM, its score head drawn again).
@@ -14,9 +14,9 @@ import torch
 from coreward.data.synthetic import load_demo
 from coreward.rewards.base import RolloutBatch
 from coreward.rewards.cooper import CooperReward
-from coreward.rewards.cooper_variants import MEMBER_DIR, member_shares
+from coreward.rewards.cooper.learner import RMLearner
+from coreward.rewards.cooper.variants import MEMBER_DIR, member_shares
 from coreward.rm.evaluate import score_unique
-from coreward.rm.learner import RMLearner
 from coreward.rm.model import VerifyRM
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.memory import ModelShape
@@ -234,7 +234,7 @@ def test_the_memory_plan_holds_each_member_at_its_own_rms_shape(tiny_rm_path):
 def test_the_rm_passes_are_planned_at_the_steps_pairs_and_the_runs_lengths():
     """An RM pass holds no more sequences than the step has (both sides of one pair a group; two pairs a group with
     mixed negatives) and no more tokens than the run's prompt + completion + the template's tags and a reference;
-    an LLM assistant's rewrite may be longer (rm/assistant.py: +500 tokens). Planned at 1,024 tokens and the batch
+    an LLM assistant's rewrite may be longer (rewards/cooper/assistant.py: +500 tokens). Planned at 1,024 tokens and the batch
     size whatever the run, Cooper on SmolLM2 (4 prompts x 8 completions of 64 tokens) planned 52 GiB for a 5 GiB step."""
     from coreward.rewards.memory import RM_MAX_LENGTH, RM_TAGS_AND_REFERENCE, PlannedRun
     from coreward.rewards.model import ModelReward

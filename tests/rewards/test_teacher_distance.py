@@ -9,8 +9,8 @@ import copy
 import pytest
 import torch
 
-from coreward.rewards.ema_teacher import EmaTeacher
-from coreward.rewards.teacher_weights import full_pairs
+from coreward.rewards.co_rewarding_2.ema_teacher import EmaTeacher
+from coreward.rewards.co_rewarding_2.teacher_weights import full_pairs
 from coreward.runtime.errors import CorewardError
 
 

@@ -136,7 +136,7 @@ def test_rm_reads_any_text(tiny_rm_path):
 def test_templates_keep_untrusted_text_literal():
     from coreward.data.prompts import build_messages, render_prompt
     from coreward.demo.model import build_demo_tokenizer
-    from coreward.rm.assistant import LLMAssistant, NegativeRequest
+    from coreward.rewards.cooper.assistant import LLMAssistant, NegativeRequest
 
     evil = PATHOLOGICAL["templates"]
     rendered = render_prompt(build_demo_tokenizer(), build_messages(evil, instruction=None))

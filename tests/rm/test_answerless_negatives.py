@@ -6,7 +6,7 @@ refused (asked again) as they refuse it; one ending in another number, or in non
 from __future__ import annotations
 
 from coreward.llm import GenerationResult
-from coreward.rm.assistant import Assistant, NegativeRequest, write_negatives
+from coreward.rewards.cooper.assistant import Assistant, NegativeRequest, write_negatives
 from coreward.verify import Verifier, extract_answer
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 
 from coreward.llm.openai_endpoint import OpenAIEndpointGenerator
-from coreward.rm.assistant import LLMAssistant, NegativeRequest, write_negatives
+from coreward.rewards.cooper.assistant import LLMAssistant, NegativeRequest, write_negatives
 
 
 def test_failed_requests_keep_the_last_error(verifier):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from coreward.rm.learner import Pair, RMLearner
+from coreward.rewards.cooper.learner import Pair, RMLearner
 from coreward.rm.model import VerifyRM
 
 

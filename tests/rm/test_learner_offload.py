@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from coreward.data.synthetic import demo_problems
-from coreward.rm.assistant import perturb
-from coreward.rm.learner import Pair, RMLearner
+from coreward.rewards.cooper.assistant import perturb
+from coreward.rewards.cooper.learner import Pair, RMLearner
 from coreward.rm.model import VerifyRM
 
 

@@ -25,7 +25,7 @@ SETTINGS = {"lr": 0.02, "weight_decay": 0.01, "batch_size": 4, "epochs": 2}
 
 
 def pairs():
-    from coreward.rm.learner import Pair
+    from coreward.rewards.cooper.learner import Pair
 
     return [Pair(f"{a}+{b}=", str(a + b), f"{a}+{b}=#{a + b}", f"{a}+{b}=#{a + b + 1 + i}")
             for i, (a, b) in enumerate([(1, 2), (3, 4), (5, 6), (7, 1), (2, 2)])]
@@ -52,7 +52,7 @@ def worker(engine: str, rm_path: str, out: str, offloads: list[bool]) -> None:
 def sharded_learner(engine: str, rm_path: str, out: Path, offload: bool, main_process: bool) -> None:
     """Scores, two updates, a save, a resumed learner's update and its save; the main process writes result.json."""
     from coreward.grpo.engines import partitioned_count
-    from coreward.rm.learner import STATE_FILE, RMLearner
+    from coreward.rewards.cooper.learner import STATE_FILE, RMLearner
     from coreward.rm.model import VerifyRM
     from coreward.rm.sharding import Sharding, score_unique
 
@@ -83,7 +83,7 @@ def sharded_learner(engine: str, rm_path: str, out: Path, offload: bool, main_pr
 
 
 def replicated(rm_path: Path, updates: int, offload: bool):
-    from coreward.rm.learner import RMLearner
+    from coreward.rewards.cooper.learner import RMLearner
     from coreward.rm.model import VerifyRM
 
     learner = RMLearner(VerifyRM.from_pretrained(rm_path, device="cpu", batch_size=SETTINGS["batch_size"]),

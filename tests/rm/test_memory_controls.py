@@ -1,4 +1,4 @@
-"""The reward model's memory settings (rm/learner.py, rm/model.py): each lowers the measured peak of the RM's update
+"""The reward model's memory settings (rewards/cooper/learner.py, rm/model.py): each lowers the measured peak of the RM's update
 (or says honestly what a CPU cannot show) and leaves the update the same, up to float tolerance.
 
 The RM is a random Qwen2-architecture VerifyRM (hidden 256, 4 layers, the demo tokenizer's vocabulary), trained on
@@ -16,7 +16,7 @@ import random
 import pytest
 import torch
 
-from coreward.rm.learner import Pair, RMLearner
+from coreward.rewards.cooper.learner import Pair, RMLearner
 from coreward.rm.model import VerifyRM, plan_passes
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.resident import peak_of

@@ -405,7 +405,7 @@ def test_shipped_demo_rm_is_the_current_recipe_and_verifies():
     from coreward.data.synthetic import demo_problems
     from coreward.demo.policy import ensure_demo_policy
     from coreward.demo.rm import SHIPPED, ensure_demo_rm, shipped_demo_rm
-    from coreward.rm.assistant import perturb
+    from coreward.rewards.cooper.assistant import perturb
     from coreward.rm.model import VerifyRM
 
     assert shipped_demo_rm(ensure_demo_policy()) == SHIPPED, "rebuild it: python -m coreward.demo.rm DIR --ship"

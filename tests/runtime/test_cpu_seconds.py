@@ -1,5 +1,5 @@
 """A run's CPU seconds (runtime/metrics.py `process_cpu_seconds`, written to summary.json): its own and those of its
-child processes, ended or still running, counted; the figure the fair comparisons add up (benchmarks/fair_fight.py)."""
+child processes, ended or still running, counted; the figure the fair comparisons add up (`coreward compare --heldout`)."""
 
 from __future__ import annotations
 

@@ -4,20 +4,18 @@
 
 Two numbers from 2 to 20 and one of +, -, * (a - b with a >= b): 19 x 19 + 190 + 19 x 19 = 912 distinct
 problems. A real model's learning signal needs prompts it sometimes solves: SmolLM2-135M-Instruct, asked with the
-papers' instruction (`\\boxed{}`) and sampled at temperature 0.7, top-p 0.95, 96 new tokens, verified by the rule
-(no last-number fallback), solves 18.0% of samples and at least one of 8 samples on half the problems (pass@8 0.50);
-on two-digit additions 4.7% (pass@8 0.19), on GSM8K and SVAMP 0 of 30 greedy (docs/real_model.md). So each GRPO
-group of 8 has a success on about half the prompts, and what RL can teach it here (answer in a form the verifier
+papers' instruction (`\\boxed{}`), solves some of these and almost none of harder sets (docs/results.md has the
+rates). So a GRPO group of 8 often holds a success, and what RL can teach it here (answer in a form the verifier
 reads, stop early, get the sum right) is visible within tens of steps.
 
-The test split is held out by operands: 23 unordered operand pairs {a, b}, chosen at random once, and the problems
-built on them (both orders, every operation; 112 of 113); train is 799 problems of the other pairs, so no test problem
-has a commuted or re-operated twin in train.
+The test split is held out by operands: 24 unordered operand pairs {a, b}, chosen at random once, with every problem
+built on them (both orders, every operation: 114 problems); train is the 798 problems of the other pairs, so no test
+problem has a commuted or re-operated twin in train.
 
 Co-rewarding-I's second view: `rephrase_arith` words the same operation another way ("Add 14 and 15. What is the
 total?"). The task rephrases itself, as the demo does, so that Co-rewarding-I runs without a model that can:
 SmolLM2-135M-Instruct and Gemma 3 270M (base) kept 0 of 16 and 0 of 8 rephrasings with the authors' prompt;
-Qwen2.5-Coder-1.5B-Instruct kept 48 of 48 and changed the answer of 9 (docs/real_model.md).
+Qwen2.5-Coder-1.5B-Instruct kept 48 of 48 and changed the answer of 9 (studies/2026-11-28-real-model-methods/).
 """
 
 from __future__ import annotations
@@ -31,11 +29,12 @@ from coreward.runtime.errors import CorewardError
 
 LOW, HIGH = 2, 20
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-TEST_SIZE = 112
+TEST_SIZE = 112  # pairs are taken until the test split holds at least this many problems
 QUESTION = re.compile(r"What is (\d+) ([-+*]) (\d+)\?")
 REPHRASINGS = {"+": "Add {a} and {b}. What is the total?", "-": "Take {b} away from {a}. What is left?",
                "*": "Multiply {a} by {b}. What is the product?"}
 SEED = 20261128
+SPLIT_SEED = 20261205
 
 
 def operand_pair(a: int, b: int) -> tuple[int, int]:
@@ -45,19 +44,18 @@ def operand_pair(a: int, b: int) -> tuple[int, int]:
 
 @cache
 def _splits() -> dict[str, tuple[tuple[int, str, int], ...]]:
+    # the construction registered in docs/preregistration.md (part B, "The split") before any run on it
     problems = [(a, op, b) for op in OPS for a in range(LOW, HIGH + 1) for b in range(LOW, HIGH + 1)
                 if op != "-" or a >= b]
-    rng = random.Random(SEED)
-    rng.shuffle(problems)
-    pairs = sorted({operand_pair(a, b) for a, _, b in problems})
-    rng.shuffle(pairs)
+    random.Random(SEED).shuffle(problems)  # the rows' fixed order within each split
+    pairs = [(a, b) for a in range(LOW, HIGH + 1) for b in range(a, HIGH + 1)]
+    random.Random(SPLIT_SEED).shuffle(pairs)
     held_out: set[tuple[int, int]] = set()
     for pair in pairs:  # whole operand pairs go to test, so no test problem has a twin in train
         if sum(operand_pair(a, b) in held_out for a, _, b in problems) >= TEST_SIZE:
             break
         held_out.add(pair)
-    # the last pair's surplus problem is left out of both splits: test keeps its size, train stays clear of it
-    test = tuple(p for p in problems if operand_pair(p[0], p[2]) in held_out)[:TEST_SIZE]
+    test = tuple(p for p in problems if operand_pair(p[0], p[2]) in held_out)
     train = tuple(p for p in problems if operand_pair(p[0], p[2]) not in held_out)
     return {"test": test, "train": train}
 

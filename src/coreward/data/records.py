@@ -36,7 +36,7 @@ class Record:
     def to_dict(self) -> dict[str, Any]:
         """The record's own fields (not `user_columns`): what `coreward data show` prints and a records file holds.
         Every field is text but `messages`, copied so the dict shares nothing mutable with the record (a deep copy
-        of every field took 1 s of each demo run's 2.6 s data build: 20,000 records)."""
+        of every field was a large share of the demo's data build: docs/figures.md)."""
         values = {name: getattr(self, name) for name in _OWN_FIELDS}
         if values["messages"] is not None:
             values["messages"] = copy.deepcopy(values["messages"])

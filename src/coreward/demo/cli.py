@@ -62,7 +62,7 @@ def demo_command(
     task = demo_task(model)
     chosen = parse_methods(methods, task)
     directory = demo_output_dir(output_dir, overwrite)
-    if not quick and task is TOY:  # measured on 2 idle cores: 336 s side by side, 625 s one at a time (docs/figures.md)
+    if not quick and task is TOY:  # the full demo's time on 2 idle cores, rounded up (docs/figures.md)
         minutes = max(1, round((6 if jobs >= 2 else 10) * seeds * len(chosen) / 8))
         typer.echo(f"coreward demo: {len(chosen)} methods x {seeds} seed(s), about {minutes} minutes on 2 idle CPU "
                    "cores (`coreward demo --quick`: under 2 minutes a seed)")

@@ -15,11 +15,10 @@ Recipe (`build_demo_rm`, about 10 minutes on a 2-core CPU; the package ships the
    A held-out fifth of the questions gives accuracy; a test-split set with true labels compares it with
    the rule verifier; `probe` scores hand-made completion kinds.
 
-What it learns, measured (docs/demo_rm.md): 0.90 held-out accuracy on the policy's own samples, but its
-negatives were only this policy's mistakes, so it lets through kinds of wrong answer the policy rarely
-wrote: over half the near misses (a result off by 1-3), two thirds of right derivations with another final
-number. Those holes are the "limited negatives" of the Cooper paper; Cooper's pairs are made of exactly
-such near misses (rm/assistant.py `perturb`).
+Why it is the reward models' test bed: its negatives are only this policy's mistakes, so it lets through kinds of
+wrong answer the policy rarely wrote, such as near misses (docs/explanation/demo-rm.md has its accuracy on each kind). Those
+holes are the "limited negatives" of the Cooper paper; Cooper's pairs are made of exactly such near misses
+(rewards/cooper/assistant.py `perturb`).
 """
 
 from __future__ import annotations
@@ -189,7 +188,7 @@ def _misread_start(p, rng) -> str:
 
 def _near_miss(p, rng) -> str:
     """Cooper's demo assistant (`perturb`): one result off by 1-3, carried through (an invalid step)."""
-    from coreward.rm.assistant import perturb
+    from coreward.rewards.cooper.assistant import perturb
 
     return perturb(p.solution("hash"), str(p.answer), rng)
 
@@ -305,7 +304,7 @@ def ship(build_dir: Path) -> Path:
 # another member's (sampled with seed k). With the demo RM itself (questions [0, 4,000), seed 0) the first two make
 # the ensemble [demo, demo:1, demo:2] of configs/demo/ensemble_*.yaml. Halves of the demo RM's own questions made
 # weak members (held-out accuracy 0.75 against the demo RM's 0.90, with the demo RM's epochs or twice as many:
-# docs/demo_rm.md), so each member has as many questions as the demo RM. Each is built on first use (about
+# docs/explanation/demo-rm.md), so each member has as many questions as the demo RM. Each is built on first use (about
 # 15 minutes on the 2-core CPU) and cached under $COREWARD_CACHE, keyed by its recipe and the policy's weights.
 
 MEMBER_RECIPE_VERSION = 3  # bump when the code below changes what a member is
@@ -378,8 +377,8 @@ def member_hash(k: int | str, policy_path: Path) -> str:
     return hashlib.sha256(json.dumps([recipe_hash(policy_path), member_recipe(k)]).encode()).hexdigest()[:12]
 
 
-MEMBER_BUILD_S = 900  # a member's build on the 2-core CPU: 916 s and 762 s measured (docs/demo_rm.md); demo:pooled
-# trains on three members' data: about three times as long
+MEMBER_BUILD_S = 900  # a member's build on a 2-core CPU, for the time a command announces (docs/explanation/demo-rm.md);
+# demo:pooled trains on three members' data: about three times as long
 ANNOTATION_FILE = "annotation.json"  # the sampling's report, written with verification.jsonl: the sampling is done
 
 

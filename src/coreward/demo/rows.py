@@ -1,7 +1,7 @@
 """The demo RM's held-out (correct, wrong) pairs: Cooper's `eval_data: demo`.
 
 Each of the first 200 demo test problems gives its worked solution (label 1) and a perturbation of it
-(label 0: the assistant's near miss, `rm.assistant.perturb`). The rows are shipped as the asset file
+(label 0: the assistant's near miss, `rewards.cooper.assistant.perturb`). The rows are shipped as the asset file
 `assets/demo_rm_heldout_pairs.jsonl` (so Cooper reads a file like any user's), written by
 `python -m coreward.demo.rows`; a test checks the shipped file equals what this code makes.
 """
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from coreward.data.synthetic import VERIFIABLE_FORMATS, demo_problems
-from coreward.rm.assistant import perturb
+from coreward.rewards.cooper.assistant import perturb
 from coreward.runtime.assets import shipped_path
 
 

@@ -32,7 +32,7 @@ def demo_methods() -> dict[str, str]:
 
 # Stress-only rows: a demo config that is a setting of a method, not a method of its own, run under stress beside the
 # method as its authors ran it (when that method is asked for). co_optimized.yaml is Cooper with rollout negatives, the
-# co-optimized setting picked on the hackability map (docs/overoptimization.md, "Cooper's variants on many seeds").
+# co-optimized setting picked on the hackability map (docs/results.md, Cooper's variants).
 STRESS_SETTINGS = {"co_optimized": ("cooper", "Cooper, rollout negatives (co_optimized.yaml)")}
 
 
@@ -78,9 +78,9 @@ class Budget:
 
 # Sized for a 2-core CPU: the full demo in under 20 minutes, --quick in under 5 (docs/figures.md).
 # The stress setting comes from a hackability map on seed 3, a seed the published table does not use
-# (`coreward map`, docs/demo.md): at 4x the demo's learning rate the frozen RM's rollouts peak in verified
-# accuracy and then fall while its reward rises, and verified positives persist (Cooper keeps getting pairs).
-# At 10x (5e-4) positives vanish within ~30 steps and no co-optimized RM can learn: the documented limit.
+# (`coreward map`, docs/tutorials/demo.md): at 4x the demo's learning rate the frozen RM's rollouts peak in verified
+# accuracy and then fall while its reward rises, and verified positives persist (Cooper keeps getting pairs);
+# a much larger rate leaves no verified positive to learn from (docs/results.md).
 FULL = Budget(steps=30, eval_problems=500, eval_n=8, curve_every=10, curve_problems=100,
               stress=Stress(learning_rate=2e-4, steps=60))
 QUICK = Budget(steps=8, eval_problems=200, eval_n=8, curve_every=0, curve_problems=0)
@@ -106,9 +106,9 @@ class DemoTask:
 
 TOY = DemoTask(policy="demo", configs="demo", benchmark="demo", full=FULL, quick=QUICK)
 # A real model on 2 CPU cores: a step of configs/smol/rule.yaml (4 prompts x 8 completions of <= 64 tokens) takes
-# about a minute, the held-out evaluation (112 problems x 4 samples of <= 128 tokens) minutes (docs/real_model.md)
+# about a minute, the held-out evaluation (the 114 test problems x 4 samples of <= 128 tokens) minutes (docs/tutorials/real-model.md)
 SMOL = DemoTask(policy="smollm2-135m-instruct", configs="smol", benchmark="arith",
-                full=Budget(steps=20, eval_problems=112, eval_n=4, curve_every=0, curve_problems=0),
+                full=Budget(steps=20, eval_problems=114, eval_n=4, curve_every=0, curve_problems=0),
                 quick=Budget(steps=3, eval_problems=16, eval_n=2, curve_every=0, curve_problems=0),
                 methods=("rule", "majority"), generation={"max_new_tokens": 128, "batch_size": 64})
 TASKS = {"demo": TOY, SMOL.policy: SMOL}
@@ -377,9 +377,9 @@ def run_demo_seeds(methods: list[str], quick: bool, output_dir: str | Path, seed
     return summary
 
 
-# An evaluation's length in the units of `STEP_COST` (experiments/jobs.py: a rule step's time): the held-out
-# evaluation of a run takes about 8 s alone on one core, a rule step 1.1 s. Shorter than any run, so side by side the
-# evaluations wait for the training runs and fill the cores the last of them leave idle.
+# An evaluation's length in rule steps (the unit of `RewardSource.step_cost`), from their times on one core
+# (docs/figures.md). Shorter than any run, so side by side the evaluations wait for the training runs and fill the
+# cores the last of them leave idle.
 EVAL_COST = 7.0
 HELDOUT_FILE = "heldout_avg.json"
 
@@ -426,13 +426,13 @@ def train_side_by_side(runs: list[DemoRun], configs: list, jobs: int, baseline_j
     """Every run as a `coreward train` process, `jobs` at a time, the longest first, and every evaluation (the
     baselines', each run's once it has finished) as a forked job of its own, after the training runs: the evaluations
     fill the cores the last runs leave idle. A failed run or evaluation fails the demo, naming its log."""
-    from coreward.experiments.jobs import STEP_COST, Job, run_jobs, side_by_side_settings, train_command
+    from coreward.experiments.jobs import Job, run_jobs, side_by_side_settings, step_cost, train_command
     from coreward.grpo.train import final_complete
 
     pool = [Job(f"{run.title} seed {run.seed}",
                 train_command(run.config_file, run.run_dir, [*run.overrides, *side_by_side_settings(jobs)]),
                 run.run_dir, run.run_dir.parent / f"{run.run_dir.name}.log", config.grpo["max_steps"],
-                cost=config.grpo["max_steps"] * STEP_COST.get(run.method, 1.0), extra={"run": run})
+                cost=config.grpo["max_steps"] * step_cost([spec.name for spec in config.rewards]), extra={"run": run})
             for run, config in zip(runs, configs)]
     evaluations = list(baseline_jobs)
 

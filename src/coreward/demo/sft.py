@@ -3,9 +3,9 @@
 GRPO needs a policy that already solves the task some of the time: a group whose rollouts are all wrong
 (or all right) has zero advantage and teaches nothing. This trains the small demo model from scratch on
 prompt-completion pairs (prompt = the bare question, completion = worked solution + EOS, loss on the
-completion only) and stops early on purpose: the default budget (700 steps of 64, about two minutes on two
-idle cores) leaves the policy right on about 40% of its temperature-1.0 samples, a third of them by the rule
-verifier's count, so RL has room to improve it.
+completion only) and stops early on purpose: the default budget (700 steps of 64) leaves the policy right on part
+of its temperature-1.0 samples, fewer still by the rule verifier's count, so RL has room to improve it
+(docs/tutorials/demo.md).
 
 Solutions end in a mix of answer formats (`answer_formats`), a minority of which the rule verifier does
 not recognise; `sft_metrics.json` reports held-out accuracy both as the verifier sees it and as it is.
@@ -55,8 +55,8 @@ class DemoSFTConfig:
     train_size: int = 20_000
     answer_formats: dict[str, float] = field(default_factory=lambda: {"hash": 0.5, "boxed": 0.33, "ans": 0.17})
     # optimisation. A constant rate (after warmup) makes the run to step N the same whatever max_steps is,
-    # so one run with periodic evaluation picks max_steps. Batch 64 reached a given accuracy with ~30%
-    # fewer examples than batch 128 (measured).
+    # so one run with periodic evaluation picks max_steps. Batch 64 reached a given accuracy with fewer examples
+    # than batch 128.
     max_steps: int = 700
     batch_size: int = 64
     learning_rate: float = 3e-3

@@ -17,21 +17,28 @@ from coreward.runtime.errors import CorewardError
 
 SOURCES_DIR = "reward_sources"  # as in grpo/trainer.py, where the final model's source state is written
 CARD = "README.md"
-# what each exported model is, for its own card: name -> (title, how to load it)
-_EXPORTED = {
-    "rm": ("Cooper reward model (VerifyRM)", "coreward.rm.VerifyRM.from_pretrained(PATH)  # or AutoModelForSequenceClassification"),
-    "teacher": ("Co-rewarding-II EMA teacher", "AutoModelForCausalLM.from_pretrained(PATH)  # LoRA runs: PeftModel.from_pretrained(base, PATH)"),
-}
-
-
 def exported_models(final: Path) -> dict[str, Path]:
-    """The exported folders present under `final` (for push and the card)."""
+    """The exported folders present under `final` (for push and the card): those its reward sources declare
+    (`RewardSource.exports`), each in `reward_sources/<source>/<name>`."""
     found = {}
-    for name in _EXPORTED:
-        for folder in sorted((final / SOURCES_DIR).glob(f"*/{name}")):
+    for source in sorted(path for path in (final / SOURCES_DIR).glob("*") if path.is_dir()):
+        for name in _declared(source.name):
+            folder = source / name
             if any(folder.glob("*.json")):
                 found[name] = folder
     return found
+
+
+def exported_description(folder: Path) -> tuple[str, str] | None:
+    """(what it is, how to load it: PATH stands for the folder) of an exported folder, as its source declares it."""
+    return _declared(folder.parent.name).get(folder.name)
+
+
+def _declared(source: str) -> dict[str, tuple[str, str]]:
+    from coreward.rewards import registered_sources
+
+    cls = registered_sources().get(source)
+    return cls.exports if cls is not None else {}
 
 
 def _format(value: Any) -> str:
@@ -138,7 +145,8 @@ def model_card(run_dir: Path) -> str:
     exported = exported_models(run_dir / "final")
     if exported:
         lines += ["", "## Learnt alongside the policy", ""]
-        lines += [f"- {_EXPORTED[n][0]}: `{p.relative_to(run_dir / 'final')}` — `{_EXPORTED[n][1]}`" for n, p in exported.items()]
+        described = {n: exported_description(p) for n, p in exported.items()}
+        lines += [f"- {described[n][0]}: `{p.relative_to(run_dir / 'final')}` — `{described[n][1]}`" for n, p in exported.items()]
     return "\n".join(lines).rstrip() + "\n"
 
 

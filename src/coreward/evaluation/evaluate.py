@@ -51,8 +51,8 @@ from coreward.runtime.errors import CorewardError
 
 
 PAPER_BENCHMARKS = ("gsm8k", "svamp", "math500", "olympiadbench", "mathodyssey")
-# The demo's held-out set: the whole demo test split, n=8 in under 2 minutes on 2 CPU cores
-# (benchmarks/eval_throughput.py measures it).
+# The demo's held-out set: the whole demo test split, small enough for n=8 in minutes on a CPU
+# (benchmarks/speed/eval_throughput.py measures it: docs/figures.md).
 DEMO_HELDOUT_PROBLEMS = 500
 
 
@@ -325,10 +325,10 @@ class ModelDefaults:
 # ~30-token solutions; a tiny model on CPU runs fastest in large batches on one thread (backends.torch_threads).
 DEMO_DEFAULTS = ModelDefaults("plain", None, 64, 512, 1)
 CHAT_DEFAULTS = ModelDefaults("chat", INSTRUCTION, 2048, 64, None)
-# The papers' 2,048 tokens in batches of 64 take hours on a CPU: SmolLM2-135M-Instruct on 2 cores made 8 GSM8K
-# completions of at most 512 tokens in 5 minutes (its finished answers 193 to 238 tokens; the rest ran on past 512),
-# and a batch of 8 decoded the most tokens per second of 1, 4, 8, 16 and 32 (a finished sequence still costs its
-# batch's every step). A chat model on a CPU gets these unless the user sets them (and is told so: `cpu_note`).
+# The papers' 2,048 tokens in batches of 64 take hours on a CPU: a small chat model's finished answers fit in 512
+# tokens, and a batch of 8 decoded the most tokens per second of the sizes tried (a finished sequence still costs its
+# batch's every step). A chat model on a CPU gets these unless the user sets them (and is told
+# so: `cpu_note`).
 CPU_CHAT_DEFAULTS = replace(CHAT_DEFAULTS, max_new_tokens=512, batch_size=8)
 
 

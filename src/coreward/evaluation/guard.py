@@ -15,12 +15,13 @@ as far as v, so `fall = drop` and the rule never fires on it. A source off the [
 (self-certainty, entropy) is compared by its running min-max range: `fall / (max − min)`. The verified signal is the
 training rollouts' `verified_accuracy` (data with references), else the periodic held-out evaluation
 (`eval/avg@n`, a held-out set with references), unsmoothed, with a patience of at most 2. A held-out set without
-references logs `eval/agree@n`, the share of samples on their majority answer: that is what majority voting and
-Co-rewarding reward, and it rises as a policy settles on one wrong answer, so the guard does not read it as accuracy.
+references logs `eval/agree@n`, the share of samples on their majority answer: that is what the rewards that vote on
+answers pay for, and it rises as a policy settles on one wrong answer, so the guard does not read it as accuracy.
 
 The defaults (smooth 0.8, warm-up 10, a drop of 15% of the peak and at least 0.03, the reward falling by at most
 half of that, 3 steps in a row) were chosen on the hackability map's cells at 4x the demo's learning rate
-(benchmarks/guard_calibration.py; the counts in docs/overoptimization.md, "The overoptimization guard").
+(`coreward guard-calibration`; the counts in docs/results.md, "The overoptimization guard and the KL axis"; the rule in
+docs/explanation/guard.md).
 """
 
 from __future__ import annotations

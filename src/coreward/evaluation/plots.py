@@ -132,7 +132,8 @@ FIGURES = (
             Panel("rm/accuracy", "held-out accuracy (σ > 0.5)", smooth=False),
             Panel("rm/pair_accuracy", "held-out pair accuracy (positive ranked first)", smooth=False),
         ),
-        "Runs with a reward model: the static RM logs its accuracy on the current rollouts; Cooper also its training.",
+        "Runs with a reward model: a static one logs its accuracy on the current rollouts; one that learns during the "
+        "run also its training.",
     ),
 )
 

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from coreward.experiments.jobs import (
-    STEP_COST,
     Job,
     default_jobs,
     last_step,
     run_jobs,
     side_by_side_settings,
+    step_cost,
     train_command,
 )
 from coreward.runtime.errors import CorewardError
@@ -137,14 +137,13 @@ def cell_command(cell: Cell, max_steps: int, overrides: Sequence[str], parallel:
 
 def cell_cost(cell: Cell, max_steps: int, costs: dict[Path, float]) -> float:
     """Its expected length, for the order of side-by-side cells (longest first): the steps it has left (a resumed cell
-    has made some) times the step cost of its costliest reward relative to the rule reward's (`STEP_COST`, measured
-    on the demo; 1 for a reward not there). `costs` caches each config's step cost."""
+    has made some) times its step cost relative to the rule reward's (`step_cost`). `costs` caches each config's."""
     if cell.config not in costs:
         from coreward.grpo.config import TrainConfig
         from coreward.runtime.config import load_config
 
         names = [spec.name for spec in load_config(TrainConfig, cell.config).rewards]
-        costs[cell.config] = max((STEP_COST.get(name, 1.0) for name in names), default=1.0)
+        costs[cell.config] = step_cost(names)
     return max(0, max_steps - last_step(cell.run_dir)) * costs[cell.config]
 
 

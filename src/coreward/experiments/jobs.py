@@ -2,13 +2,13 @@
 progress line. `coreward map` runs its cells with it, `coreward demo` its methods and seeds.
 
 A run is a process of its own writing its own run directory and log; nothing is shared between runs but the cores.
-Three things make N runs on N cores take about 1/N of the time (benchmarks/demo_jobs_speedup.py, docs/demo.md):
+Three things make N runs on N cores take about 1/N of the time (benchmarks/speed/demo_jobs_speedup.py; docs/figures.md):
 
 * one torch thread a run (OpenMP threads of several runs spinning on the same cores cost more than they give),
-  and one verifier worker a run where runs share the cores (`verifier_workers`: the reward is under 1% of a demo
-  step, and every worker is one more process at start-up);
+  and one verifier worker a run where runs share the cores (`verifier_workers`: the reward is a small part of a
+  demo step, and every worker is one more process at start-up);
 * each run forked from a forkserver that has already imported torch, transformers and TRL (`PRELOAD`), instead
-  of a fresh `python -m coreward.cli train` paying about 4.5 s of imports (of a demo run's 45-110 s);
+  of a fresh `python -m coreward.cli train` paying those imports again;
 * the longest runs first (`Job.cost`), so that the last minutes are not one long run alone on one core.
 """
 
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coreward.runtime.devices import usable_cores
+from coreward.runtime.host_memory import available_memory
 from coreward.runtime.progress import duration
 
 
@@ -52,34 +53,29 @@ class Job:
     progress: Callable[[], str] | None = None
 
 
-# A step's cost by reward method, relative to the rule reward's, for the order of side-by-side runs (longest first):
-# the seconds of each 30-step run of one `coreward demo --jobs 2` (2026-11-27, 2-core AMD EPYC), over rule's.
-# co_optimized (Cooper with rollout negatives) as Cooper: their steps cost the same one run at a time (1.344x and 1.343x
-# the rule's, benchmarks/cooper_step_time.py --methods rule,model,cooper,co_optimized).
-STEP_COST = {"cooper": 1.6, "co_optimized": 1.6, "co_rewarding_2": 1.3, "majority": 1.25, "entropy": 1.25,
-             "self_certainty": 1.2, "model": 1.2, "co_rewarding_1": 1.15}
+def step_cost(rewards: Sequence[str]) -> float:
+    """A run's step time relative to the rule reward's, for the order of side-by-side runs (longest first): that of
+    its costliest reward source (`RewardSource.step_cost`); 1 for a reward that cannot be loaded here."""
+    from coreward.rewards import source_class
+    from coreward.runtime.errors import CorewardError
+
+    costs = []
+    for name in rewards:
+        try:
+            costs.append(source_class(name).step_cost)
+        except CorewardError:
+            costs.append(1.0)
+    return max(costs, default=1.0)
 
 
-# What one side-by-side run of the demo or the map holds at its peak (peak RSS 1.2 GB for a demo Cooper run,
-# docs/figures.md), so that the default never asks for more runs than the memory holds.
+# What one side-by-side run of the demo or the map holds at its peak, with room to spare over the largest demo run's
+# peak RSS (docs/figures.md), so that the default never asks for more runs than the memory holds.
 RUN_MEMORY_BYTES = 1.5 * 2**30
-
-
-def available_memory() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def default_jobs() -> int:
     """One run per usable core, as many as the memory holds: each run is one torch thread (plus one verifier
-    worker), so N runs on N cores is the fastest setting (2 runs on 2 cores: 1.9x the throughput of one,
-    benchmarks/demo_jobs_speedup.py)."""
+    worker), so N runs on N cores is the fastest setting (benchmarks/speed/demo_jobs_speedup.py, docs/figures.md)."""
     memory = available_memory()
     fits = max(1, int(memory // RUN_MEMORY_BYTES)) if memory else usable_cores()
     return max(1, min(usable_cores(), fits))
@@ -134,8 +130,8 @@ PRELOAD = ("coreward.grpo.cli", "coreward.grpo.train", "coreward.grpo.trainer", 
 
 
 def warm_forkserver() -> None:
-    """Start the forkserver the runs are forked from now, without waiting for it: it imports `PRELOAD` (about 4.5 s on
-    a 2-core CPU) on the other core while the caller does its own preparation, instead of after it, when the first
+    """Start the forkserver the runs are forked from now, without waiting for it: it imports `PRELOAD` (seconds of
+    imports) on another core while the caller does its own preparation, instead of after it, when the first
     run starts."""
     from multiprocessing import forkserver as server
 

@@ -69,9 +69,9 @@ def agree_on_checkpoint(checkpoint: Path | None, run_dir: Path) -> None:
         raise CorewardError(
             f"--resume: the processes see different checkpoints in {run_dir} ({where}). On several machines the "
             "run directory must be one filesystem every node mounts (NFS, Lustre, GPFS), the same path on each: "
-            "docs/multinode.md")
+            "docs/how-to/several-machines.md")
     if missing:
         raise CorewardError(
             f"--resume: {checkpoint} has no coreward_trainer_state_R.pt for rank(s) {', '.join(missing)} although "
             f"{size} processes wrote it: the run directory is not one filesystem every node shares "
-            "(docs/multinode.md)")
+            "(docs/how-to/several-machines.md)")

@@ -76,13 +76,13 @@ def train_command(
 
 def push_command(
     run_dir: str = typer.Argument(..., help="a finished run directory (with final/)"),
-    repo: str = typer.Option(..., "--repo", help="hub repository of the policy, e.g. me/qwen-cooper; the RM and "
-                             "the EMA teacher go to REPO-rm and REPO-teacher"),
+    repo: str = typer.Option(..., "--repo", help="hub repository of the policy, e.g. me/qwen-grpo; each model a "
+                             "reward source learnt goes to REPO-<name> (an RM to REPO-rm)"),
     private: bool = typer.Option(False, "--private", help="create private repositories"),
     dtype: str = typer.Option(None, "--dtype", help="publish the policy cast to bfloat16 or float16 (final/ keeps "
                               "the trained float32 weights; the cast copy is written to final-DTYPE/)"),
 ) -> None:
-    """Publish a run: the policy with its model card, and the reward model / teacher it learnt.
+    """Publish a run: the policy with its model card, and the models its reward sources learnt.
 
     Example: coreward push runs/paper/cooper_gsm8k --repo me/qwen2.5-1.5b-cooper --private
     """

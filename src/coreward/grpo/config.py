@@ -127,14 +127,13 @@ class TrainConfig:
     output_dir: str = "runs/train"
     # CPU threads for torch per process. None: picked at the start, the cores other jobs leave idle (at most torch's
     # default; torch's default on a GPU), and the run log's `threads:` line says what (runtime/devices.py). On cores
-    # shared with other jobs, threads of a small model wait on each other: 1.7x slower than one thread at 0.8M
-    # parameters (benchmarks/threads_by_size.py).
+    # shared with other jobs, threads of a small model wait on each other (docs/figures.md, "torch threads").
     torch_threads: int | None = None
     # glibc's mmap threshold on a CPU run, held fixed (runtime/host_memory.py): tensors above it are unmapped when
     # freed, so the process's resident memory follows what it holds (the memory plan) rather than what it once held.
-    # 0 (default): glibc's own (the threshold grows to 32 MiB and the heap keeps what was freed). On SmolLM2-135M
-    # 1048576 (1 MiB) took the peak from 1.50x a plan without the heap to 1.18x, for 19% more step time (8 MiB: no
-    # change). A CPU plan counts the heap's copy of a LoRA policy's freed activations unless this is set.
+    # 0 (default): glibc's own (the threshold grows to 32 MiB and the heap keeps what was freed). A held threshold
+    # (1048576: 1 MiB) lowers the peak for a slower step (docs/results.md, Mem3). A CPU plan counts
+    # the heap's copy of a LoRA policy's freed activations unless this is set.
     host_mmap_threshold: int = 0
     # signals that end the run cleanly after the current step (checkpoint written, exit status 75); [] to disable
     preempt_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])
@@ -452,9 +451,9 @@ _MANAGED = {
     "output_dir": "output_dir (or --output-dir)",
     "seed": "seed",
     "reward_weights": "rewards.N.weight",
-    # TRL's push uploads checkpoints as they come, without the card or the RM/teacher folders (and offline it
+    # TRL's push uploads checkpoints as they come, without the card or the models the sources learnt (and offline it
     # fails mid-run with a traceback): publish a finished run instead
-    "push_to_hub": "`coreward push RUN_DIR --repo ...` after training (the policy with its card, the RM, the teacher)",
+    "push_to_hub": "`coreward push RUN_DIR --repo ...` after training (the policy with its card, the models its reward sources learnt)",
 }
 
 # GRPOConfig fields coreward must hold at one value: any other is refused, never silently overridden

@@ -74,8 +74,8 @@ def partitioned_count(module) -> tuple[int, int]:
 
 def sharding_report(accelerator, models: dict[str, object]) -> str:
     """One line for the run log (tests read it): the engine and how much of each model is partitioned: the
-    policy, its reference, and the models reward sources train themselves (Cooper's `rm`, sharded by the same
-    engine: rm/sharding.py; under ZeRO-2 its tensors are whole and its optimizer state split)."""
+    policy, its reference, and the models reward sources train themselves (`RewardSource.engine_models`, sharded by
+    the same engine: rm/sharding.py; under ZeRO-2 their tensors are whole and their optimizer state split)."""
     parts = []
     for name, model in models.items():
         if model is not None:

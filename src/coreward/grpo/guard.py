@@ -4,8 +4,8 @@ Both papers are about a policy that learns to please its reward instead of solvi
 the run's own metrics: the training reward keeps rising (or holds) while the verified accuracy of the same
 rollouts falls, so the gap reward − verified opens (Gao, Schulman and Hilton 2022). The rule that finds that step,
 from the training rollouts' verified accuracy (or the held-out evaluation of a label-free run), is
-`evaluation/guard.py`'s; its defaults were chosen on the hackability map's cells (docs/overoptimization.md, "The
-overoptimization guard").
+`evaluation/guard.py`'s; its defaults were chosen on the hackability map's cells (docs/results.md, "The
+overoptimization guard and the KL axis"; the rule: docs/explanation/guard.md).
 
 At start the guard says what it watches: the training rollouts' verified accuracy (training data with reference
 answers), else the held-out set's avg@N (a held-out set with references, evaluated every `data.eval_every` steps),
@@ -67,9 +67,9 @@ def guard_signal(trainer: Any, eval_records: list | None, eval_n: int, eval_name
         return HELD_OUT, (f"guard: watches {held_out}'s eval/avg@{eval_n} (the training data has no reference "
                           "answers) beside the reward")
     if eval_records:
-        why = (f"{held_out} has none either: its eval/agree@{eval_n} is the share of samples on their majority "
-               "answer, which majority voting and Co-rewarding reward and which a policy settling on one wrong answer "
-               "raises, so it is no accuracy to watch")
+        why = (f"{held_out} has none either: its eval/agree@{eval_n} is the share of samples on their most "
+               "common answer, which the rewards that vote on answers pay for and which a policy settling on one wrong "
+               "answer raises, so it is no accuracy to watch")
     else:
         why = "no held-out set is evaluated (data.eval, data.eval_every)"
     return None, (f"guard: watches nothing: the training data has no reference answers and {why}. No guard/* "

@@ -1,71 +1,30 @@
 """KL of the policy from its initial weights, logged every step: the x-axis of an overoptimization curve.
 
-Gao, Schulman and Hilton (2022, "Scaling Laws for Reward Model Overoptimization") plot the proxy reward and
-the true reward against d = √KL(π ‖ π_init). Here the true reward is the rule verifier's accuracy of the same
-rollouts (`verified_accuracy`), the proxy is the training `reward`, and the KL is measured on the step's own
-samples y ~ π (before the step's update), token by token. Two estimators (`kl_from_init_estimator`):
+Gao, Schulman and Hilton (2022) plot the proxy and the true reward against d = √KL(π ‖ π_init); here the true
+reward is the rule verifier's accuracy of the same rollouts (`verified_accuracy`) and the KL is taken on the step's
+own samples y ~ π, token by token. Two estimators (`kl_from_init_estimator`):
 
-  * "exact" (the default): the whole-vocabulary KL of each next-token distribution along the sampled prefix,
+  * "exact" (the default): KL_t = Σ_v π(v | y_<t) (log π(v | y_<t) − log π_init(v | y_<t)), summed over the
+    completion. Its expectation is k3's, without the noise of sampling y_t at each position (a Rao-Blackwellization),
+    so the √KL axis goes backwards on fewer steps (docs/explanation/guard.md, "A steadier √KL axis").
+  * "k3": exp(r_t) − r_t − 1 with r_t = log π_init(y_t | y_<t) − log π(y_t | y_<t), from the sampled tokens'
+    log-probabilities alone: free where they exist, noisy (a rare token π sampled adds a large term).
 
-        KL_t = Σ_v π(v | y_<t) (log π(v | y_<t) − log π_init(v | y_<t)),
+Logged: `kl/from_init` (the sequence KL in nats, Gao et al.'s quantity), `kl/from_init_per_token` (comparable to
+TRL's `kl`) and, with "exact", `kl/from_init_k3` on the same samples. Distributions are TRL's (logits divided by the
+sampling temperature).
 
-    summed over the completion. By the chain rule E_y[Σ_t KL_t] = KL(π ‖ π_init) over whole completions, the
-    same quantity k3 estimates; it only leaves out the sampling of y_t itself at each position (a
-    Rao-Blackwellization of k3), so a step's value jumps less from one step to the next.
-  * "k3": the low-variance sampled estimator, from the log-probabilities of the sampled tokens only,
+Why hidden states: TRL 1.16's log-probability pass (`add_fused_lm_head`) never materializes the logits, so "exact"
+keeps each model's last hidden state at the completion positions (`completion_hidden_states`) and projects both
+through their LM heads with TRL's chunked kernel, a bounded tile at a time (`MAX_LOGIT_ELEMENTS`). Where it can,
+the policy's side comes from the loss's own pass, so a step pays one no-grad forward (π_init's) and the projections
+(docs/figures.md gives the measured cost).
 
-        r_t  = log π_init(y_t | y_<t) − log π(y_t | y_<t)
-        k3_t = exp(r_t) − r_t − 1   ≥ 0,  E_{y_t ~ π}[k3_t] = KL_t
-
-    A step's value is noisy: a rare token that π samples although it made it much less likely than π_init did
-    adds exp(r) − r − 1 with r large, so a curve drawn against √KL zig-zags backwards.
-What "exact" removes is the noise of sampling y_t at each position; what remains is the noise of which prompts
-and prefixes a step draws (16 prompts a step in the demo). Measured on one demo run (docs/overoptimization.md,
-"A steadier √KL axis"): the mean step-to-step change of kl/from_init 0.68 nats instead of k3's 1.15, yet √KL still
-goes back on 24 of 59 steps (k3: 30).
-
-Logged: `kl/from_init` (mean over completions of Σ_t KL_t: the sequence KL in nats, Gao et al.'s quantity),
-`kl/from_init_per_token` (Σ KL_t / number of tokens, comparable to TRL's `kl`) and, with "exact", also
-`kl/from_init_k3` (k3 on the same samples, free once both passes ran: the two can be compared on one run).
-Distributions are TRL's: logits divided by the sampling temperature (`_get_per_token_logps_and_entropies`).
-
-Where the distributions come from. TRL 1.16's log-probability pass (`add_fused_lm_head`) never materializes
-the logits: it projects the backbone's last hidden state through the LM head in tiles and keeps only the
-sampled token's log-probability (plus, if asked, the entropy), so no pass of TRL's leaves a distribution to
-compare with. "exact" therefore keeps each model's last hidden state at the completion positions (a forward
-hook on the backbone during that same pass: `completion_hidden_states`) and projects both through their LM
-heads with TRL's own chunked kernel (`trl.kernels.chunked_divergence.ChunkedDivergenceFunction`, the reverse
-KL of its distillation loss), a bounded tile of positions × vocabulary at a time (`MAX_LOGIT_ELEMENTS`).
-
-Where π_init comes from, cheapest first:
-  * "reference": TRL's reference model when `grpo.beta > 0` and nothing moves it (no `sync_ref_model`, no
-    Co-rewarding-II teacher used as the reference): it *is* the initial policy. k3 cost: none (TRL computed
-    its log-probabilities). exact: one no-grad forward of the reference (TRL's pass keeps no distribution).
-  * "adapter_off": a LoRA policy with its adapter disabled (as TRL's own reference). Cost: one no-grad forward
-    pass over the generation batch per step.
-  * "copy": a frozen copy of the initial policy, built from its config and a copy of its state_dict (never
-    `copy.deepcopy`: a TRL-wrapped policy's patched `forward` would still close over the live policy). Cost:
-    one more set of the policy's weights in memory (no gradients, no optimizer state: about a quarter of what
-    the policy itself holds under AdamW in float32) and one no-grad forward pass of the copy over the
-    generation batch per step, i.e. about a third of a training update's compute (`time/kl_from_init`).
-The policy's side: k3 takes TRL's `old_per_token_logps` when it computed them, else (on-policy rollouts) the
-loss's own pass over each micro-batch, before any update: free. exact does the same where it can: π_init's pass at
-scoring time keeps π_init's hidden states at the completion positions, which travel with their rows through TRL's
-shuffle to the loss, and the loss's own pass of the policy gives the policy's hidden states (a hook on its
-backbone), so the step pays one no-grad forward pass (π_init's) and the two projections. That holds for on-policy
-rollouts, a copy or reference π_init, one process or DDP, and π_init's hidden states of the generation batch under
-256 MiB a process (`KEEP_INIT_HIDDEN_BYTES` in grpo/trainer.py: the demo's take 2 MiB; 3,072-token completions of
-a 1.5B model would take gigabytes). Elsewhere (ZeRO-3 and FSDP2, whose LM heads are gathered for the projection;
-LoRA's adapter-off π_init; larger batches) exact runs a no-grad forward of the policy at scoring time too, chunk by
-chunk beside π_init's, so only one micro-batch's hidden states live at once. Measured on the demo's rule config
-(`python benchmarks/step_floor.py --configs rule`, docs/figures.md): the two passes took 0.37 s of a 1.19 s step.
-`time/kl_from_init` is the scoring-time part; `time/kl_from_init_in_loss` the projection in the loss's pass.
-
-exact is the default: the KL axis is what the overoptimization curves and the guard read, and its sampled
-estimate reverses direction along √KL on most steps (docs/overoptimization.md); its price is one forward pass
-(two with a "reference" π_init) without gradients. k3 stays for runs where that pass is too dear, and is used
-(with a line saying why) where a model's LM head cannot be read as one projection (a LoRA-wrapped head).
-Turn the metric off with `kl_from_init: false` in the config.
+Where π_init comes from, cheapest first: TRL's reference model when `grpo.beta > 0` and nothing moves it (no
+`sync_ref_model`, no reward source that moves it: `RewardSource.moves_reference`); a LoRA policy with its adapter
+off; else a frozen copy of the initial policy (`runtime/model_copy.py`: one more set of weights, no gradients or
+optimizer state). k3 is used, with a line saying why, where an LM head cannot be read as one projection (a
+LoRA-wrapped head). `kl_from_init: false` turns the metric off.
 """
 
 from __future__ import annotations
@@ -88,7 +47,7 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     """A frozen copy of the initial policy that computes with its own tensors (`own_copy`, the one way coreward
     copies a model): changing `model` afterwards leaves it untouched (tests/grpo/test_kl_from_init.py perturbs
     the policy and checks the copy's logits). The run's random numbers are left as they were."""
-    from coreward.rewards.teacher_weights import own_copy
+    from coreward.runtime.model_copy import own_copy
 
     with torch.random.fork_rng(devices=[]):
         return own_copy(model)
@@ -102,10 +61,11 @@ def sequence_k3(policy_logps: torch.Tensor, init_logps: torch.Tensor, mask: torc
 
 
 def moves_reference(trainer: Any) -> bool:
-    """Whether the KL reference drifts from the initial policy during the run (then it is no π_init)."""
+    """Whether the KL reference drifts from the initial policy during the run (then it is no π_init): TRL syncs it,
+    or a reward source changes it (`RewardSource.moves_reference`)."""
     if getattr(trainer.args, "sync_ref_model", False):
         return True
-    return any(getattr(getattr(source, "teacher", None), "as_reference", False) for source in trainer.reward_sources)
+    return any(source.moves_reference() for source in trainer.reward_sources)
 
 
 # --------------------------------------------------------------------------- exact KL over the whole vocabulary
@@ -204,7 +164,7 @@ def token_kl(
           maybe_gather_lm_head_ctx(w_init, b_init)):
         for start in range(0, h_policy.size(0), piece):
             rows = slice(start, start + piece)
-            divergence, _entropy = ChunkedDivergenceFunction.apply(
+            divergence, _ = ChunkedDivergenceFunction.apply(
                 h_policy[rows], w_policy, b_policy, h_init[rows].to(h_policy.device), w_init, b_init,
                 1.0, temperature, scale_policy, cap_policy, scale_init, cap_init)
             pieces.append(divergence)

@@ -205,7 +205,7 @@ def reshard(model) -> None:
     """Put an FSDP2 policy back in shards after forward passes with no backward. FSDP2 leaves the root module's
     parameters gathered after a forward, for the backward that follows in training: after sampling they stayed
     whole, plain tensors beside the DTensor shards of the rest, and the next step's first reader of the parameters
-    (Co-rewarding-II's EMA teacher, pairing the policy's tensors with its own shards) failed on the mix."""
+    (an EMA teacher pairing the policy's tensors with its own shards) failed on the mix."""
     from torch.distributed.fsdp import FSDPModule
 
     for module in model.modules():

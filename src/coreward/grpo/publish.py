@@ -2,8 +2,8 @@
 their own folders, and `coreward push`.
 
     final/                                   the policy (README.md: the model card)
-    final/reward_sources/cooper/rm/          Cooper's reward model     -> <repo>-rm       (VerifyRM.from_pretrained)
-    final/reward_sources/co_rewarding_2/teacher/  the EMA teacher      -> <repo>-teacher  (AutoModelForCausalLM)
+    final/reward_sources/<source>/<name>/    a model the source learnt  -> <repo>-<name>  (its `RewardSource.exports`
+                                             says what it is and how to load it)
 
 Nothing here needs a network except `push`, which checks the hub answers before it uploads anything.
 """
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from coreward.evaluation.card import (  # noqa: F401  (the card is the evaluation layer's; publish uploads it)
-    _EXPORTED,
     CARD,
     SOURCES_DIR,
     add_evaluation_to_card,
+    exported_description,
     exported_models,
     model_card,
     run_of_final,
@@ -100,8 +100,9 @@ def push(run_dir: Path, repo: str, private: bool = False, token: str | None = No
     for upload in plan:
         try:
             api.create_repo(upload.repo_id, private=private, exist_ok=True)
-            if upload.folder.name in _EXPORTED and not (upload.folder / CARD).is_file():
-                title, how = _EXPORTED[upload.folder.name]
+            described = exported_description(upload.folder)
+            if described is not None and not (upload.folder / CARD).is_file():
+                title, how = described
                 (upload.folder / CARD).write_text(f"# {title}\n\nLearnt with the policy [{repo}](https://huggingface.co/{repo}).\n\n"
                                                   f"```python\n{how.replace('PATH', repr(upload.repo_id))}\n```\n")
             info = api.upload_folder(repo_id=upload.repo_id, folder_path=str(upload.folder),

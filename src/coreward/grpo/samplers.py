@@ -97,7 +97,7 @@ def balanced_view_shuffle(batch: dict[str, Any], chunks: int) -> dict[str, Any] 
     of rephrasings, each view cut in its own order (`_balance_batch` applied to each view apart), so theirs pair
     unrelated questions. With `view_loss: per_view` that pairing does not change the loss: it is Σ_k of each view's
     token mean over its rows in micro-batch k, and the two views' sums are taken apart (tests/grpo/test_view_balance.py).
-    Which rows of one view share a micro-batch does change it: here random rows, theirs in order (docs/fidelity.md)."""
+    Which rows of one view share a micro-batch does change it: here random rows, theirs in order (docs/reference/paper-settings.md)."""
     views = batch.get("view")
     if not isinstance(views, torch.Tensor):
         return None

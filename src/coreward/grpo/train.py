@@ -108,10 +108,11 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
 
     from coreward.grpo.compat import checkpointing_settings
     from coreward.grpo.engines import launcher_precision
+    from coreward.runtime.precision import mixed_precision_flags
 
     on_gpu = torch.cuda.is_available()
     precision = launcher_precision()  # `accelerate launch`'s mixed_precision: DeepSpeed/FSDP configs need agreement
-    flags = compute_flags(config.model.dtype, precision, on_gpu)
+    flags = mixed_precision_flags(config.model.dtype, precision, on_gpu and torch.cuda.is_bf16_supported())
     settings: dict[str, Any] = {
         "logging_steps": 1,
         # on a terminal the progress bar, whatever the logging level (quiet libraries raise it); anywhere else (a log
@@ -152,21 +153,6 @@ def build_grpo_args(config: TrainConfig, run_dir: Path, max_steps: int | None):
         return GRPOConfig(**settings)
     except (ValueError, TypeError) as err:
         raise CorewardError(f"invalid grpo settings: {err}") from None
-
-
-def compute_flags(dtype: str, precision: str | None, on_gpu: bool) -> dict[str, bool]:
-    """The trainer's bf16/fp16 (accelerate's mixed precision: autocast over float32 weights) before the config's own
-    `grpo` keys: the launcher's mixed_precision when `accelerate launch` set one; else the compute dtype that
-    model.dtype names; else bf16 on a GPU that has it."""
-    import torch
-
-    from coreward.runtime.precision import is_low_precision
-
-    if precision:
-        return {"bf16": precision == "bf16", "fp16": precision == "fp16"}
-    if is_low_precision(dtype):
-        return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
-    return {"bf16": on_gpu and torch.cuda.is_bf16_supported(), "fp16": False}
 
 
 def check_mixed_precision(model, settings: dict[str, Any], precision: str | None) -> None:
@@ -437,7 +423,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
     trainer.add_callback(short_completions_warning())
     from coreward.grpo.health import HealthCallback
 
-    health = HealthCallback(run_dir)
+    health = HealthCallback(run_dir, [watch for source in trainer.reward_sources for watch in source.health_watches()])
     trainer.add_callback(health)  # invariants watched per step; health.json at the end
     from coreward.grpo.guard import add_guard
 
@@ -480,7 +466,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
             tokenizer.save_pretrained(str(final))
         trainer.save_sources(final)  # every process: a sharded teacher is gathered collectively
         if trainer.accelerator.is_main_process:
-            export_source_models(sources, final, tokenizer)  # Cooper's RM, the EMA teacher: loadable folders
+            export_source_models(sources, final, tokenizer)  # the models the sources learnt: loadable folders
             write_model_card(run_dir)
             mark_complete(final)  # last: a final/ without it (a kill while writing) is rebuilt on --resume
     except BaseException as err:  # a run stopped by an error (a broken invariant, the user's reward) says how it went

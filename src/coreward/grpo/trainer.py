@@ -64,8 +64,8 @@ INIT_LOGPS = "coreward_init_per_token_logps"  # π_init's log-probabilities of t
 INIT_HIDDEN = "coreward_init_completion_hidden"  # π_init's last hidden states at the completion positions (exact)
 # The exact kl/from_init reads the policy's hidden states from the loss's own pass, instead of a no-grad pass of
 # its own, when π_init's hidden states for the generation batch (kept from scoring to the loss, through TRL's
-# shuffle) take at most this many bytes a process: the demo's take 2 MiB; 3,072-token completions of a 1.5B model
-# would take gigabytes, and pay the policy's pass instead (grpo/kl_from_init.py).
+# shuffle) take at most this many bytes a process: a small model's fit easily, while long completions of a large
+# model would take gigabytes and pay the policy's pass instead (grpo/kl_from_init.py).
 KEEP_INIT_HIDDEN_BYTES = 2**28
 FAULT_COUNTERS = ("nonfinite_grad_steps", "nonfinite_reward_samples", "truncated_completions")
 
@@ -225,8 +225,8 @@ class CorewardGRPOTrainer(GRPOTrainer):
         prepared = super()._prepare_for_training(*args, **kwargs)
         if self.accelerator.num_processes > 1:  # a single process has nothing to report
             models = {"policy": self.model_wrapped, "reference": getattr(self, "ref_model", None)}
-            for source in self.reward_sources:  # models a source trains itself (Cooper's RM), on every process
-                models.update(getattr(source, "engine_models", lambda policy: {})(self.policy))
+            for source in self.reward_sources:  # models a source trains itself, on every process
+                models.update(source.engine_models(self.policy))
             print_once(sharding_report(self.accelerator, models))
         return prepared
 
@@ -578,7 +578,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
                 completion_ids_list,
                 pad_token_id=self._tokenizer.pad_token_id,
                 batch_size=max(1, self.args.per_device_train_batch_size),
-                temperature=self.args.temperature,  # for self_certainty_scaled (Intuitor's logits / T)
+                temperature=self.args.temperature,  # for the statistics of logits / T
             )
         finally:
             model.train(was_training)
@@ -591,7 +591,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
             metrics["verified_accuracy"].append(sum(v.correct for v in verdicts) / len(verdicts))
             metrics["verify/timeouts"].append(float(sum(v.timed_out for v in verdicts)))
             metrics["verify/no_answer"].append(sum(v.extracted is None for v in verdicts) / len(verdicts))
-            # what a method that learns from verified rollouts (Cooper's positives) has to work with
+            # what a method that learns from verified rollouts has to work with
             groups = list(batch.groups())
             metrics["verify/prompts_with_verified"].append(
                 sum(any(verdicts[i].correct for i in rows) for rows in groups) / max(1, len(groups)))

@@ -6,9 +6,9 @@
 
 Caveat (TRL's, trl #3896): TRL calls a reward function with its own process's slice of the batch, so with
 several processes a prompt's group can be split between them. Sources that compare completions within a
-group (majority, Co-rewarding) are then wrong: use this adapter in one process, or use coreward's trainer,
-which gathers whole groups. TRL gives a reward function no policy, so sources that need one (Co-rewarding-II's
-teacher, Cooper's RM update on the policy's device) are for coreward's trainer only.
+group (those that vote on the group's answers) are then wrong: use this adapter in one process, or use coreward's
+trainer, which gathers whole groups. TRL gives a reward function no policy, so sources that need one (a teacher
+copied from it, a model trained on its device) are for coreward's trainer only.
 """
 
 from __future__ import annotations

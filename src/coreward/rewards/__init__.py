@@ -1,5 +1,7 @@
-"""Reward sources: one file per method. Importing this package registers every built-in method under its
-config name; `source_class` also loads a user's source by import path (`mypkg.rewards:MyReward`)."""
+"""Reward sources: one module per method, or a subpackage where a method has more than one file (cooper/,
+co_rewarding_2/), beside what every method shares (base.py, memory.py, health.py, voting.py, ensemble.py).
+Importing this package registers every built-in method under its config name; `source_class` also loads a user's
+source by import path (`mypkg.rewards:MyReward`)."""
 
 from __future__ import annotations
 
@@ -27,8 +29,8 @@ __all__ = ["DataNeeds", "NoParams", "Policy", "RewardSource", "RolloutBatch", "R
 
 
 def _register_builtin_methods() -> None:
-    """Import every module of this package: each method's file registers itself (`@register`), so a new
-    built-in method is its file alone."""
+    """Import every module and subpackage of this package: each method's module registers itself (`@register`; a
+    subpackage imports its reward module), so a new built-in method is its own files alone."""
     for module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{module.name}")
 

@@ -7,7 +7,7 @@ process. A source returns one reward per completion of that global batch; the en
 each process's slice. Because every process sees the same inputs, a source that keeps state (a reward
 model, an EMA teacher) stays identical on all processes as long as its update is deterministic.
 
-Writing a method (see `majority.py` for a stateless one, `co_rewarding_2.py` for one that owns a model):
+Writing a method (see `majority.py` for a stateless one, `co_rewarding_2/` for one that owns a model):
 
     @register("my_reward")
     class MyReward(RewardSource):
@@ -22,7 +22,8 @@ Parameters come from the config's `rewards: [{name, params}]`; `Params` is check
 unknown keys, its own `validate()`), and an error names the bad key. A source that needs the policy
 (its device, its weights, to sample from a model) gets `batch.policy` and `on_step_begin(policy)`: the
 `Policy` interface below, which the engine implements. No source touches the trainer. A source that holds a model
-on the training device says what, and when, in `memory_needs` (rewards/memory.py), for the memory plan.
+on the training device says what, and when, in `memory_needs` (rewards/memory.py), for the memory plan; what it
+watches in its own metrics in `health_watches` (rewards/health.py); its step's cost in `step_cost`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
+from coreward.rewards.health import HealthWatch
 from coreward.rewards.memory import MemoryNeeds, PlannedRun
 from coreward.runtime.errors import CorewardError
 
@@ -225,6 +227,12 @@ class RewardSource:
     label: ClassVar[str] = ""
     #: its row in the demo's tables: reference-based methods first (the Cooper paper's order), each part by this
     table_order: ClassVar[int] = 100
+    #: a step's time relative to the rule reward's, so that runs side by side start longest first (`coreward demo`,
+    #: `coreward map`); the built-in methods' are measured on the demo (docs/figures.md), 1 where unmeasured
+    step_cost: ClassVar[float] = 1.0
+    #: the models `export_models` writes, by folder name: (what it is, how to load it: PATH stands for the folder),
+    #: for the run's model card and `coreward push`
+    exports: ClassVar[dict[str, tuple[str, str]]] = {}
     #: whether `coreward demo` runs it (it has a `configs/demo/<name>.yaml`); False for a method that needs an external
     #: model the CPU demo has not (an LLM judge)
     in_demo: ClassVar[bool] = True
@@ -290,6 +298,21 @@ class RewardSource:
 
     def on_step_begin(self, policy: Policy) -> None:
         """Called once per training step, before its rollouts (an EMA teacher updates here)."""
+
+    def health_watches(self) -> list[HealthWatch]:
+        """What this source watches in the metrics it logs (`rewards.health.HealthWatch`): its invariants, warned
+        about while the run trains, and its counters and summary lines in health.json. Default: none."""
+        return []
+
+    def engine_models(self, policy: Policy) -> dict[str, Any]:
+        """The models this source trains on the policy's processes, by name, for the engine line printed at start (how
+        much of each the engine partitions). Default: none."""
+        return {}
+
+    def moves_reference(self) -> bool:
+        """Whether this source changes the engine's KL reference model during the run (an EMA teacher kept in it):
+        then the reference is no longer the initial policy, and what measures the KL from it needs a copy."""
+        return False
 
     def save_state(self, directory: Path) -> None:
         """Write this source's state (models, optimizers, counters) into a checkpoint directory. Called on every

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from coreward.rewards.base import DataNeeds, RewardSource, RolloutBatch, register
+from coreward.rewards.health import Check, HealthWatch
 from coreward.rewards.voting import Extract, Match, label_accuracy, majority_votes, matches_label
 from coreward.runtime.errors import CorewardError
 
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 @register("co_rewarding_1")
 class CrossViewReward(RewardSource):
     label = "Co-rewarding-I"
+    step_cost = 1.15
     table_order = 3
 
     @dataclass
@@ -45,6 +47,9 @@ class CrossViewReward(RewardSource):
     def data_needs(cls, params: Params) -> DataNeeds:
         return DataNeeds(rephrasings=params.rephrasings, loss_per_view=params.view_loss == "per_view")
 
+    def health_watches(self) -> list[HealthWatch]:
+        return [UnpairedWatch()]
+
     @property
     def match(self) -> Match:
         return self.params.match
@@ -58,7 +63,7 @@ class CrossViewReward(RewardSource):
         majorities = [vote[0] for vote in votes]
 
         # a group whose other view is not in this batch has no label: its rollouts get no reward (None: TRL's "not
-        # applicable", advantage 0) rather than one made up, and the step counts them (grpo/health.py warns)
+        # applicable", advantage 0) rather than one made up, and the step counts them (`UnpairedWatch` warns)
         rewards: list[float | None] = [None] * len(batch)
         unpaired = [g for g, other in enumerate(partner) if other is None]
         batch.log("co_rewarding_1/unpaired_groups", float(len(unpaired)))
@@ -106,3 +111,26 @@ def pair_groups(batch: RolloutBatch) -> list[int | None]:
     if len(where) != len(batch.groups()):
         raise RuntimeError("a (pair_id, view) appears in two groups of one generation batch (sampler broken)")
     return [where.get((pair_id, 1 - view)) for (pair_id, view), _ in sorted(where.items(), key=lambda item: item[1])]
+
+
+class UnpairedWatch(HealthWatch):
+    """A prompt group whose other view is not in the same batch (`co_rewarding_1/unpaired_groups` > 0: its rollouts
+    have no label), warned at once."""
+
+    def __init__(self):
+        self.steps = 0
+
+    def check(self, logs: dict[str, Any], step: int) -> list[Check]:
+        if "co_rewarding_1/unpaired_groups" not in logs:
+            return []
+        self.steps += 1
+        unpaired = logs["co_rewarding_1/unpaired_groups"]
+        return [Check("unpaired_views", unpaired > 0, lambda: (
+            f"{unpaired:.0f} of Co-rewarding-I's prompt groups had no other view of their problem in the batch, so "
+            "their rollouts got no label and no reward. Both views of a pair are rolled out in one generation batch "
+            "by its paired sampler (grpo/samplers.py): something else chose these rows"), at_once=True)]
+
+    def report(self, broken: dict[str, int]) -> tuple[dict[str, Any], list[str]]:
+        lines = [f"Co-rewarding-I: steps with a pair's other view missing from the batch: "
+                 f"{broken.get('unpaired_views', 0)} of {self.steps}"] if self.steps else []
+        return {"co_rewarding_1_steps": self.steps}, lines

@@ -17,7 +17,7 @@ the mean), so it is the default, and spread "variance" is theirs. The spread div
 best-of-n code; torch.var in their PPO code divides by K − 1).
 
 Used by the static ensemble (`model` with a list of paths, rewards/model.py) and by Cooper's co-optimized
-ensemble (`members: K`, rewards/cooper_variants.py).
+ensemble (`members: K`, rewards/cooper/variants.py).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from coreward.rewards.memory import MemoryNeeds, PlannedRun
 @register("entropy")
 class EntropyReward(RewardSource):
     label = "Entropy"
+    step_cost = 1.25
     table_order = 2
 
     needs_token_stats = ("entropy",)

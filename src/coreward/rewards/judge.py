@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from coreward.rewards.base import RewardSource, RolloutBatch, register
+from coreward.rewards.health import Check, HealthWatch
 from coreward.rewards.memory import MemoryNeeds, PlannedRun, judge_request_tokens, local_llm_items
 from coreward.rm.inputs import user_message
 from coreward.rm.judge import Judge, Verdicts
@@ -136,5 +137,31 @@ class JudgeReward(RewardSource):
                            "judged rollouts score %s", batch.step + 1, replies.failed, replies.unreadable,
                            replies.last_error or "none given", self.params.on_failure)
 
+    def health_watches(self) -> list[HealthWatch]:
+        return [JudgeWatch()]
+
     def close(self) -> None:
         self.judge.close()
+
+
+class JudgeWatch(HealthWatch):
+    """A step on which every request failed or came back unreadable (`judge/failures` = `judge/calls` > 0: its
+    judged rollouts scored as `on_failure` says), warned at once."""
+
+    def __init__(self):
+        self.steps = 0
+
+    def check(self, logs: dict[str, Any], step: int) -> list[Check]:
+        if "judge/calls" not in logs:
+            return []
+        self.steps += 1
+        calls, failures = logs["judge/calls"], logs.get("judge/failures", 0.0)
+        return [Check("judge_silent", calls > 0 and failures >= calls, lambda: (
+            f"the LLM judge gave no verdict ({failures:.0f} of {calls:.0f} requests failed or came back unreadable): "
+            "its judged rollouts scored as its `on_failure` says; the judge's warnings above give the error"),
+            at_once=True)]
+
+    def report(self, broken: dict[str, int]) -> tuple[dict[str, Any], list[str]]:
+        lines = [f"LLM judge: steps with no verdict at all (every request failed or unreadable): "
+                 f"{broken.get('judge_silent', 0)} of {self.steps}"] if self.steps else []
+        return {"judge_steps": self.steps}, lines

@@ -20,6 +20,7 @@ from coreward.rewards.voting import Extract, Match, label_accuracy, majority_vot
 @register("majority")
 class MajorityVoteReward(RewardSource):
     label = "Majority voting"
+    step_cost = 1.25
     table_order = 0
 
     @dataclass

@@ -53,7 +53,7 @@ RM_TAGS_AND_REFERENCE = 64
 @dataclass
 class MemoryItem:
     """Bytes held per device through `phases`. `gpu_measured`: its term has been checked against
-    `torch.cuda.max_memory_allocated` on a GPU (docs/memory.md, "The GPU check"); a plan that fits names the others.
+    `torch.cuda.max_memory_allocated` on a GPU (docs/how-to/memory-plan.md, the GPU check); a plan that fits names the others.
     `heap_block`: for the tensors a pass saves for its backward and frees within its phase, the size of one (a
     layer's hidden states) where glibc's heap keeps them once freed on a CPU (grpo/plan/step.py, heap_kept)."""
 
@@ -243,15 +243,6 @@ def judge_request_tokens(run: PlannedRun, format_name: str, max_tokens: int | No
             text = None
     prompt = len(text) if text else LOCAL_LLM_UNKNOWN_TOKENS
     return run.rm_input_tokens + prompt + (max_tokens or fmt.max_tokens)
-
-
-def assistant_request_tokens(run: PlannedRun, prompt: str = "coreward") -> int:
-    """One assistant request's tokens at most (rm/assistant.py): its system prompt and template around the question
-    and the positive (at most a prompt and a completion), and its reply: the positive's words + REPLY_EXTRA_TOKENS."""
-    from coreward.rm.assistant import PROMPTS, REPLY_EXTRA_TOKENS
-
-    system, user = PROMPTS.get(prompt, PROMPTS["coreward"])
-    return len(system) + len(user) + 2 * run.seq_len + REPLY_EXTRA_TOKENS
 
 
 # ------------------------------------------------------------------------------------------------- a VerifyRM

@@ -21,7 +21,7 @@ member, each in batches of `batch_size` (and, with `max_tokens_per_pass`, of at 
 sorted by length); all members stay loaded on the RM's device for the whole run (frozen: weights only, no
 gradients or optimizer state), so K members cost K times one RM's weights in memory and K scoring passes a
 step; with `param_offload` they stay on the CPU and each comes to the device for its own pass only (one member's
-weights there at a time, at the cost of copying them over every step). docs/methods.md gives the demo RM's figures.
+weights there at a time, at the cost of copying them over every step). docs/reference/methods.md gives the demo RM's figures.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from coreward.runtime.memory import DTYPE_BYTES, parameter_count, scoring_bytes
 @register("model")
 class ModelReward(RewardSource):
     label = "Static reward model"
+    step_cost = 1.2
     table_order = 1
-
     needs_references = True
 
     @dataclass

@@ -1,7 +1,7 @@
 """What an RM-based reward (`cooper`, `model`) pays the policy's current rollouts, logged each training step:
 how it ranks the rule-accepted against the rule-rejected ones, and what it pays the wrong answer a group repeats
 most (rm/evaluate.py's `rollout_pair_accuracy` and `rollout_score_diagnostics`). Logging only: the rewards and
-the RM's updates do not read them. benchmarks/studies/reward_collapse.py shows them per step, beside the pairs
+the RM's updates do not read them. studies/2026-11-27-reward-collapse/reward_collapse.py shows them per step, beside the pairs
 Cooper made (rm/pairs_assistant, rm/pairs_rollout) and its RM's accuracy on them (rm/train_pair_accuracy).
 """
 

@@ -20,6 +20,7 @@ from coreward.rewards.memory import MemoryNeeds, PlannedRun
 @register("self_certainty")
 class SelfCertaintyReward(RewardSource):
     label = "Self-certainty"
+    step_cost = 1.2
     table_order = 1
 
     @dataclass

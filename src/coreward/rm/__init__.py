@@ -1,10 +1,10 @@
-"""VerifyRM: the reference-based reward model of Cooper (model, BCE training, hybrid annotation,
-evaluation, and the pairwise learner Cooper trains during RL).
+"""VerifyRM: the reference-based reward model (model, BCE training, hybrid annotation, evaluation, sharding on
+the policy's engine). The pairwise learner Cooper trains during RL is Cooper's: rewards/cooper/learner.py.
 
     from coreward.rm import VerifyRM
     rm = VerifyRM.from_pretrained("demo")                  # or a directory written by `coreward rm train`
     rm.score(questions, references, completions)           # σ(logit) per completion, no grad
-    rm.logits(questions, references, completions)          # with grad, for Cooper's pairwise update
+    rm.logits(questions, references, completions)          # with grad, for a learner's update
 
 Names are imported on first use, so that `coreward rm --help` does not load torch.
 """
@@ -14,10 +14,8 @@ _EXPORTS = {
     "format_input": "coreward.rm.model",
     "truncate": "coreward.rm.model",
     "binary_metrics": "coreward.rm.labelled",
-    "RMLearner": "coreward.rm.learner",
-    "Pair": "coreward.rm.learner",
 }
-__all__ = ["Pair", "RMLearner", "VerifyRM", "binary_metrics", "format_input", "truncate"]
+__all__ = ["VerifyRM", "binary_metrics", "format_input", "truncate"]
 
 
 def __getattr__(name: str):

@@ -1,5 +1,5 @@
 """What Cooper gives the RM and the assistant for a rollout, two ways each (CooperReward's `question` and
-`negative_form` options; docs/fidelity.md).
+`negative_form` options; docs/reference/paper-settings.md).
 
 Question field:
   * "question" (coreward's): the dataset's bare question;

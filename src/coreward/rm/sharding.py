@@ -7,7 +7,7 @@
                                                                           besides fp32 weights: +4R/N)
     DeepSpeed ZeRO-2   a second DeepSpeed engine, stage 2                 ≈ 4R + 16R/N  (weights whole; gradients, masters
                                                                           and moments split)
-    DDP, one process   replicated (unchanged: rm/learner.py)              16R
+    DDP, one process   replicated (unchanged: rewards/cooper/learner.py)              16R
 
 Why a second DeepSpeed engine (as DeepSpeed-Chat builds one per actor and critic) rather than accelerate's
 multiple-plugin API: TRL builds the Accelerator, so a second plugin would have to be declared before it exists;

@@ -100,11 +100,10 @@ def pick_torch_threads(parameters: int, device_type: str, idle: float | None, pr
     """The torch CPU threads for a run whose config leaves `torch_threads` unset, and why, for the run log.
 
     On the CPU: the cores other jobs leave idle, shared among this machine's processes of the run, at least 1 and at
-    most torch's default. Measured on 2 cores (`python benchmarks/threads_by_size.py`, docs/figures.md "torch
-    threads"): idle, torch's default (2 threads) takes 0.53-0.65 of one thread's time at every size from 0.8M to
-    50M parameters; with the other core busy, it takes 1.71x one thread's time at 0.8M (its matrices are too small
-    to split, and the threads wait on each other), 1.35x at 12.6M and 1.07x at 50M. So the free cores decide, at
-    any size; the size only says how much a wrong choice costs. On a GPU torch's default is left alone (the CPU
+    most torch's default: on idle cores more threads are faster at every model size, while threads that share a busy
+    core wait on each other, most of all on a small model whose matrices are too small to split
+    (`python -m benchmarks.speed.threads_by_size`, docs/figures.md "torch threads"). So the free cores decide, at any size;
+    the size only says how much a wrong choice costs. On a GPU torch's default is left alone (the CPU
     threads only feed it). None: leave torch's default as it is."""
     import torch
 

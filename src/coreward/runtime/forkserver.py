@@ -7,7 +7,7 @@ once, when the server starts. Two parts of coreward start children from it:
 
 * the verifier's worker processes (`verify/pool.py`): math-verify, so a replacement worker starts in milliseconds;
 * the side-by-side training runs of `coreward demo` and `coreward map` (`experiments/jobs.py`): torch,
-  transformers and TRL, about 4.5 s of imports a run would otherwise pay on a 2-core CPU.
+  transformers and TRL, imports a run would otherwise pay again (docs/figures.md).
 
 So each asks for what it needs with `context(*modules)`, and the server preloads the union of every request made
 before it started; a caller that will start training runs asks before anything else starts the server. After them

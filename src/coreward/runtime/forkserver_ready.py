@@ -1,18 +1,17 @@
 """Imported last by coreward's forkserver (runtime/forkserver.py), after the modules it was asked to preload: work
 that every child forked from it would otherwise repeat, done once before the first fork.
 
-* math-verify's first comparison builds its LaTeX parser and imports sympy's simplify: about 1 s of one core in
-  each verifier worker and in each training run (the verifier's fast path runs in the run itself);
-* accelerate imports DeepSpeed, where it is installed, in every training run (`extract_model_from_parallel`), about
-  2 s. Imported here only with a CPU build of torch: on a CUDA build DeepSpeed's import probes the GPU, and a
+* math-verify's first comparison builds its LaTeX parser and imports sympy's simplify, in each verifier worker and
+  in each training run (the verifier's fast path runs in the run itself);
+* accelerate imports DeepSpeed, where it is installed, in every training run (`extract_model_from_parallel`).
+  Imported here only with a CPU build of torch: on a CUDA build DeepSpeed's import probes the GPU, and a
   process that has touched CUDA must not fork;
-* `gc.freeze()`: the preloaded objects (about half a million) move to the collector's permanent generation, so a
-  child's full collections skip them (transformers' Trainer runs one at the start of every training loop: 0.26 s
-  each, measured on this project's 2-core CPU) and the child's collector does not write to, and so copy, the pages
-  it shares with the server.
+* `gc.freeze()`: the preloaded objects move to the collector's permanent generation, so a child's full collections
+  skip them (transformers' Trainer runs one at the start of every training loop) and the child's collector does not
+  write to, and so copy, the pages it shares with the server.
 
-A suite profile (py-spy over every process of `pytest -n 2`, 2026-11-29) found these three at 12% of the suite's
-CPU time; docs/figures.md has the before and after.
+A profile of the test suite found these three a sizeable share of its CPU time; docs/figures.md has the before and
+after.
 """
 
 from __future__ import annotations

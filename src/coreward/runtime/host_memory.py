@@ -1,16 +1,13 @@
-"""Freed tensors given back to the operating system on a CPU run: glibc's mmap threshold held fixed.
+"""Host memory: how much this machine has (psutil, the one place coreward reads it), and freed tensors given back to
+the operating system on a CPU run by holding glibc's mmap threshold fixed.
 
-glibc serves an allocation above its mmap threshold (128 KiB at the start) from a mapping of its own, unmapped when
-freed; but each such free raises the threshold to the freed block's size (up to 32 MiB), after which blocks of that
-size come from the heap, whose freed space the process keeps and cannot always reuse (a block of another size, a
-thread's other arena). On a real model's CPU step this is most of what the resident set holds beyond the tensors
-alive at its peak, the memory plan's count (docs/memory.md, "Measured accuracy"): SmolLM2-135M, 3 steps of
-configs/smol/majority.yaml alone on 2 cores, peak RSS 5.5 GiB (1.50x the plan's 3.7 without the heap) with glibc's
-default, 4.4 GiB (1.18x) with the threshold held at 1 MiB, 5.7 GiB at 8 MiB (its retained blocks are 1-8 MiB: a
-layer's activations). A block above the threshold is mapped afresh each time it is allocated (page faults), which is the
-price: 267 s against 224 s for the 3 steps (+19%; the updates +26%). So glibc's default stays the default
-(`host_mmap_threshold: 0`), and a CPU plan counts what the heap keeps (grpo/plan/step.py, `heap_kept`: one more copy
-of a LoRA policy's saved activations; a full fine-tune's heap gives its blocks back to its next pass).
+glibc serves an allocation above its mmap threshold from a mapping of its own, unmapped when freed; but each such
+free raises the threshold to the freed block's size (up to 32 MiB), after which blocks of that size come from the
+heap, whose freed space the process keeps and cannot always reuse. On a real model's CPU step that is most of what
+the resident set holds beyond the tensors alive at its peak. Holding the threshold lowers the peak but maps a block
+afresh each time it is allocated (page faults), which slows the step (docs/results.md, Mem3, has both
+figures). So glibc's default stays the default (`host_mmap_threshold: 0`), and a CPU plan counts what the heap
+keeps (grpo/plan/step.py, `heap_kept`).
 
 `hold_mmap_threshold` holds it (mallopt(M_MMAP_THRESHOLD) also turns the dynamic growth off); the environment's
 MALLOC_MMAP_THRESHOLD_, which glibc reads at start, is left to decide where set. Not glibc (macOS, musl): nothing.
@@ -50,3 +47,21 @@ def hold_mmap_threshold(threshold: int | None) -> str | None:
 
 def format_size(size: int) -> str:
     return f"{size // (1 << 20)} MiB" if size % (1 << 20) == 0 else f"{size // 1024} KiB"
+
+
+def total_memory() -> int:
+    """This machine's RAM in bytes (MemTotal on Linux)."""
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def available_memory() -> int | None:
+    """The RAM new processes can take now without swapping, in bytes (MemAvailable on Linux); None where the
+    system does not say."""
+    import psutil
+
+    try:
+        return int(psutil.virtual_memory().available)
+    except (OSError, RuntimeError, AttributeError):
+        return None

@@ -22,7 +22,7 @@ plus float32 residuals (~10 h) and, until backward, the bf16 copies of the weigh
 checkpointing a layer keeps its input only (e h; float32 under autocast), and backward recomputes one layer at a
 time (one layer's full activations at once).
 
-Measured accuracy and the calibration against allocation peaks: docs/memory.md.
+Measured accuracy and the calibration against allocation peaks: docs/explanation/memory-model.md.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ for _family in ("llama", "qwen3"):
 _OUTSIDE_HIDDEN = {"bfloat16": 8, "mixed": 12, "float32": 12}
 
 # Measured peak / formula, by mode: allocation peaks include what saved-tensor counts miss (autograd's views, the
-# allocator's rounding). 1.0 until docs/memory.md's measurements say otherwise.
+# allocator's rounding). 1.0 until the measurements (docs/explanation/memory-model.md) say otherwise.
 ACTIVATION_CALIBRATION = {"bfloat16": 1.0, "mixed": 1.0, "float32": 1.0}
 
 

@@ -4,7 +4,7 @@ AdamW's step on a weight w is about the learning rate η in size (its update is 
 A bf16 weight keeps 8 significant bits, so a step smaller than half the spacing of bf16 numbers around w
 (half an ulp: 2^(⌊log₂|w|⌋ − 8)) rounds back to w: at |w| ≈ 0.02 that is ~6e-5, and the papers' policy lr 1e-6
 and Cooper's RM lr 1e-5 are far below it. So coreward trains with float32 weights whenever a model computes in
-bf16/fp16 (grpo/train.py for the policy, rm/learner.py for Cooper's RM, rewards/ema_teacher.py's float32 EMA for
+bf16/fp16 (grpo/train.py for the policy, rewards/cooper/learner.py for Cooper's RM, rewards/co_rewarding_2/ema_teacher.py's float32 EMA for
 Co-rewarding-II's teacher), and steps low-precision weights in place only when a config names it
 (`model.master_weights: none`, Cooper's `master_weights: none`), with the warning below.
 """
@@ -24,6 +24,18 @@ def is_low_precision(dtype: torch.dtype | str | None) -> bool:
     if isinstance(dtype, str):
         return dtype in ("bfloat16", "float16")
     return dtype in LOW_PRECISION
+
+
+def mixed_precision_flags(dtype: str, launcher: str | None, bf16_device: bool) -> dict[str, bool]:
+    """The trainer's bf16/fp16 (accelerate's mixed precision: autocast over float32 weights) before a config's own
+    `grpo` keys: the launcher's mixed_precision when `accelerate launch` set one; else the compute dtype that
+    `model.dtype` names; else bf16 on a device that has it. The one rule the run (grpo/train.py) and the memory plan
+    (grpo/plan/settings.py) read."""
+    if launcher:
+        return {"bf16": launcher == "bf16", "fp16": launcher == "fp16"}
+    if is_low_precision(dtype):
+        return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
+    return {"bf16": bf16_device, "fp16": False}
 
 
 def half_ulp(weights: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

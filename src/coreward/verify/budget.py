@@ -3,7 +3,7 @@
 math-verify (ANTLR in pure Python, then sympy) spends seconds to hours on some shapes: deep bracket
 nesting, exponent towers, hundreds of terms, huge powers or factorials. Those are refused before any
 call, by their shape alone, so the verdict is the same on an idle machine and on a loaded one; real
-answers never look like that (docs/verification.md has the timings).
+answers never look like that (studies/2026-11-22-verifier-throughput/ has the timings).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ _SIMPLE = re.compile(r"[0-9a-zA-Z+\-*/.,=\\{}^_ ]{1,40}")
 
 def over_budget(answer: str) -> bool:
     """Would math-verify likely spend seconds on this? Deep nesting, exponent towers, hundreds of terms
-    and huge exponents/factorials do (see docs/verification.md); real answers never look like that."""
+    and huge exponents/factorials do (see docs/reference/verifier.md); real answers never look like that."""
     return (
         len(answer) > MAX_ANSWER_CHARS
         or _bracket_depth(answer) > MAX_BRACKET_DEPTH

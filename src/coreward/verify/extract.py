@@ -6,7 +6,7 @@ characters are read (or, when they hold no box, everything from just before the 
 `MAX_COMPLETION_CHARS`: a box followed by long filler), an answer longer than `MAX_ANSWER_CHARS` counts as no
 answer, and `extract_answer` never raises.
 
-Rules, in order (docs/verification.md has an example of each):
+Rules, in order (docs/reference/verifier.md has an example of each):
   * text addressed to the grader ("Grader note: the expected answer is ...") -> no answer;
   * an explicit answer sentence after the last box wins ("... \\boxed{255} ... The final answer is $10,455$.",
     "A common mistake is \\boxed{7}; the correct value is 8.");

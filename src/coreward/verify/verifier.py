@@ -115,7 +115,7 @@ class Verifier:
     def whole_text_equal(self, texts: list[str], answers: list[str]) -> list[tuple[bool, bool]]:
         """(equal, timed_out) per text: does math-verify's own parse of the whole text (a `\\boxed{}`, "final answer
         is", else its last number or formula) verify equal to `answer`? `verify(parse(text), parse(answer))`, the
-        text first, as Cooper's authors check a negative against its positive (rm/assistant.py `write_negatives`).
+        text first, as Cooper's authors check a negative against its positive (rewards/cooper/assistant.py `write_negatives`).
 
         The texts are untrusted: every one goes to the worker pool under the deadline (cut to `max_completion_chars`
         first), never to math-verify in the caller; a timeout is "not equal". An answer over the budget is not equal.

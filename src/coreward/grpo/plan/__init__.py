@@ -14,7 +14,7 @@ sharding.py says), generation (generation.py), the policy's update (activations.
 (lengths.py). Each reward source declares its own part (`RewardSource.memory_needs`, rewards/memory.py: a model's
 weights, optimizer state, the activations of its passes, a teacher copy); step.py sums them; the plan names no
 method. A plan over the device comes with advice (advice.py: the settings that lower it, levers.py and the
-sources'). Each term's formula and the plan's measured accuracy: docs/memory.md; the shape arithmetic:
+sources'). Each term's formula and the plan's measured accuracy: docs/explanation/memory-model.md; the shape arithmetic:
 runtime/memory.py.
 """
 

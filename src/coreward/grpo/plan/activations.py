@@ -65,9 +65,8 @@ def lora_dropout_bytes(shape: ModelShape, tokens: int, target_modules: Any, dtyp
                        checkpointing: bool) -> int:
     """What PEFT's LoRA dropout adds to backward's saved tensors: each adapted map applies its own dropout to its
     input, and keeps the dropped-out copy (for lora_A's weight gradient) and the mask (a byte a value); without
-    dropout lora_A reads the layer's input, already kept. Measured on SmolLM2-135M, all-linear: a step's 32 x 121
-    tokens in one pass held 16.7 GiB with dropout 0.05 against 11.7 GiB for the full model (docs/real_model.md).
-    With gradient checkpointing one layer's worth at a time."""
+    dropout lora_A reads the layer's input, already kept. On a small model with all-linear adapters this can hold more
+    than the full model's update (studies/2026-11-28-real-model-limits/). With gradient checkpointing one layer's worth at a time."""
     widths = sum(i for i, _ in adapted_linears(shape, target_modules))
     layers = 1 if checkpointing else shape.num_hidden_layers
     return tokens * layers * widths * (dtype_bytes + 1)

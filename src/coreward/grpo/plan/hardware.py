@@ -92,14 +92,10 @@ def declared_hardware(config_file: str | Path) -> dict[str, Any]:
 
 
 def machine_ram_bytes() -> int:
-    """This machine's RAM (MemTotal)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """This machine's RAM."""
+    from coreward.runtime.host_memory import total_memory
+
+    return total_memory()
 
 
 def memory_size(text: str, option: str = "--gpu-memory") -> int:

@@ -18,7 +18,7 @@ def policy_state_items(config: TrainConfig, policy: ModelShape, precision: Preci
     count = parameter_count(policy, "lm")
     w_bytes, c_bytes = DTYPE_BYTES[precision.weights], DTYPE_BYTES[precision.compute]
     n, engine = shard.n, shard.engine
-    one_process = engine == "one"  # the terms a GPU's one-process runs checked (docs/memory.md, "The GPU check")
+    one_process = engine == "one"  # the terms a GPU's one-process runs checked (docs/how-to/memory-plan.md, the GPU check)
     if config.lora.enabled:
         weights = count * w_bytes // (n if engine in ("zero3", "fsdp2") else 1)  # FSDP2 shards the frozen base too
         trained = lora_parameter_count(policy, config.lora.r, config.lora.target_modules)

@@ -167,7 +167,7 @@ class Plan:
         unmeasured = [i for i in self.items if i.name in self.unmeasured_on_gpu and self.peak_phase in i.phases]
         if self.fits and unmeasured:
             lines.append(f"of the peak's {format_bytes(self.peak_bytes)}, {format_bytes(sum(i.bytes for i in unmeasured))} "
-                         "is in terms no GPU has checked yet (docs/memory.md, \"The GPU check\"): "
+                         "is in terms no GPU has checked yet (docs/how-to/memory-plan.md, the GPU check): "
                          + ", ".join(i.name for i in sorted(unmeasured, key=lambda i: -i.bytes)))
         lines += [f"note: {note}" for note in self.notes]
         if not self.fits:

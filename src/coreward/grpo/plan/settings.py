@@ -30,13 +30,10 @@ def grpo_setting(config: TrainConfig, key: str, default: Any) -> Any:
 def precision(config: TrainConfig, on_gpu: bool) -> Precision:
     from coreward.grpo.compat import NAMES
     from coreward.grpo.config import weights_dtype
-    from coreward.runtime.precision import is_low_precision
+    from coreward.runtime.precision import mixed_precision_flags
 
-    # as grpo/train.py's compute_flags, for a GPU with bf16 (any the papers ran on) whatever this machine has
-    if is_low_precision(config.model.dtype):
-        flags = {"bf16": config.model.dtype == "bfloat16", "fp16": config.model.dtype == "float16"}
-    else:
-        flags = {"bf16": on_gpu, "fp16": False}
+    # the run's rule without a launcher's setting, for a GPU with bf16 (any the papers ran on) whatever this one has
+    flags = mixed_precision_flags(config.model.dtype, None, bf16_device=on_gpu)
     flags.update({k: config.grpo[k] for k in ("bf16", "fp16") if k in config.grpo})
     weights = weights_dtype(config.model, config.lora.enabled)
     weights = "float32" if weights == "auto" else weights

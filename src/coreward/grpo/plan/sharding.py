@@ -27,7 +27,7 @@ NCCL_GROUP_BYTES_OF_TWO, NCCL_GROUP_BYTES = 544 * MIB, 688 * MIB
 ZERO3_MAX_LIVE_PARAMETERS = 1_000_000_000
 ZERO_SUB_GROUP_SIZE = 1_000_000_000
 # what `import torch, transformers, trl` and coreward's modules hold in one process on the CPU before any model loads:
-# the RSS of `python -c "import coreward.grpo.train, trl, torch"` (docs/memory.md: how it was measured)
+# the RSS of `python -c "import coreward.grpo.train, trl, torch"` (docs/explanation/memory-model.md: how it was measured)
 CPU_BASELINE_BYTES = int(0.6 * GIB)
 SHARDED = ("zero2", "zero3", "fsdp2")  # the engines whose optimizer states are divided over the processes
 
@@ -108,5 +108,5 @@ def engine_items(shard: Sharding, policy: ModelShape, count: int, compute_bytes:
         items.append(MemoryItem("CUDA context and workspaces", CUDA_CONTEXT_BYTES, ALL, "per process", gpu_measured=True))
     else:
         items.append(MemoryItem("process baseline (torch, transformers, TRL imported)", CPU_BASELINE_BYTES, ALL,
-                                "RSS before any model loads (docs/memory.md)"))
+                                "RSS before any model loads (docs/explanation/memory-model.md)"))
     return items

@@ -83,16 +83,14 @@ def run_facts(config: TrainConfig, hardware: Hardware, shard: Sharding, policy: 
 
 
 # glibc's heap on a CPU (runtime/host_memory.py): a block between glibc's first mmap threshold and its cap comes,
-# once a block of its size has been freed, from the heap, which keeps it when it is freed. Measured (docs/memory.md,
-# "Measured accuracy"): a full fine-tune keeps none beyond its plan (every demo config 0.92-1.01, 4 micro-batches a
-# step too), but a LoRA policy's resident set held about one more copy of its update's saved tensors (a layer's
-# hidden states of 1-6 MiB and LoRA's dropped-out inputs) beside the tensors alive at its peak: SmolLM2-135M majority,
-# 3 steps, 5.41 GiB measured against 3.68 planned without this term and 5.70 with it; half the micro-batch 3.58
-# against 2.43 / 3.44; LoRA dropout 0 4.85 against 3.01 / 4.35. Why LoRA and not a full fine-tune is not established.
+# once a block of its size has been freed, from the heap, which keeps it when it is freed. A full fine-tune's
+# resident set keeps none beyond its plan, but a LoRA policy's held about one more copy of its update's saved tensors
+# (a layer's hidden states and LoRA's dropped-out inputs) beside the tensors alive at its peak (docs/results.md,
+# Mem2, has the runs). Why LoRA and not a full fine-tune is not established.
 GLIBC_MMAP_THRESHOLD_START, GLIBC_MMAP_THRESHOLD_MAX = 128 << 10, 32 << 20
 HEAP_RETENTION_NOTE = ("on a CPU with glibc's default, freed activations stay in the process's heap (planned: 'heap "
                        "kept'); --set host_mmap_threshold=1048576 returns them to the system (its plan leaves that "
-                       "item out; steps 19% slower on SmolLM2-135M)")
+                       "item out, for slower steps: docs/results.md)")
 
 
 def heap_kept(items: list[MemoryItem]) -> MemoryItem | None:
@@ -111,9 +109,8 @@ def heap_kept(items: list[MemoryItem]) -> MemoryItem | None:
                       "host_mmap_threshold returns them")
 
 
-# PyTorch's caching allocator reserves more than it hands out (blocks split and cached: fragmentation). Measured on
-# one H200 (docs/memory.md, "The GPU check", 2026-11-27): max_memory_reserved / max_memory_allocated 1.07 (the RM
-# learner), 1.15 (Cooper's step), 1.10 (Co-rewarding-II's step); the plan adds their mean over what torch allocates
+# PyTorch's caching allocator reserves more than it hands out (blocks split and cached: fragmentation); the plan adds
+# the mean of max_memory_reserved / max_memory_allocated measured on a GPU (docs/explanation/memory-model.md)
 RESERVED_OVER_ALLOCATED = 0.10
 NOT_TORCH_ALLOCATED = ("vLLM reservation (colocated)", "vLLM residue while asleep", "NCCL buffers",
                        "CUDA context and workspaces")  # memory outside PyTorch's caching allocator
@@ -126,8 +123,8 @@ def allocator_margin(items: list[MemoryItem]) -> MemoryItem:
     allocated = max(sum(i.bytes for i in items if phase in i.phases and i.name not in NOT_TORCH_ALLOCATED)
                     for phase in PHASES)
     return MemoryItem("allocator reserve over allocated", int(RESERVED_OVER_ALLOCATED * allocated), ALL,
-                      f"{RESERVED_OVER_ALLOCATED:.0%} of what torch allocates (reserved / allocated on one H200: "
-                      "1.07-1.15)")
+                      f"{RESERVED_OVER_ALLOCATED:.0%} of what torch allocates (reserved / allocated, measured on a "
+                      "GPU: docs/explanation/memory-model.md)")
 
 
 def held_once(items: list[MemoryItem]) -> list[MemoryItem]:

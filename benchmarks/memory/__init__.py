@@ -1,0 +1,1 @@
+"""Memory harnesses: the memory plan against measured bytes and RSS, the RM's memory settings and options."""
