@@ -316,7 +316,7 @@ def test_a_lora_policy_on_a_cpu_plans_the_activations_glibcs_heap_keeps_and_only
     cpu_lora = plan(RULE_CONFIG, "lora.enabled=true", device="cpu")
     saved = item(cpu_lora, "policy update activations")["bytes"] + item(cpu_lora, "policy LoRA dropout copies")["bytes"]
     kept = item(cpu_lora, HEAP_KEPT)
-    assert kept["bytes"] == saved > 0 and len(kept["phases"]) == len(cpu_lora["phases"])
+    assert kept["bytes"] == saved > 0 and set(cpu_lora["phases"]) <= set(kept["phases"])  # every phase the step has
     without = plan(RULE_CONFIG, "lora.enabled=true", "host_mmap_threshold=1048576", device="cpu")
     assert cpu_lora["peak_bytes"] - without["peak_bytes"] == saved
     for other in (plan(RULE_CONFIG, device="cpu"), without, plan(RULE_CONFIG, "lora.enabled=true")):
