@@ -229,6 +229,11 @@ def test_training_over_a_gpu_is_refused_before_loading_with_what_would_fit():
     assert "over" in check_before_loading(config, plan_check=False, hardware=gpu)  # --no-plan-check
     fitted = as_train_config(COOPER)
     assert check_before_loading(fitted, hardware=gpu).startswith("memory: planned peak")
+    # on one 24 GiB GPU nothing fits with 10% to spare: the refusal names the closest that fit with less
+    small = Hardware(gpus=1, device_bytes=24 * GIB, engine="one", device="cuda")
+    with pytest.raises(CorewardError) as refused:
+        check_before_loading(fitted, hardware=small)
+    assert "x the 24.0 GiB" in str(refused.value) and "Closest that fit with less spare: --set" in str(refused.value)
 
 
 # -- the plan on this CPU against `coreward train`'s measured peak
