@@ -1,4 +1,4 @@
-"""What a new user runs, run as they run it: the README's Python API example as a plain script, `coreward train`
+"""What a new user runs, run as they run it: the Python API example (docs/how-to/your-reward.md) as a plain script, `coreward train`
 in a folder of their own (a reward by import path, the demo policy with default data settings), failures that
 leave nothing behind, and what the terminal shows. Every test is a subprocess in a fresh working directory."""
 
@@ -63,11 +63,14 @@ def coreward(folder: Path, *args: str, timeout: int = 600, fresh: bool = False, 
     return coreward_in(folder, *args, env=env(**extra_env), timeout=timeout)
 
 
+API_EXAMPLE = REPO / "docs" / "how-to" / "your-reward.md"
+
+
 def readme_api_example() -> str:
-    """The README's Python API example: its python block that calls `coreward.train(`."""
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    """The Python API example of the docs: its python block that calls `coreward.train(`."""
+    blocks = re.findall(r"```python\n(.*?)```", API_EXAMPLE.read_text(), re.S)
     examples = [b for b in blocks if "coreward.train(" in b]
-    assert examples, "README.md has no python block calling coreward.train"
+    assert examples, f"{API_EXAMPLE} has no python block calling coreward.train"
     return examples[0]
 
 

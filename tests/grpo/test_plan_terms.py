@@ -166,7 +166,7 @@ def test_every_comparable_published_run_agrees_with_the_plan(capsys):
     import importlib.util
     import sys
 
-    spec = importlib.util.spec_from_file_location("peer_runs", REPO / "benchmarks" / "peer_runs.py")
+    spec = importlib.util.spec_from_file_location("peer_runs", REPO / "benchmarks" / "memory" / "peer_runs.py")
     peer_runs = importlib.util.module_from_spec(spec)
     sys.modules["peer_runs"] = peer_runs  # its dataclass looks its module up there
     spec.loader.exec_module(peer_runs)
