@@ -504,18 +504,15 @@ def problem_accuracies(eval_dir: Path) -> dict[str, float]:
 
 def paired_interval(arm_dir: Path, baseline_dir: Path) -> list[float] | None:
     """The CONFIDENCE t interval of the arm's held-out avg minus the baseline's, paired over the problems both
-    evaluated (scipy.stats.ttest_rel): what a difference on this few problems can and cannot say. None under 2."""
-    from scipy.stats import ttest_rel
+    evaluated (evaluation/stats.py): what a difference on this few problems can and cannot say. None under 2."""
+    from coreward.evaluation.stats import paired
 
     arm, base = problem_accuracies(arm_dir), problem_accuracies(baseline_dir)
     common = sorted(set(arm) & set(base))
     if len(common) < 2:
         return None
-    differences = [arm[p] - base[p] for p in common]
-    if len(set(differences)) == 1:  # no spread: the interval is the difference itself (ttest_rel gives nan)
-        return [differences[0], differences[0]]
-    low, high = ttest_rel([arm[p] for p in common], [base[p] for p in common]).confidence_interval(CONFIDENCE)
-    return [float(low), float(high)]
+    comparison = paired([arm[p] for p in common], [base[p] for p in common], CONFIDENCE)
+    return [comparison.low, comparison.high]
 
 
 def delta_cell(row: dict[str, Any], baseline: Any) -> str:

@@ -54,9 +54,12 @@ def sign_flip_p(differences: Sequence[float], exact_up_to: int = 20, samples: in
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=diffs.size)))
         return float(np.mean(np.abs(signs @ diffs) >= observed))
     rng = np.random.default_rng(seed)
-    signs = rng.choice((1.0, -1.0), size=(samples, diffs.size))
+    extreme, chunk = 0, max(1, 2_000_000 // diffs.size)  # chunks of about 16 MB of signs, whatever the pairs
+    for start in range(0, samples, chunk):
+        signs = rng.choice((1.0, -1.0), size=(min(chunk, samples - start), diffs.size))
+        extreme += int(np.sum(np.abs(signs @ diffs) >= observed))
     # (k + 1) / (N + 1): a Monte Carlo p is never 0 (the observed pattern is one of the patterns)
-    return float((np.sum(np.abs(signs @ diffs) >= observed) + 1) / (samples + 1))
+    return float((extreme + 1) / (samples + 1))
 
 
 @dataclass(frozen=True)
