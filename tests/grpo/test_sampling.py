@@ -67,7 +67,8 @@ def test_a_teacher_samples_with_its_own_weights(tiny_policy):
     between the policy's weights and the teacher's."""
     from trl.trainer.utils import use_adapter
 
-    from coreward.rewards.teacher_weights import adapter_pairs, add_teacher_adapter, own_copy
+    from coreward.rewards.co_rewarding_2.teacher_weights import adapter_pairs, add_teacher_adapter
+    from coreward.runtime.model_copy import own_copy
 
     policy = lora_policy(tiny_policy)
     add_teacher_adapter(policy, "teacher")
