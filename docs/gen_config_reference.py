@@ -120,7 +120,8 @@ WRITTEN_HERE = {
 
 def field_help(cls: type) -> dict[str, str]:
     """Each field's help: its metadata, else the comment beside it, else the comment block right above it (in the
-    class that declares the field: a dataclass may extend another, as Cooper's Params extend rm/learner.py's)."""
+    class that declares the field: a dataclass may extend another, as Cooper's Params extend
+    rewards/cooper/learner.py's LearnerSettings)."""
     comments: dict[str, str] = {}
     for declaring in reversed(cls.__mro__):
         if dataclasses.is_dataclass(declaring):

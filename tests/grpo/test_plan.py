@@ -229,6 +229,11 @@ def test_training_over_a_gpu_is_refused_before_loading_with_what_would_fit():
     assert "over" in check_before_loading(config, plan_check=False, hardware=gpu)  # --no-plan-check
     fitted = as_train_config(COOPER)
     assert check_before_loading(fitted, hardware=gpu).startswith("memory: planned peak")
+    # on one 24 GiB GPU nothing fits with 10% to spare: the refusal names the closest that fit with less
+    small = Hardware(gpus=1, device_bytes=24 * GIB, engine="one", device="cuda")
+    with pytest.raises(CorewardError) as refused:
+        check_before_loading(fitted, hardware=small)
+    assert "x the 24.0 GiB" in str(refused.value) and "Closest that fit with less spare: --set" in str(refused.value)
 
 
 # -- the plan on this CPU against `coreward train`'s measured peak
@@ -316,7 +321,7 @@ def test_a_lora_policy_on_a_cpu_plans_the_activations_glibcs_heap_keeps_and_only
     cpu_lora = plan(RULE_CONFIG, "lora.enabled=true", device="cpu")
     saved = item(cpu_lora, "policy update activations")["bytes"] + item(cpu_lora, "policy LoRA dropout copies")["bytes"]
     kept = item(cpu_lora, HEAP_KEPT)
-    assert kept["bytes"] == saved > 0 and len(kept["phases"]) == len(cpu_lora["phases"])
+    assert kept["bytes"] == saved > 0 and set(cpu_lora["phases"]) <= set(kept["phases"])  # every phase the step has
     without = plan(RULE_CONFIG, "lora.enabled=true", "host_mmap_threshold=1048576", device="cpu")
     assert cpu_lora["peak_bytes"] - without["peak_bytes"] == saved
     for other in (plan(RULE_CONFIG, device="cpu"), without, plan(RULE_CONFIG, "lora.enabled=true")):

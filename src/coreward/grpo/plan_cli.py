@@ -28,7 +28,8 @@ def plan_command(
     device: str = typer.Option("cuda", "--device", help="cuda: plan for the GPUs above; cpu: this machine's RAM, "
                                "one process, as `coreward train` runs here (its peak resident memory)"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON (peak_bytes, device_bytes, fits, "
-                                 "peak_phase, items, suggestions)"),
+                                 "peak_phase, items, suggestions; where nothing fits with 10% to spare, near and "
+                                 "fewest_gpus)"),
     lengths: str = typer.Option("worst", "--lengths", help="worst: every completion at grpo.max_completion_length; "
                                 "data: the completions a run logged (--from-run), beside the worst case; prompts are "
                                 "the training data's longest in tokens either way (data.max_prompt_tokens if smaller)"),

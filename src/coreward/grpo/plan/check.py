@@ -41,7 +41,10 @@ def plan_before_loading(config: TrainConfig, plan_check: bool = True, hardware: 
     plan.suggestions = suggest(config, plan, prompt_tokens=prompt_tokens)
     largest = ", ".join(f"{i.name} {format_bytes(i.bytes)}" for i in plan.largest_items(4))
     fixes = "; ".join(f"{s.command_line()} ({format_bytes(s.peak_bytes)}: {s.cost})" for s in plan.suggestions[:4])
+    near = "; ".join(f"{s.command_line()} ({format_bytes(s.peak_bytes)}, {1 - s.peak_bytes / plan.device_bytes:.0%} "
+                     "spare)" for s in plan.near)
     raise CorewardError(f"the memory plan of this run needs {format_bytes(plan.peak_bytes)} per GPU in its "
-                        f"{plan.peak_phase} phase, over the {format_bytes(plan.device_bytes)} of {where} (largest: "
-                        f"{largest}). " + (f"Settings that would fit: {fixes}. " if fixes else "")
+                        f"{plan.peak_phase} phase, {plan.needs_ratio:.2f}x the {format_bytes(plan.device_bytes)} of "
+                        f"{where} (largest: {largest}). " + (f"Settings that would fit: {fixes}. " if fixes else "")
+                        + (f"Closest that fit with less spare: {near}. " if near and not fixes else "")
                         + "`coreward plan --config ...` shows the whole plan; --no-plan-check trains anyway")
