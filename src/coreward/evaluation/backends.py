@@ -48,7 +48,11 @@ def derived_seed(seed: int, index: int) -> int:
 
 
 def load_model(path: str, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False):
+    """The model to sample from. On a CPU with dtype auto: adapters (a LoRA run's final/) merged and, for a model of
+    20M parameters or more on a CPU with native bfloat16, bfloat16 weights (runtime/sampling.py)."""
     from transformers import AutoModelForCausalLM
+
+    from coreward.runtime.sampling import prepared_for_sampling
 
     device = str(resolve_device(device))
     try:
@@ -57,7 +61,8 @@ def load_model(path: str, device: str = "auto", dtype: str = "auto", trust_remot
         )
     except (OSError, ValueError) as err:
         raise CorewardError(f"cannot load model {path!r}: {err}") from None
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    return prepared_for_sampling(model) if dtype == "auto" else model
 
 
 class HFBackend:

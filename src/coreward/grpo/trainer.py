@@ -286,7 +286,8 @@ class CorewardGRPOTrainer(GRPOTrainer):
                                  lora=hasattr(module, "peft_config"), parameters=parameters,
                                  weights_dtype=next(base.parameters()).dtype)
             self._sampling = (plan, SamplingCopy(plan.dtype) if plan.use_copy else None)
-            print_once(plan.describe())
+            if plan.use_copy:  # TRL's own path, as before, says nothing
+                print_once(plan.describe())
         return self._sampling[0]
 
     @property

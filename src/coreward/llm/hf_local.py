@@ -182,7 +182,11 @@ def _load(name: str, tokenizer, device: str, dtype: str | torch.dtype):
         raise CorewardError(f"generation model directory {name!r} does not exist")
     try:
         tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name)
-        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype).to(device)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype).to(device).eval()
     except OSError as exc:
         raise CorewardError(f"cannot load the generation model {name!r}: {exc}") from None
-    return model.eval(), tokenizer
+    if dtype == "auto":  # adapters merged, bfloat16 on a CPU that has it natively (runtime/sampling.py)
+        from coreward.runtime.sampling import prepared_for_sampling
+
+        model = prepared_for_sampling(model)
+    return model, tokenizer

