@@ -141,12 +141,13 @@ def train_lora_rule(tmp_path: Path, *overrides: str):
         "grpo.save_steps=100", "kl_from_init=false", "torch_threads=1", *overrides])
     result = run_training(config, output_dir=str(tmp_path / "run"), max_steps=3)
     rows = [row for row in read_metrics(tmp_path / "run" / "metrics.jsonl") if "reward" in row]
-    assert [row["step"] for row in rows] == [1, 2, 3]
+    assert rows and rows[0]["step"] == 1
     return result.trainer, rows
 
 
 def test_rollouts_come_from_the_policys_current_weights_and_a_stale_copy_shows(tmp_path, monkeypatch):
     trainer, rows = train_lora_rule(tmp_path / "synced")
+    assert [row["step"] for row in rows] == [1, 2, 3]
     assert all(row[MISMATCH] <= SYNCED for row in rows), [row[MISMATCH] for row in rows]
     assert trainer.sampling_copy.syncs == 3  # once a step, after each optimizer step
     policy = trainer.accelerator.unwrap_model(trainer.model).eval()
@@ -191,3 +192,11 @@ def test_an_evaluated_adapter_folder_is_sampled_merged_with_the_adapters_functio
     assert torch.allclose(logits(merged, ids), logits(policy, ids), atol=1e-5)
     as_loaded = load_model(str(tmp_path / "final"), device="cpu", dtype="float32")
     assert any(hasattr(m, "lora_A") for m in as_loaded.modules())
+
+
+def test_where_trl_computes_the_old_log_probabilities_the_mismatch_is_taken_against_them(tmp_path):
+    """grpo.num_iterations 2: each generation batch is trained on twice, so TRL computes the policy's log-probabilities
+    of the samples at generation (`old_per_token_logps`); the copy's are compared with those, there."""
+    _, rows = train_lora_rule(tmp_path, "grpo.num_iterations=2")
+    logged = [row[MISMATCH] for row in rows if MISMATCH in row]
+    assert logged and all(value <= SYNCED for value in logged), logged

@@ -373,8 +373,9 @@ class CorewardGRPOTrainer(GRPOTrainer):
             self._log_kl_from_init(output)
         if mode == "train" and not self.use_vllm and output.get("sampling_per_token_logps") is not None:
             if output.get("old_per_token_logps") is not None:  # TRL computed the policy's: compared now
-                self._record_sampling_mismatch(output["sampling_per_token_logps"], output["old_per_token_logps"],
-                                               output["completion_mask"])
+                mask = output["completion_mask"] * output["tool_mask"] if "tool_mask" in output \
+                    else output["completion_mask"]
+                self._record_sampling_mismatch(output["sampling_per_token_logps"], output["old_per_token_logps"], mask)
             # otherwise the loss's pass computes them, before any update of this generation batch: compared there
             # (`_compute_loss`); the sampler's travel with their rows through TRL's shuffle
         if mode == "train":
@@ -572,7 +573,8 @@ class CorewardGRPOTrainer(GRPOTrainer):
         policy's, when TRL computed none of its own (on-policy rollouts: the loss's pass is the policy that sampled)."""
         if "sampling_per_token_logps" in inputs and "old_per_token_logps" not in inputs and not self.use_vllm \
                 and self.model.training:
-            self._sampling_pending = (inputs["sampling_per_token_logps"], inputs["completion_mask"])
+            mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
+            self._sampling_pending = (inputs["sampling_per_token_logps"], mask)  # tool output is no sampled token
 
     def _expect_kl_from_init(self, inputs) -> None:
         """The next log-probability pass (the loss's, over `inputs`) records kl/from_init; see _log_kl_from_init."""
