@@ -14,8 +14,7 @@ import pytest
 SLOWEST_FILES = ("grpo/test_sharded.py", "grpo/test_trainer_faults.py", "test_gpu_check.py", "grpo/test_multinode.py",
                  "grpo/test_every_option.py",
                  "demo/test_run.py", "runtime/test_real_models.py", "grpo/test_preemption.py", "grpo/test_sharded_teacher.py",
-                 "experiments/test_hackability.py", "test_user_scripts.py", "rm/test_memory_controls.py",
-                 "grpo/test_plan.py", "grpo/test_sampling.py", "evaluation/test_compare.py")
+                 "experiments/test_hackability.py", "test_user_scripts.py")
 
 
 def pytest_configure(config):
