@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from coreward.experiments import jobs
+
 
 OPTIONS = {"fp32": ("float32", False), "bf16": ("bfloat16", False),
            "fp32-offload": ("float32", True), "bf16-offload": ("bfloat16", True)}
@@ -240,7 +242,7 @@ def main() -> None:
                 engine, offload = SHARDED[name]
                 dtype, processes = "float32", PROCESSES
                 launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes),
-                            "--master_port", str(free_port())]
+                            "--master_port", str(jobs.free_port())]
             else:
                 (dtype, offload), engine, processes = OPTIONS[name], "-", 1
                 launcher = [sys.executable]
@@ -260,14 +262,6 @@ def main() -> None:
         print("\n| " + " | ".join(header) + " |\n|" + "---|" * len(header))
         for row in rows:
             print("| " + " | ".join(row) + " |")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 if __name__ == "__main__":

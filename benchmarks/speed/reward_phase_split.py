@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from coreward.experiments import jobs
+
 
 def cpu_seconds() -> float:
     """User + system CPU time of this process and its children (the verifier's worker)."""
@@ -103,7 +105,7 @@ def main() -> None:
     for count in [int(n) for n in args.processes.split(",")]:
         with tempfile.TemporaryDirectory() as out:
             command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(count),
-                       "--master_port", str(free_port()), __file__, "--groups", str(args.groups),
+                       "--master_port", str(jobs.free_port()), __file__, "--groups", str(args.groups),
                        "--group-size", str(args.group_size), "--out", out]
             if args.data:
                 command += ["--data", args.data]
@@ -111,14 +113,6 @@ def main() -> None:
             subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
             cpu = [json.loads(p.read_text())["cpu_s"] for p in sorted(Path(out).glob("rank*.json"))]
         print(f"| {count} | {sum(cpu) / len(cpu):.2f} | {max(cpu):.2f} | {sum(cpu):.2f} |", flush=True)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 if __name__ == "__main__":
