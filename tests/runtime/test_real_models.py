@@ -239,9 +239,9 @@ def test_the_plan_counts_the_prompts_in_the_models_own_tokens(folder):
 
 def test_the_own_data_config_trains_the_real_model_on_the_shipped_jsonl(folder, tmp_path, monkeypatch):
     """configs/smol/own_data.yaml (a user's JSONL of question/answer rows on smollm2-135m-instruct, for a laptop's
-    CPU), one step as shipped but for shorter completions: 4 questions x 4 completions from examples/own_data.jsonl,
-    verified against its answers; the run's card names the registered model with its hub id, the data as a file
-    (no split) and whole-number settings as integers."""
+    CPU), one step as shipped (4 passes accumulated into one update) but for fewer, shorter completions: 4 questions x
+    2 completions from examples/own_data.jsonl, verified against its answers; the run's card names the registered model
+    with its hub id, the data as a file (no split) and whole-number settings as integers."""
     repo = CONFIGS.parents[1]
     rows = [json.loads(line) for line in (repo / "examples" / "own_data.jsonl").read_text().splitlines()]
     assert len(rows) == 24 and all(set(row) == {"question", "answer"} and row["answer"].isdigit() for row in rows)
@@ -249,10 +249,12 @@ def test_the_own_data_config_trains_the_real_model_on_the_shipped_jsonl(folder, 
     run = tmp_path / "run"
     result = coreward_here("train", "--config", "configs/smol/own_data.yaml", "--max-steps", "1", "--output-dir",
                            str(run), "--set", "grpo.max_completion_length=16", "--set", "grpo.save_steps=1",
+                           "--set", "grpo.num_generations=2", "--set", "grpo.per_device_train_batch_size=2",
                            "--set", "torch_threads=1")
     assert result.returncode == 0, result.stderr[-3000:]
     [metrics] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert metrics["step"] == 1 and "verify/prompts_with_verified" in metrics
+    assert 0 < metrics["completions/mean_length"] <= 16
     card = (run / "final" / "README.md").read_text()
     assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in card and "coreward's registered name" in card
     assert "`examples/own_data.jsonl` (a file: no split)" in card
