@@ -246,3 +246,30 @@ def test_with_preempt_signals_off_a_sigterm_is_no_preemption(tiny_policy, tmp_pa
     assert steps_logged(tmp_path / "run") == [1, 2] and (tmp_path / "run" / "final" / "config.json").is_file()
     # save_steps=100: the only checkpoint is the last step's; a preemption would have written checkpoint-1
     assert [p.name for p in complete_checkpoints(tmp_path / "run")] == ["checkpoint-2"]
+
+
+def test_a_run_that_raises_gives_the_callers_signal_handlers_back(tiny_policy, tmp_path):
+    """A run stopped by an error (here: a callback raising after step 1) never reaches the trainer's on_train_end;
+    the handlers the calling process had are back all the same, so its next Ctrl-C interrupts it, not a finished run."""
+    from transformers import TrainerCallback
+
+    from coreward.grpo.config import TrainConfig
+    from coreward.grpo.train import run_training
+    from coreward.runtime.config import load_config
+    from tests.helpers.runs import RULE_CONFIG
+
+    during = {}
+
+    class FailAfterStep1(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            during.update({number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)})
+            raise RuntimeError("a failure in the middle of the run")
+
+    overrides = [f"model.name_or_path={tiny_policy}", "grpo.per_device_train_batch_size=16", "grpo.max_completion_length=12",
+                 "grpo.save_steps=100", "data.eval_every=0", "torch_threads=1"]
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    with pytest.raises(Exception, match="raised RuntimeError: a failure in the middle of the run"):  # named as user code
+        run_training(load_config(TrainConfig, RULE_CONFIG, overrides), output_dir=str(tmp_path / "run"), max_steps=2,
+                     extra_callbacks=[FailAfterStep1()])
+    assert all(during[number] != before[number] for number in before), during  # the run's own, while it ran
+    assert {number: signal.getsignal(number) for number in before} == before

@@ -84,6 +84,10 @@ class PreemptionCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
+        self.restore()
+
+    def restore(self) -> None:
+        """The handlers the process had before the run, back (also after a run that raised: no on_train_end then)."""
         for number, previous in self._previous.items():
             signal.signal(number, previous)
         self._previous.clear()

@@ -482,6 +482,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
             raise user from err
         raise
     finally:
+        preemption.restore()  # a run that raised never reached on_train_end: a caller's Ctrl-C is its own again
         for source in sources:
             source.close()
         verifier.close()
