@@ -26,7 +26,20 @@ def pytest_configure(config):
     """Whatever first starts this process's forkserver (a verifier pool, a forked run of the kill-and-resume harness)
     starts it with the training stack imported, so every one-process `coreward` command and every torchrun or
     accelerate launch the tests make is forked from it rather than paying its imports again (tests/helpers/runs.py,
-    tests/helpers/kill_resume.py, tests/helpers/warm_launch.py)."""
+    tests/helpers/kill_resume.py, tests/helpers/warm_launch.py).
+
+    An xdist worker computes on its share of the cores (`-n auto`: one each): torch's default is every core, and
+    threads of two workers sharing a core wait on each other, most of all on the tests' small models. OMP_NUM_THREADS
+    carries it to the forkserver and every process the tests start; one set by the caller is kept. Where a config says
+    `torch_threads`, a run uses that."""
+    import os
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        import torch
+
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // workers)))
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     from coreward.experiments.jobs import PRELOAD
     from coreward.runtime import forkserver
 

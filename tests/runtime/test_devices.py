@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 
 from coreward.runtime.devices import idle_cores, idle_share, pick_torch_threads
 
 
-def test_the_idle_cores_decide_shared_among_the_runs_processes():
-    default = torch.get_num_threads()
+@pytest.fixture
+def default_threads():
+    """torch's default as a machine with 4 cores has it, whatever this process was given (one thread per xdist worker:
+    tests/conftest.py): a default of 1 would make every bound below 1 too."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(4)
+    yield 4
+    torch.set_num_threads(threads)
+
+
+def test_the_idle_cores_decide_shared_among_the_runs_processes(default_threads):
+    default = default_threads
     threads, why = pick_torch_threads(797_056, "cpu", idle=0.1)  # every core busy with other jobs
     assert threads == 1 and "0.8M-parameter model on the CPU, 0.1 core(s) idle" in why
     threads, _ = pick_torch_threads(797_056, "cpu", idle=64.0)  # never above torch's default
