@@ -33,13 +33,13 @@ def pytest_configure(config):
     carries it to the forkserver and every process the tests start; one set by the caller is kept. Where a config says
     `torch_threads`, a run uses that."""
     import os
+    import sys
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers:
-        import torch
-
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // workers)))
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+        if "torch" in sys.modules:  # else torch reads OMP_NUM_THREADS when it is imported
+            sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     from coreward.experiments.jobs import PRELOAD
     from coreward.runtime import forkserver
 
