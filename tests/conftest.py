@@ -9,12 +9,13 @@ import pytest
 
 
 # The slowest test files, slowest first (one `pytest -n 2 --dist loadfile --durations=0` run of the whole suite on 2
-# busy cores, each file's setup, call and teardown summed: 20-140 s each), run first: `--dist loadfile` hands whole
-# files to the workers in collection order, and a slow file handed out last keeps one worker busy while the other has
-# finished. The rest follow in collection order, most of them a few seconds each.
-SLOWEST_FILES = ("rm/test_memory_controls.py", "test_gpu_check.py", "grpo/test_preemption.py", "demo/test_run.py",
-                 "runtime/test_real_models.py", "grpo/test_plan.py", "rewards/test_cooper.py", "grpo/test_sharded.py",
-                 "grpo/test_trainer_faults.py", "grpo/test_multinode.py", "grpo/test_precision.py",
+# busy cores, each file's setup, call and teardown summed: 20-130 s each, less since for the files that computed on
+# torch's default threads), run first: `--dist loadfile` hands whole files to the workers in collection order, and a
+# slow file handed out last keeps one worker busy while the other has finished. The rest follow in collection order,
+# most of them a few seconds each.
+SLOWEST_FILES = ("test_gpu_check.py", "grpo/test_preemption.py", "demo/test_run.py", "runtime/test_real_models.py",
+                 "rm/test_memory_controls.py", "grpo/test_plan.py", "grpo/test_sharded.py", "grpo/test_trainer_faults.py",
+                 "rewards/test_cooper.py", "grpo/test_multinode.py", "grpo/test_precision.py",
                  "grpo/test_kl_from_init.py", "grpo/test_run_dir.py", "test_user_scripts.py", "rm/test_train_resume.py",
                  "grpo/test_sharded_teacher.py", "grpo/test_guard.py", "grpo/test_trainer.py", "rm/test_learner.py",
                  "test_paper_configs.py", "rewards/test_co_rewarding_2.py", "grpo/test_train_learns.py",
