@@ -47,7 +47,8 @@ def is_loadable(path: Path) -> bool:
 
 
 def ensure_demo_policy(rebuild: bool = False) -> Path:
-    """The demo policy's directory: the shipped checkpoint, else a cached build (made now if needed, ~2 min).
+    """The demo policy's directory: the shipped checkpoint, else a cached build (made now if needed: the
+    `coreward sft` row of docs/figures.md says how long).
 
     `rebuild=True` ignores the shipped copy and rebuilds the cached one. A file lock makes concurrent
     callers (the processes of one distributed run) build it once.
