@@ -1,10 +1,10 @@
 """The warm-started demo policy every demo run starts from: shipped with the package, else built once.
 
 The package ships the checkpoint in `coreward/assets/demo_policy/` (about 3 MB; its README.md records
-the command that made it, its sft_metrics.json the accuracy it was built to). When that copy is missing or unreadable (a checkout without
-the binary files, a stripped install), the same recipe, `DemoSFTConfig()`'s defaults, is run once into
-`$COREWARD_CACHE` (default ~/.cache/coreward) under a name that hashes those settings, so a changed recipe
-never reuses a stale build.
+the command that made it, its sft_metrics.json the accuracy it was built to). When that copy is missing or
+unreadable (a checkout without the binary files, a stripped install), the same recipe, `DemoSFTConfig()`'s
+defaults, is run once into `$COREWARD_CACHE` (default ~/.cache/coreward) under a name that hashes those settings, so
+a changed recipe never reuses a stale build.
 """
 
 from __future__ import annotations

@@ -304,8 +304,9 @@ def ship(build_dir: Path) -> Path:
 # another member's (sampled with seed k). With the demo RM itself (questions [0, 4,000), seed 0) the first two make
 # the ensemble [demo, demo:1, demo:2] of configs/demo/ensemble_*.yaml. Halves of the demo RM's own questions made
 # weak members (held-out accuracy 0.75 against the demo RM's 0.90, with the demo RM's epochs or twice as many:
-# docs/explanation/demo-rm.md), so each member has as many questions as the demo RM. Each is built on first use (its time:
-# docs/figures.md, "building the demo RM") and cached under $COREWARD_CACHE, keyed by its recipe and the policy's weights.
+# docs/explanation/demo-rm.md), so each member has as many questions as the demo RM. Each is built on first use
+# (its time: docs/figures.md, "building the demo RM") and cached under $COREWARD_CACHE, keyed by its recipe and the
+# policy's weights.
 
 MEMBER_RECIPE_VERSION = 3  # bump when the code below changes what a member is
 STEP_COMPLETIONS = 128  # completions a demo GRPO step scores (16 prompts x 8): the unit of the cost figures

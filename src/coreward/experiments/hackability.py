@@ -220,7 +220,8 @@ def render_table(result: dict[str, Any]) -> str:
     smooth, reference = result["settings"]["smooth"], result["settings"]["reference"]
     smoothing = f"EMA {smooth}" if smooth else "unsmoothed"  # named as report.md's tables name it
     header = ["Reward", "lr", "Steps", f"Peak verified, {smoothing}", "Peak step", "√KL at peak",
-              f"Final verified, {smoothing}", f"vs {reference}", f"Final reward, {smoothing}", "Gap (reward − verified)",
+              f"Final verified, {smoothing}", f"vs {reference}", f"Final reward, {smoothing}",
+              "Gap (reward − verified)",
               "Prompts with a verified rollout", "Held-out (final)", "Guard fired"]
     lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
     for row in result["rows"]:
@@ -241,7 +242,8 @@ def render_table(result: dict[str, Any]) -> str:
         "\n\nVerified accuracy, reward and coverage are the training rollouts' own, "
         f"{f'EMA-smoothed per step (weight {smooth})' if smooth else 'unsmoothed'}; accuracies in %. {'Mean ± std over seeds ' + str(seeds) if len(seeds) > 1 else 'Seed ' + str(seeds[0])}. "
         f"Each row's horizon is read from the run to {max(result['settings']['horizons'])} steps. "
-        f"\"vs {reference}\": final verified accuracy minus the reference's at the same lr, horizon and seed (points). "
+        f"\"vs {reference}\": final verified accuracy minus the reference's at the same lr, horizon and seed "
+        "(points). "
         "Guard fired: on how many seeds the overoptimization guard (grpo/guard.py) fired by the horizon, and at "
         "which steps (* where the run did not run the guard: its default alarm replayed on the run's metrics).")
 

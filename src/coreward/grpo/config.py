@@ -99,7 +99,8 @@ class RewardSpec:
 
 def default_rewards() -> list[RewardSpec]:
     """The rewards of a config that names none: the method that marks itself the default (`RewardSource.default`).
-    Looked up only then: importing the reward methods loads torch, which importing this module (the CLI's help) skips."""
+    Looked up only then: importing the reward methods loads torch, which importing this module (the CLI's help)
+    skips."""
     from coreward.rewards import default_method
 
     return [RewardSpec(name=default_method().name)]
