@@ -608,7 +608,8 @@ class CorewardGRPOTrainer(GRPOTrainer):
         # `training_step` includes `_prepare_inputs`, hence generation and scoring when they happened
         # the step's logged value is the mean of what its micro-batches append: each appends its own time x their
         # number, so the mean is the optimizer step's whole update (with gradient accumulation, one micro-batch's time
-        # alone would hide the rest of the update in step_time: 18 of 76 s on configs/smol/rule.yaml)
+        # alone would hide the rest of the update in step_time: docs/figures.md, Speed, "`time/update` under gradient
+        # accumulation")
         micro_batches = self.args.gradient_accumulation_steps
         self._metrics["train"]["time/update"].append((time.perf_counter() - start - self._times.scoring) * micro_batches)
         return output
