@@ -156,7 +156,7 @@ ENGINE_PACKAGES = ("grpo", "evaluation", "experiments")
 # these files the word may appear, but never as a method's metric namespace (`judge/calls`): that is the method's.
 VOCABULARY = {
     "model": ("*", "the policy model, a config's `model` section"),
-    "rule": ("*", "the rule verifier"),
+    "rule": ("evaluation/", "the rule verifier (coreward.verify) an evaluation grades with; the guard's alarm rule"),
     "judge": ("evaluation/", "the evaluator's LLM judge (`coreward eval --judge`, rm/judge.py)"),
     "majority": ("evaluation/", "maj@n's majority answer"),
     "entropy": ("grpo/token_stats.py", "a statistic of the policy's logits any source may ask for (`needs_token_stats`)"),

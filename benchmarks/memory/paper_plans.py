@@ -1,6 +1,6 @@
-"""The memory plan of every paper config on the hardware its comments declare, as the markdown table docs/memory.md
-shows (`coreward plan --config F --json` for each file under configs/paper/), with how much of each peak is in terms
-no GPU has checked yet (the plan's `unmeasured_on_gpu`).
+"""The memory plan of every paper config on the hardware its comments declare, as a markdown table (docs/figures.md,
+"the paper configs' planned peaks"; `coreward plan --config F --json` for each file under configs/paper/), with how
+much of each peak is in terms no GPU has checked yet (the plan's `unmeasured_on_gpu`).
 
     python -m benchmarks.memory.paper_plans
 """

@@ -14,7 +14,8 @@ through the model's chat template, temperature 0.7.
    the machine: the memory-bandwidth floor (a decoding step reads every weight once: weights / read bandwidth per
    step) and the fraction of this CPU's matmul rate in its dtype (FLOPs counted exactly, torch.utils.flop_counter).
 2. Whole steps: `coreward train --config configs/smol/rule.yaml --max-steps STEPS` with the settings of the commit
-   before the sampling copy (`--old-set`: float32 weights, `sampling.engine=policy`) and as shipped, alternating
+   before the sampling copy (`--old-set`: float32 weights, LoRA dropout 0.05, `sampling.engine=policy`, TRL's
+   random micro-batches) and as shipped, alternating
    `--rounds` times; the mean of steps 2.. of time/generation, time/reward, time/update and step_time from each
    run's metrics.jsonl, and new / old.
 
@@ -38,8 +39,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "smol" / "rule.yaml"
 PHASES = ("step_time", "time/generation", "time/reward", "time/update")
-# b3eed77's configs/smol/rule.yaml and its sampling path (TRL's generate on the training module)
-OLD_SETTINGS = ("model.dtype=float32", "sampling.engine=policy")
+# b3eed77's configs/smol/rule.yaml, its sampling path (TRL's generate on the training module) and TRL's random cut
+# into micro-batches
+OLD_SETTINGS = ("model.dtype=float32", "lora.dropout=0.05", "sampling.engine=policy", "micro_batches=random")
 
 
 def arith_prompts(tokenizer, count: int) -> list[list[int]]:

@@ -96,7 +96,7 @@ def build_batch(gsm8k: list[dict], math500: list[dict], batch_index: int, seed: 
 
 
 def pathological_endings() -> list[str]:
-    """Answers that make math-verify slow or hang (each measured in docs/verification.md)."""
+    """Answers that make math-verify slow or hang (each measured in studies/2026-11-22-verifier-throughput/)."""
     return [
         "\\boxed{" + "(" * 400 + "1" + ")" * 400 + "}",
         "\\boxed{10^{10^{10^{10}}}}",

@@ -53,3 +53,34 @@ def test_register_names_the_class():
         pass
 
     assert Registered.name == "test_only_length" and source_class("test_only_length") is Registered
+
+
+def test_the_default_reward_and_the_map_reference_are_the_methods_that_mark_themselves(tmp_path, monkeypatch):
+    """A config without `rewards:` trains with the method that sets `default`, and `coreward map`'s reference row is
+    the one that sets `ground_truth`: the engine asks the methods, so moving a mark moves what it decides."""
+    from coreward.experiments.hackability import MapSettings, reward_configs
+    from coreward.grpo.config import TrainConfig, move_method_data_keys
+    from coreward.rewards import default_method, reference_method
+    from coreward.rewards.majority import MajorityVoteReward
+    from coreward.rewards.rule import RuleReward
+    from tests.helpers.runs import RULE_CONFIG
+
+    assert default_method() is RuleReward and reference_method() is RuleReward  # the verifier's verdict, as ever
+    assert [spec.name for spec in TrainConfig().rewards] == ["rule"]
+
+    config = tmp_path / "entropy.yaml"
+    config.write_text(f"base: {RULE_CONFIG}\nrewards:\n  - name: entropy\n")
+    settings = MapSettings(configs=[config], lrs=[1e-4], horizons=[1], seeds=[0], output=tmp_path / "map", jobs=1)
+    monkeypatch.setattr(RuleReward, "default", False)
+    monkeypatch.setattr(MajorityVoteReward, "default", True)
+    assert [spec.name for spec in TrainConfig().rewards] == ["majority"]
+    assert move_method_data_keys({"data": {"rephrasings": None}}, warn=False)["rewards"] == [{"name": "majority"}]
+    monkeypatch.setattr(RuleReward, "ground_truth", False)
+    monkeypatch.setattr(MajorityVoteReward, "ground_truth", True)
+    (label, twin), *others = reward_configs(settings)
+    assert label == "majority" and "  - name: majority\n" in twin.read_text() and [o[0] for o in others] == ["entropy"]
+
+    monkeypatch.setattr(RuleReward, "default", True)
+    with pytest.raises(CorewardError, match=r"exactly one registered reward method must set `default = True`, "
+                                            r"found 2: majority, rule"):
+        TrainConfig()

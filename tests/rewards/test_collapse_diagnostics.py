@@ -2,7 +2,8 @@
 `rollout_score_diagnostics`): what the RM pays the rule-accepted and rule-rejected rollouts and the wrong answer a
 group repeats most, and Cooper's pairs by kind. First on hand-made inputs whose answers are worked out by hand, then
 logged by Cooper's and the static RM's `compute` on real rollouts of the tiny memorized policy (the fixture of
-tests/rewards/test_cooper_variants.py) scored by the tiny random RM, against the rewards that `compute` returned.
+tests/rewards/cooper/test_cooper_variants.py) scored by the tiny random RM, against the rewards that `compute`
+returned.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from coreward.rewards.cooper import CooperReward
 from coreward.rewards.model import ModelReward
 from coreward.rm.evaluate import rollout_pair_accuracy, rollout_score_diagnostics, score_unique
-from tests.rewards import test_cooper_variants as variants
+from tests.rewards.cooper import test_cooper_variants as variants
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py

@@ -14,8 +14,8 @@ problem has a commuted or re-operated twin in train.
 
 Co-rewarding-I's second view: `rephrase_arith` words the same operation another way ("Add 14 and 15. What is the
 total?"). The task rephrases itself, as the demo does, so that Co-rewarding-I runs without a model that can:
-SmolLM2-135M-Instruct and Gemma 3 270M (base) kept 0 of 16 and 0 of 8 rephrasings with the authors' prompt;
-Qwen2.5-Coder-1.5B-Instruct kept 48 of 48 and changed the answer of 9 (studies/2026-11-28-real-model-methods/).
+small models kept none of their rephrasings with the authors' prompt, and a larger one changed some answers
+(studies/2026-11-28-real-model-methods/ has the counts).
 """
 
 from __future__ import annotations

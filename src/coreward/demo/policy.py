@@ -1,10 +1,10 @@
 """The warm-started demo policy every demo run starts from: shipped with the package, else built once.
 
 The package ships the checkpoint in `coreward/assets/demo_policy/` (about 3 MB; its README.md records
-the command that made it and its accuracy). When that copy is missing or unreadable (a checkout without
-the binary files, a stripped install), the same recipe, `DemoSFTConfig()`'s defaults, is run once into
-`$COREWARD_CACHE` (default ~/.cache/coreward) under a name that hashes those settings, so a changed recipe
-never reuses a stale build.
+the command that made it, its sft_metrics.json the accuracy it was built to). When that copy is missing or
+unreadable (a checkout without the binary files, a stripped install), the same recipe, `DemoSFTConfig()`'s
+defaults, is run once into `$COREWARD_CACHE` (default ~/.cache/coreward) under a name that hashes those settings, so
+a changed recipe never reuses a stale build.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def is_loadable(path: Path) -> bool:
 
 
 def ensure_demo_policy(rebuild: bool = False) -> Path:
-    """The demo policy's directory: the shipped checkpoint, else a cached build (made now if needed, ~2 min).
+    """The demo policy's directory: the shipped checkpoint, else a cached build (made now if needed: the
+    `coreward sft` row of docs/figures.md says how long).
 
     `rebuild=True` ignores the shipped copy and rebuilds the cached one. A file lock makes concurrent
     callers (the processes of one distributed run) build it once.

@@ -1,6 +1,6 @@
 """The demo VerifyRM: trained on the warm-start demo policy's own samples, labelled by the rule verifier.
 
-Recipe (`build_demo_rm`, about 10 minutes on a 2-core CPU; the package ships the result in
+Recipe (`build_demo_rm`, minutes on a CPU: docs/figures.md, "building the demo RM"; the package ships the result in
 `assets/demo_rm/`, used while its RECIPE hash matches this code and the demo policy):
 
 1. Sample `samples` completions at temperature 1.0 for each of the first `questions` demo train problems
@@ -252,8 +252,8 @@ def shipped_demo_rm(policy_path: Path) -> Path | None:
 
 
 def ensure_demo_rm() -> Path:
-    """The demo RM's model directory: the packaged one when its recipe matches, else built once (~8 min)
-    and cached under $COREWARD_CACHE.
+    """The demo RM's model directory: the packaged one when its recipe matches, else built once (minutes:
+    docs/figures.md) and cached under $COREWARD_CACHE.
 
     A file lock makes concurrent callers (the processes of one distributed run) build it once.
     """
@@ -304,8 +304,9 @@ def ship(build_dir: Path) -> Path:
 # another member's (sampled with seed k). With the demo RM itself (questions [0, 4,000), seed 0) the first two make
 # the ensemble [demo, demo:1, demo:2] of configs/demo/ensemble_*.yaml. Halves of the demo RM's own questions made
 # weak members (held-out accuracy 0.75 against the demo RM's 0.90, with the demo RM's epochs or twice as many:
-# docs/explanation/demo-rm.md), so each member has as many questions as the demo RM. Each is built on first use (about
-# 15 minutes on the 2-core CPU) and cached under $COREWARD_CACHE, keyed by its recipe and the policy's weights.
+# docs/explanation/demo-rm.md), so each member has as many questions as the demo RM. Each is built on first use
+# (its time: docs/figures.md, "building the demo RM") and cached under $COREWARD_CACHE, keyed by its recipe and the
+# policy's weights.
 
 MEMBER_RECIPE_VERSION = 3  # bump when the code below changes what a member is
 STEP_COMPLETIONS = 128  # completions a demo GRPO step scores (16 prompts x 8): the unit of the cost figures
@@ -501,8 +502,8 @@ class training_progress:  # noqa: N801 - a context manager, used as `with traini
 
 
 def ensure_demo_rm_member(k: int | str) -> Path:
-    """Member k's model directory, built once (about 15 minutes on the 2-core CPU, demo:pooled about 45) and cached
-    under $COREWARD_CACHE."""
+    """Member k's model directory, built once (docs/figures.md gives how long, demo:pooled the longest) and
+    cached under $COREWARD_CACHE."""
     from coreward.runtime.interrupt import long_phase
 
     directory = member_directory(k)

@@ -16,8 +16,8 @@ def _numbers(text: str, kind, option: str) -> list:
 
 def map_command(
     config: list[str] = typer.Option(..., "--config", help="a reward config (repeatable): each is one row group; "
-                                     "the rule reward is the reference row (a twin of the first config is made "
-                                     "when no rule-only config is given)"),
+                                     "the reward that is the verifier's own verdict is the reference row (a twin of "
+                                     "the first config with that reward alone is made when no config has it alone)"),
     lr: str = typer.Option(..., "--lr", help="learning rates, comma-separated, e.g. 5e-5,2e-4"),
     horizons: str = typer.Option(..., "--horizons", help="steps, comma-separated, e.g. 20,40,60: one run per "
                                  "(config, lr, seed) goes to the longest; the shorter horizons are read from "

@@ -8,8 +8,9 @@ step H, not a schedule of its own). Every cell is an ordinary run directory, sta
 that was stopped continues where it was, finished cells are skipped. Independent cells run side by side
 (`jobs`), each with one torch thread.
 
-The rule reward (the verifier itself) is the reference row: a config with another reward gets a rule-reward
-twin built from it (same model, data and settings, `rewards: [{name: rule}]`) unless one is given.
+The reward that is the verifier's own verdict (the method that sets `ground_truth`: the rule reward) is the reference
+row: a config with another reward gets a twin built from it with that reward alone (same model, data and settings,
+`rewards: [{name: rule}]`) unless one is given.
 
 Per (config, learning rate, horizon), over seeds (mean ± std), from `evaluation/overoptimization.py`:
 peak and final verified accuracy of the rollouts, the step and √KL of the peak, the gap between reward and
@@ -40,7 +41,6 @@ from coreward.runtime.errors import CorewardError
 
 
 TABLE_FILE, JSON_FILE, FIGURE_FILE, CURVES_FILE = "map.md", "map.json", "map.png", "curves.png"
-REFERENCE = "rule"
 
 
 @dataclass
@@ -94,8 +94,10 @@ def reward_configs(settings: MapSettings) -> list[tuple[str, Path]]:
     """(label, config file) per reward, the rule reference first (a twin of the first config when none is given).
     Every config is loaded and validated here, so a bad one fails before any run starts."""
     from coreward.grpo.config import TrainConfig
+    from coreward.rewards import reference_method
     from coreward.runtime.config import load_config
 
+    gold = reference_method().name  # the method whose reward is the verifier's verdict (`ground_truth`)
     labelled, seen = [], set()
     reference = None
     for path in settings.configs:
@@ -103,17 +105,17 @@ def reward_configs(settings: MapSettings) -> list[tuple[str, Path]]:
         config.validate()
         label = path.stem if path.stem not in seen else f"{path.parent.name}/{path.stem}"
         seen.add(label)
-        if [r.name for r in config.rewards] == [REFERENCE] and reference is None:
+        if [r.name for r in config.rewards] == [gold] and reference is None:
             reference = (label, path.resolve())
         else:
             labelled.append((label, path.resolve()))
     if reference is None:
-        twin = settings.output / "configs" / f"{REFERENCE}.yaml"
+        twin = settings.output / "configs" / f"{gold}.yaml"
         twin.parent.mkdir(parents=True, exist_ok=True)
         first = settings.configs[0].resolve()
-        twin.write_text(f"# the rule-reward reference of this map: {first} with the rule reward only\n"
-                        f"base: {first}\nrewards:\n  - name: {REFERENCE}\n")
-        reference = (REFERENCE, twin)
+        twin.write_text(f"# the {gold}-reward reference of this map: {first} with the {gold} reward only\n"
+                        f"base: {first}\nrewards:\n  - name: {gold}\n")
+        reference = (gold, twin)
     return [reference, *labelled]
 
 
@@ -215,10 +217,11 @@ SUMMARY_KEYS = ("steps", "peak_verified", "peak_step", "peak_sqrt_kl", "final_ve
 def render_table(result: dict[str, Any]) -> str:
     from coreward.evaluation.tables import spread_cell
 
-    smooth = result["settings"]["smooth"]
+    smooth, reference = result["settings"]["smooth"], result["settings"]["reference"]
     smoothing = f"EMA {smooth}" if smooth else "unsmoothed"  # named as report.md's tables name it
     header = ["Reward", "lr", "Steps", f"Peak verified, {smoothing}", "Peak step", "√KL at peak",
-              f"Final verified, {smoothing}", "vs rule", f"Final reward, {smoothing}", "Gap (reward − verified)",
+              f"Final verified, {smoothing}", f"vs {reference}", f"Final reward, {smoothing}",
+              "Gap (reward − verified)",
               "Prompts with a verified rollout", "Held-out (final)", "Guard fired"]
     lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
     for row in result["rows"]:
@@ -239,9 +242,10 @@ def render_table(result: dict[str, Any]) -> str:
         "\n\nVerified accuracy, reward and coverage are the training rollouts' own, "
         f"{f'EMA-smoothed per step (weight {smooth})' if smooth else 'unsmoothed'}; accuracies in %. {'Mean ± std over seeds ' + str(seeds) if len(seeds) > 1 else 'Seed ' + str(seeds[0])}. "
         f"Each row's horizon is read from the run to {max(result['settings']['horizons'])} steps. "
-        "\"vs rule\": final verified accuracy minus the rule reference's at the same lr, horizon and seed (points). "
+        f"\"vs {reference}\": final verified accuracy minus the reference's at the same lr, horizon and seed "
+        "(points). "
         "Guard fired: on how many seeds the overoptimization guard (grpo/guard.py) fired by the horizon, and at "
-        "which steps (* where the run did not run the guard: its default rule replayed on the run's metrics).")
+        "which steps (* where the run did not run the guard: its default alarm replayed on the run's metrics).")
 
 
 def guard_cell(row: dict[str, Any]) -> str:

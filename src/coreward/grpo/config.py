@@ -97,6 +97,15 @@ class RewardSpec:
         return self.__dict__["_parsed"][1]
 
 
+def default_rewards() -> list[RewardSpec]:
+    """The rewards of a config that names none: the method that marks itself the default (`RewardSource.default`).
+    Looked up only then: importing the reward methods loads torch, which importing this module (the CLI's help)
+    skips."""
+    from coreward.rewards import default_method
+
+    return [RewardSpec(name=default_method().name)]
+
+
 def _plain_copy(value: Any) -> Any:
     """A copy of the mappings and lists in `value` (what a config's params are made of); other objects as they are."""
     if isinstance(value, dict):
@@ -134,10 +143,15 @@ class TrainConfig:
     model: ModelSettings = field(default_factory=ModelSettings)
     lora: LoraSettings = field(default_factory=LoraSettings)
     data: DataSettings = field(default_factory=DataSettings)
-    rewards: list[RewardSpec] = field(default_factory=lambda: [RewardSpec(name="rule")])
+    rewards: list[RewardSpec] = field(default_factory=default_rewards)
     grpo: dict = field(default_factory=dict)
     verifier: VerifierSettings = field(default_factory=VerifierSettings)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    # how the update cuts a generation batch into micro-batches. by_length: rows of similar completion length together,
+    # each micro-batch without the padding all its rows share (the same step's gradient for fewer tokens, where
+    # grpo/micro_batches.py finds it unchanged; TRL's random cut elsewhere). random: TRL's random cut, padded to the
+    # generation batch's longest completion. The memory plan's peak is the widest micro-batch's either way.
+    micro_batches: Literal["by_length", "random"] = "by_length"
     seed: int = 42
     output_dir: str = "runs/train"
     # CPU threads for torch per process. None: picked at the start, the cores other jobs leave idle (at most torch's
@@ -300,7 +314,7 @@ def move_method_data_keys(data: dict[str, Any], warn: bool = True) -> dict[str, 
     if not moved:
         return data
     data = {**data, "data": dict(section)}
-    rewards = data.get("rewards", [{"name": "rule"}])
+    rewards = data["rewards"] if "rewards" in data else [{"name": spec.name} for spec in default_rewards()]
     if isinstance(rewards, list):
         rewards = data["rewards"] = [dict(spec) if isinstance(spec, dict) else spec for spec in rewards]
     for name in moved:

@@ -411,6 +411,7 @@ def _train(config, run_dir, args, dataset, eval_records, sources, checkpoint, mo
         kl_from_init=config.kl_from_init,
         kl_from_init_estimator=config.kl_from_init_estimator,
         sampling=(config.sampling.engine, config.sampling.dtype),
+        micro_batches=config.micro_batches,
         callbacks=[metrics_callback, *(extra_callbacks or [])],
     )
     # TRL writes its own model card to the run root at every checkpoint ("fine-tuned version of [None]" for a model

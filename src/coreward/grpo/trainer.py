@@ -132,6 +132,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         kl_from_init: bool = True,
         kl_from_init_estimator: str = "exact",
         sampling: tuple[str, str] = ("auto", "auto"),
+        micro_batches: str = "by_length",
         **kwargs: Any,
     ):
         # what the sources declare (`RewardSource.data_needs`): each view's loss a token mean of its own tokens
@@ -153,8 +154,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self._sampling = None  # (SamplingPlan, SamplingCopy or None), decided at the first rollout
         self._sampling_loads = 0  # checkpoints loaded: the copy's weights are written again after one
         self._sampling_pending = None  # the sampler's log-probabilities of the next loss pass's rows, and their mask
+        self.micro_batches = micro_batches  # the config's micro_batches: by_length (grpo/micro_batches.py) or random
         names = source_metric_names([source.name for source in reward_sources])
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
+        self.length_grouping = self._length_grouping()
         self.kl_init_source, self.kl_init_model = self._initial_policy_for_kl() if kl_from_init else (None, None)
         self.kl_estimator = self._kl_estimator(kl_from_init_estimator) if kl_from_init else None
 
@@ -383,20 +386,38 @@ class CorewardGRPOTrainer(GRPOTrainer):
             self._metrics[mode]["time/generation"].append(self._times.generation)
         return output
 
+    def _length_grouping(self) -> bool:
+        """Whether the update's micro-batches group rows by length and drop their shared padding (`micro_batches:
+        by_length`, where `groups_exactly` finds the step's gradient unchanged by it)."""
+        from coreward.grpo.micro_batches import groups_exactly
+
+        if self.micro_batches != "by_length":
+            return False
+        why_not = groups_exactly(self.args, self.num_iterations, self.paired_views)
+        if why_not is not None:
+            logger.info("micro-batches: TRL's random cut (%s)", why_not)
+        return why_not is None
+
     def _prepare_inputs(self, generation_batch):
-        """Paired views: TRL's shuffle of the generation batch made view-balanced (`balanced_view_shuffle`)."""
-        if not (self.paired_views and self.model.training):
+        """TRL's buffer of micro-batches, its shuffle made view-balanced for paired views (`balanced_view_shuffle`) or
+        followed by a grouping of rows by length (`length_grouped`); each micro-batch then cut to its own width."""
+        if not self.model.training or not (self.paired_views or self.length_grouping):
             return super()._prepare_inputs(generation_batch)
         import trl.trainer.grpo_trainer as grpo
 
+        from coreward.grpo.micro_batches import length_grouped, trim_padding
         from coreward.grpo.samplers import balanced_view_shuffle
 
         shuffle, chunks = grpo.shuffle_sequence_dict, self.args.steps_per_generation
-        grpo.shuffle_sequence_dict = lambda batch: balanced_view_shuffle(batch, chunks) or shuffle(batch)
+        if self.paired_views:
+            grpo.shuffle_sequence_dict = lambda batch: balanced_view_shuffle(batch, chunks) or shuffle(batch)
+        else:
+            grpo.shuffle_sequence_dict = lambda batch: length_grouped(shuffle(batch))
         try:
-            return super()._prepare_inputs(generation_batch)
+            inputs = super()._prepare_inputs(generation_batch)
         finally:
             grpo.shuffle_sequence_dict = shuffle
+        return trim_padding(inputs) if self.length_grouping else inputs
 
     def _log_kl_from_init(self, output: dict[str, Any]) -> None:
         """`kl/from_init` (sequence KL, nats) and `kl/from_init_per_token` of this step's samples.
@@ -608,7 +629,8 @@ class CorewardGRPOTrainer(GRPOTrainer):
         # `training_step` includes `_prepare_inputs`, hence generation and scoring when they happened
         # the step's logged value is the mean of what its micro-batches append: each appends its own time x their
         # number, so the mean is the optimizer step's whole update (with gradient accumulation, one micro-batch's time
-        # alone would hide the rest of the update in step_time: 18 of 76 s on configs/smol/rule.yaml)
+        # alone would hide the rest of the update in step_time: docs/figures.md, Speed, "`time/update` under gradient
+        # accumulation")
         micro_batches = self.args.gradient_accumulation_steps
         self._metrics["train"]["time/update"].append((time.perf_counter() - start - self._times.scoring) * micro_batches)
         return output

@@ -25,7 +25,7 @@ from coreward.runtime.errors import CorewardError
 
 
 __all__ = ["DataNeeds", "NoParams", "Policy", "RewardSource", "RolloutBatch", "Rollouts", "build_source", "builtin_methods",
-           "parse_params", "register", "registered_sources", "source_class"]
+           "default_method", "parse_params", "reference_method", "register", "registered_sources", "source_class"]
 
 
 def _register_builtin_methods() -> None:
@@ -48,6 +48,27 @@ def builtin_methods() -> list[type[RewardSource]]:
     co-optimized / co-derived rewards (each part by the methods' `table_order`)."""
     built_in = [cls for cls in registered().values() if cls.__module__.startswith("coreward.rewards.")]
     return sorted(built_in, key=lambda cls: (not cls.needs_references, cls.table_order, cls.name))
+
+
+def marked_method(flag: str) -> type[RewardSource]:
+    """The one registered method whose class sets `flag` (a `RewardSource` class attribute such as `default`): the
+    engine asks the methods rather than naming one."""
+    marked = sorted(name for name, cls in registered().items() if getattr(cls, flag))
+    if len(marked) != 1:
+        raise CorewardError(f"exactly one registered reward method must set `{flag} = True`, found "
+                            f"{len(marked)}: {', '.join(marked) or 'none'}")
+    return registered()[marked[0]]
+
+
+def default_method() -> type[RewardSource]:
+    """The method a config without `rewards:` trains with (the one that sets `default`)."""
+    return marked_method("default")
+
+
+def reference_method() -> type[RewardSource]:
+    """The method whose reward is the verifier's own verdict (sets `ground_truth`): the reference row of `coreward
+    map`, which every other reward is measured against."""
+    return marked_method("ground_truth")
 
 
 def source_class(name: str, key: str = "name") -> type[RewardSource]:

@@ -233,6 +233,11 @@ class RewardSource:
     #: the models `export_models` writes, by folder name: (what it is, how to load it: PATH stands for the folder),
     #: for the run's model card and `coreward push`
     exports: ClassVar[dict[str, tuple[str, str]]] = {}
+    #: the reward a config without `rewards:` trains with (`coreward.rewards.default_method`): one method sets it
+    default: ClassVar[bool] = False
+    #: its reward is the verifier's own verdict on the reference answer (the gold reward), so other rewards are
+    #: measured against it: `coreward map`'s reference row (`coreward.rewards.reference_method`): one method sets it
+    ground_truth: ClassVar[bool] = False
     #: whether `coreward demo` runs it (it has a `configs/demo/<name>.yaml`); False for a method that needs an external
     #: model the CPU demo has not (an LLM judge)
     in_demo: ClassVar[bool] = True

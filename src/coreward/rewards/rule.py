@@ -50,6 +50,8 @@ class RuleReward(RewardSource):
     table_order = 0
 
     needs_references = True
+    default = True  # what a config without `rewards:` trains with
+    ground_truth = True  # the verifier's verdict itself: the reference other rewards are measured against
 
     @dataclass
     class Params:

@@ -138,7 +138,8 @@ HUB_PROBE_S = 3.0  # how long the hub may take to accept a connection before it 
 def check_hub_reachable(repo_id: str, key: str) -> None:
     """Fail fast, with what to do, when a hub id must be downloaded and the hub can't be reached.
 
-    Without this, transformers retries every request (a dozen retry lines over ~50 s) before its error. With
+    Without this, transformers retries every request, a line each, before its error (docs/figures.md, "a hub dataset id
+    without a network"). With
     no network, the hub client is switched to offline mode (as HF_HUB_OFFLINE=1 does), so a model already in the
     local cache loads from there at once; a model that is not cached is an error now."""
     import huggingface_hub.constants as hub

@@ -42,8 +42,7 @@ def torch_threads(count: int | None) -> Iterator[None]:
     """Run the block on `count` torch CPU threads (None or 0: leave as is), then restore the previous count.
 
     A tiny model's matrices are too small to split across threads, and on cores shared with other jobs the
-    threads mostly wait for each other: the demo policy generated ~700 tokens/s with 2 threads and ~13,000
-    with 1 on a 2-core machine while another job ran.
+    threads mostly wait for each other (docs/figures.md, Speed: "torch's default threads (2) over one thread").
     """
     import torch
 

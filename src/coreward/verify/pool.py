@@ -27,7 +27,8 @@ from coreward.runtime.devices import usable_cores
 
 
 KILL_GRACE_S = 0.5  # a worker silent for timeout_s + this long is killed
-# Items cost 1-50 ms each: small chunks balance the workers, and IPC per chunk is well under 1 ms.
+# Items cost milliseconds each (studies/2026-11-22-verifier-throughput/): small chunks balance the workers, and the
+# IPC per chunk costs less.
 CHUNKS_PER_WORKER = 8
 CHUNK_MAX = 32
 

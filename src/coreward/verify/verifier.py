@@ -23,7 +23,8 @@ from coreward.verify.pool import WholeText, WorkerPool, default_workers, math_ve
 
 
 # The wall-clock deadline is a last resort: the static budget refuses what is known to be slow, and real
-# answers take 1-50 ms, so a verdict never depends on how loaded the machine is.
+# answers take milliseconds (studies/2026-11-22-verifier-throughput/), so a verdict never depends on how loaded the
+# machine is.
 DEFAULT_TIMEOUT_S = 10.0
 IN_PROCESS_MAX = 4  # at most this many simple comparisons run in the caller
 

@@ -4,7 +4,7 @@ processes (torchrun), and save / load / resume.
 
 Models are tiny and built here: a 2-layer policy taught four demo problems by heart (so its rollouts are
 often verified, and pairs exist), and RMs on tiny Qwen3 backbones. The file doubles as the torchrun worker:
-    torchrun --nproc_per_node 2 tests/rewards/test_cooper.py worker POLICY RM OUT STEPS
+    torchrun --nproc_per_node 2 tests/rewards/cooper/test_cooper.py worker POLICY RM OUT STEPS
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from tests.helpers import warm_launch
 from tests.helpers.kill_resume import free_port
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CONFIG = REPO / "configs" / "demo" / "cooper.yaml"
 QUESTION = "Ann has 12 apples, buys 5, sells 3. How many?"
 POSITIVE = "12+5=17;17-3=14;#### 14"

@@ -5,7 +5,7 @@ update) the same weights within float tolerance. Its checkpoint is a whole RM `V
 and a learner resumed from it and sharded again takes a next step equal to the replicated learner's next step
 (which needs the AdamW moments back, not just the weights).
 
-    python -m pytest -q tests/rm/test_learner_sharded.py
+    python -m pytest -q tests/rewards/cooper/test_learner_sharded.py
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 import torch
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SETTINGS = {"lr": 0.02, "weight_decay": 0.01, "batch_size": 4, "epochs": 2}
 
 

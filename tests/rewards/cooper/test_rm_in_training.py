@@ -22,7 +22,7 @@ from coreward.rewards.model import ModelReward
 from coreward.rm.model import VerifyRM
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TRIPLES = [("3+4-2=", "5", "3+4=7;7-2=5;#### 5"), ("3+4-2=", "5", "3+4=7;7-2=6;#### 6"),
            ("9+1-5=", "5", "9+1=10;10-5=5;#### 5"), ("9+1-5=", "5", "so 4")]
 

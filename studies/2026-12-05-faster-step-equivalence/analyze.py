@@ -1,0 +1,71 @@
+"""Part D of docs/preregistration.md: the faster step of configs/smol/rule.yaml against the old one, 3 seeds.
+
+    python studies/2026-12-05-faster-step-equivalence/analyze.py RUNS_DIR
+
+RUNS_DIR holds what the registered commands wrote (runs/prereg/step of the checkout that ran them): old-sS/ and
+new-sS/ (training runs), eval-old-sS/ and eval-new-sS/ (`coreward eval`, avg@8 on the 114 held-out problems).
+Prints the primary test (TOST at ±10 points on new − old, per seed) and the secondary figures, as registered.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from coreward.evaluation import stats
+from coreward.runtime.metrics import read_metrics
+
+
+SEEDS = (3000, 3001, 3002)
+MARGIN = 0.10  # ±10 points, registered
+
+
+def heldout(runs: Path, arm: str, seed: int) -> float:
+    result = json.loads((runs / f"eval-{arm}-s{seed}" / "results.json").read_text())
+    return result["benchmarks"]["arith"]["avg@8"]
+
+
+def training(runs: Path, arm: str, seed: int) -> dict[str, float]:
+    rows = [r for r in read_metrics(runs / f"{arm}-s{seed}" / "metrics.jsonl") if "step_time" in r]
+    late = [r for r in rows if 11 <= r["step"] <= 20]
+    verified = next(k for k in rows[0] if k.endswith("verified_accuracy"))
+    out = {"steps": len(rows), "verified_11_20": statistics.mean(r[verified] for r in late),
+           "step_time": statistics.mean(r["step_time"] for r in rows[1:]),
+           "process_cpu_s": max(r.get("process_cpu_s", 0.0) for r in rows)}
+    for key in ("sampling/logprob_mismatch/mean", "sampling/logprob_mismatch/max", "sampling/kl_sampler_policy"):
+        values = [r[key] for r in rows if key in r]
+        if values:
+            out[key] = (statistics.mean(values), max(values))
+    return out
+
+
+def main(runs: Path) -> None:
+    old = [heldout(runs, "old", s) for s in SEEDS]
+    new = [heldout(runs, "new", s) for s in SEEDS]
+    print("held-out avg@8 of final/ (114 problems), per seed", SEEDS)
+    print("  old:", [f"{100 * v:.1f}" for v in old], f"mean {100 * statistics.mean(old):.1f}")
+    print("  new:", [f"{100 * v:.1f}" for v in new], f"mean {100 * statistics.mean(new):.1f}")
+    diffs = [n - o for n, o in zip(new, old)]
+    print("  new - old per seed:", [f"{100 * d:+.1f}" for d in diffs])
+    print("D1 (primary, TOST ±10 points):", stats.equivalence(diffs, MARGIN).format(scale=100))
+    print("   paired 95% t interval, sign-flip p:", stats.paired(new, old).format(scale=100))
+    print("secondary: training rollouts' verified accuracy, mean of steps 11-20")
+    t_old = [training(runs, "old", s) for s in SEEDS]
+    t_new = [training(runs, "new", s) for s in SEEDS]
+    v_old, v_new = [t["verified_11_20"] for t in t_old], [t["verified_11_20"] for t in t_new]
+    print("  old:", [f"{100 * v:.1f}" for v in v_old], " new:", [f"{100 * v:.1f}" for v in v_new])
+    print("  TOST ±10:", stats.equivalence([n - o for n, o in zip(v_new, v_old)], MARGIN).format(scale=100))
+    print("  paired:", stats.paired(v_new, v_old).format(scale=100))
+    print("secondary: the sampler's log-probabilities against the trainer's (new arm; mean over steps, worst step)")
+    for s, t in zip(SEEDS, t_new):
+        print(f"  seed {s}:", {k: [round(x, 4) for x in v] for k, v in t.items() if k.startswith("sampling/")})
+    print("secondary: steps, mean step_time from step 2 (s), process CPU-seconds (two runs shared the cores)")
+    for s, a, b in zip(SEEDS, t_old, t_new):
+        print(f"  seed {s}: old {a['steps']} steps, {a['step_time']:.1f} s, {a['process_cpu_s']:.0f} CPU-s;"
+              f" new {b['steps']} steps, {b['step_time']:.1f} s, {b['process_cpu_s']:.0f} CPU-s")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
