@@ -14,10 +14,11 @@ import pytest
 # slow file handed out last keeps one worker busy while the other has finished. The rest follow in collection order,
 # most of them a few seconds each.
 SLOWEST_FILES = ("test_gpu_check.py", "grpo/test_preemption.py", "demo/test_run.py", "runtime/test_real_models.py",
-                 "rm/test_memory_controls.py", "grpo/test_plan.py", "grpo/test_sharded.py", "grpo/test_trainer_faults.py",
-                 "rewards/test_cooper.py", "grpo/test_multinode.py", "grpo/test_precision.py",
-                 "grpo/test_kl_from_init.py", "grpo/test_run_dir.py", "test_user_scripts.py", "rm/test_train_resume.py",
-                 "grpo/test_sharded_teacher.py", "grpo/test_guard.py", "grpo/test_trainer.py", "rm/test_learner.py",
+                 "rewards/cooper/test_memory_controls.py", "grpo/test_plan.py", "grpo/test_sharded.py",
+                 "grpo/test_trainer_faults.py", "rewards/cooper/test_cooper.py", "grpo/test_multinode.py",
+                 "grpo/test_precision.py", "grpo/test_kl_from_init.py", "grpo/test_run_dir.py",
+                 "test_user_scripts.py", "rm/test_train_resume.py", "grpo/test_sharded_teacher.py",
+                 "grpo/test_guard.py", "grpo/test_trainer.py", "rewards/cooper/test_learner.py",
                  "test_paper_configs.py", "rewards/test_co_rewarding_2.py", "grpo/test_train_learns.py",
                  "rewards/test_teacher_behaviour.py", "verify/test_equivalence.py", "evaluation/test_compare.py",
                  "demo/test_sft.py", "grpo/test_every_option.py")
