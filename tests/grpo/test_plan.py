@@ -259,6 +259,12 @@ def build_wide_policy(directory: Path) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def wide_policy(tmp_path_factory) -> Path:
+    """One wide policy for the file's runs (the same seed's weights each time it is built: built once)."""
+    return build_wide_policy(tmp_path_factory.mktemp("wide") / "policy")
+
+
 # A process whose only child is the command: its RUSAGE_CHILDREN ru_maxrss (KiB) is the child's peak resident set,
 # what `/usr/bin/time -v` prints as "Maximum resident set size"
 MEASURE = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
@@ -266,9 +272,9 @@ MEASURE = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]
 
 
 @pytest.mark.parametrize("adapters", [[], ["lora.enabled=true"]], ids=["full", "lora"])
-def test_cpu_plan_predicts_the_peak_resident_memory_of_coreward_train(tmp_path, adapters):
+def test_cpu_plan_predicts_the_peak_resident_memory_of_coreward_train(wide_policy, tmp_path, adapters):
     """A full fine-tune, and LoRA (whose plan holds the freed activations glibc's heap keeps: `heap kept`)."""
-    policy = build_wide_policy(tmp_path / "policy")
+    policy = wide_policy
     sets = [f"model.name_or_path={policy}", "grpo.num_generations=4", "grpo.per_device_train_batch_size=4",
             "grpo.max_completion_length=8", "data.max_prompt_tokens=24", "grpo.save_steps=100", "data.eval_every=0",
             "kl_from_init_estimator=k3", "torch_threads=1", *adapters]
