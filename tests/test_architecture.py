@@ -152,14 +152,16 @@ def test_each_method_file_reads_as_a_page():
 
 # --------------------------------------------------------------------------- methods own their knowledge
 ENGINE_PACKAGES = ("grpo", "evaluation", "experiments")
-# Methods named by a word the engine uses for something else, and the files where it does (`*`: everywhere). In
+# Methods named by a word the engine uses for something else, and the files where it does (`*`: everywhere; a
+# tuple: any of these). In
 # these files the word may appear, but never as a method's metric namespace (`judge/calls`): that is the method's.
 VOCABULARY = {
     "model": ("*", "the policy model, a config's `model` section"),
     "rule": ("evaluation/", "the rule verifier (coreward.verify) an evaluation grades with; the guard's alarm rule"),
     "judge": ("evaluation/", "the evaluator's LLM judge (`coreward eval --judge`, rm/judge.py)"),
     "majority": ("evaluation/", "maj@n's majority answer"),
-    "entropy": ("grpo/token_stats.py", "a statistic of the policy's logits any source may ask for (`needs_token_stats`)"),
+    "entropy": (("grpo/token_stats.py", "grpo/micro_batches.py"), "a statistic of the policy's logits any source may ask "
+                "for (`needs_token_stats`); TRL's `top_entropy_quantile`, which masks tokens per micro-batch"),
     "self_certainty": ("grpo/token_stats.py", "a statistic of the policy's logits any source may ask for"),
 }
 
