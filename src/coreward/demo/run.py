@@ -109,7 +109,7 @@ TOY = DemoTask(policy="demo", configs="demo", benchmark="demo", full=FULL, quick
 # about a minute, the held-out evaluation (the 114 test problems x 4 samples of <= 128 tokens) minutes (docs/tutorials/real-model.md)
 SMOL = DemoTask(policy="smollm2-135m-instruct", configs="smol", benchmark="arith",
                 full=Budget(steps=20, eval_problems=114, eval_n=4, curve_every=0, curve_problems=0),
-                quick=Budget(steps=3, eval_problems=16, eval_n=2, curve_every=0, curve_problems=0),
+                quick=Budget(steps=2, eval_problems=8, eval_n=2, curve_every=0, curve_problems=0),
                 methods=("rule", "majority"), generation={"max_new_tokens": 128, "batch_size": 64})
 TASKS = {"demo": TOY, SMOL.policy: SMOL}
 
