@@ -37,9 +37,11 @@ def pytest_configure(config):
     import os
     import sys
 
+    from coreward.runtime.devices import usable_cores  # imports no torch
+
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers:
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // workers)))
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // workers)))
         if "torch" in sys.modules:  # else torch reads OMP_NUM_THREADS when it is imported
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     from coreward.experiments.jobs import PRELOAD

@@ -59,11 +59,11 @@ def test_a_micro_batch_loses_only_the_columns_all_its_rows_pad():
 def test_grouping_is_refused_where_it_would_change_the_step():
     args = SimpleNamespace(loss_type="dapo", steps_per_generation=4, gradient_accumulation_steps=4,
                            top_entropy_quantile=1.0)
-    assert groups_exactly(args, 1, paired_views=False) is None
-    assert groups_exactly(SimpleNamespace(**{**vars(args), "loss_type": "bnpo"}), 1, False)
-    assert groups_exactly(SimpleNamespace(**{**vars(args), "steps_per_generation": 8}), 1, False)
-    assert groups_exactly(SimpleNamespace(**{**vars(args), "top_entropy_quantile": 0.2}), 1, False)
-    assert groups_exactly(args, 1, paired_views=True)
+    assert groups_exactly(args, paired_views=False) is None
+    assert groups_exactly(SimpleNamespace(**{**vars(args), "loss_type": "bnpo"}), False)
+    assert groups_exactly(SimpleNamespace(**{**vars(args), "steps_per_generation": 8}), False)
+    assert groups_exactly(SimpleNamespace(**{**vars(args), "top_entropy_quantile": 0.2}), False)
+    assert groups_exactly(args, paired_views=True)
 
 
 class FirstStep(TrainerCallback):

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from coreward.grpo.samplers import permute_rows
+
 
 # loss types whose accumulated gradient is a sum over rows with weights that do not depend on the micro-batch:
 # dapo divides by the generation batch's token count, grpo by each row's own length (and the fixed micro-batch
@@ -30,7 +32,7 @@ ROW_ADDITIVE_LOSSES = ("dapo", "grpo", "dr_grpo")
 PROMPT_KEYS = ("prompt_ids", "prompt_mask")
 
 
-def groups_exactly(args: Any, num_iterations: int, paired_views: bool) -> str | None:
+def groups_exactly(args: Any, paired_views: bool) -> str | None:
     """None where grouping rows by length leaves each optimizer step's gradient as TRL's shuffle does; else why not."""
     if paired_views:
         return "paired views are balanced per micro-batch (grpo/samplers.py)"
@@ -43,21 +45,13 @@ def groups_exactly(args: Any, num_iterations: int, paired_views: bool) -> str | 
     return None
 
 
-def _permute(value: Any, order: torch.Tensor) -> Any:
-    if value is None or (isinstance(value, torch.Tensor) and value.ndim == 0):
-        return value
-    if isinstance(value, torch.Tensor):
-        return value[order.to(value.device)]
-    return [value[i] for i in order.tolist()]
-
-
 def length_grouped(batch: dict[str, Any]) -> dict[str, Any]:
     """The rows of a generation batch ordered by completion length (a stable sort: equal lengths keep their order)."""
     mask = batch.get("completion_mask")
     if not isinstance(mask, torch.Tensor) or mask.ndim != 2:
         return batch
     order = torch.sort(mask.sum(dim=1).cpu(), stable=True).indices
-    return {key: _permute(value, order) for key, value in batch.items()}
+    return permute_rows(batch, order)
 
 
 def trim_padding(inputs: dict[str, Any]) -> dict[str, Any]:

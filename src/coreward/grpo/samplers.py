@@ -108,10 +108,18 @@ def balanced_view_shuffle(batch: dict[str, Any], chunks: int) -> dict[str, Any] 
     half, pairs = size // chunks // 2, torch.randperm(len(questions))
     order = torch.cat([torch.cat([questions[pairs[j * half:(j + 1) * half]], rephrasings[pairs[j * half:(j + 1) * half]]])
                        for j in range(chunks)])
+    return permute_rows(batch, order)
+
+
+def permute_rows(batch: dict[str, Any], order: torch.Tensor) -> dict[str, Any]:
+    """A generation batch's rows in `order`: every tensor and list along its first dimension, as TRL's
+    `shuffle_sequence_dict` moves them (None and 0-d tensors, such as `num_items_in_batch`, as they are)."""
 
     def permute(value):
         if value is None or (isinstance(value, torch.Tensor) and value.ndim == 0):
             return value
-        return value[order] if isinstance(value, torch.Tensor) else [value[i] for i in order.tolist()]
+        if isinstance(value, torch.Tensor):
+            return value[order.to(value.device)]
+        return [value[i] for i in order.tolist()]
 
     return {key: permute(value) for key, value in batch.items()}

@@ -154,10 +154,9 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self._sampling = None  # (SamplingPlan, SamplingCopy or None), decided at the first rollout
         self._sampling_loads = 0  # checkpoints loaded: the copy's weights are written again after one
         self._sampling_pending = None  # the sampler's log-probabilities of the next loss pass's rows, and their mask
-        self.micro_batches = micro_batches  # the config's micro_batches: by_length (grpo/micro_batches.py) or random
         names = source_metric_names([source.name for source in reward_sources])
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
-        self.length_grouping = self._length_grouping()
+        self.length_grouping = self._length_grouping(micro_batches)  # config's micro_batches: grpo/micro_batches.py
         self.kl_init_source, self.kl_init_model = self._initial_policy_for_kl() if kl_from_init else (None, None)
         self.kl_estimator = self._kl_estimator(kl_from_init_estimator) if kl_from_init else None
 
@@ -386,14 +385,14 @@ class CorewardGRPOTrainer(GRPOTrainer):
             self._metrics[mode]["time/generation"].append(self._times.generation)
         return output
 
-    def _length_grouping(self) -> bool:
+    def _length_grouping(self, micro_batches: str) -> bool:
         """Whether the update's micro-batches group rows by length and drop their shared padding (`micro_batches:
         by_length`, where `groups_exactly` finds the step's gradient unchanged by it)."""
         from coreward.grpo.micro_batches import groups_exactly
 
-        if self.micro_batches != "by_length":
+        if micro_batches != "by_length":
             return False
-        why_not = groups_exactly(self.args, self.num_iterations, self.paired_views)
+        why_not = groups_exactly(self.args, self.paired_views)
         if why_not is not None:
             logger.info("micro-batches: TRL's random cut (%s)", why_not)
         return why_not is None
