@@ -30,20 +30,9 @@ def pytest_configure(config):
     accelerate launch the tests make is forked from it rather than paying its imports again (tests/helpers/runs.py,
     tests/helpers/kill_resume.py, tests/helpers/warm_launch.py).
 
-    An xdist worker computes on its share of the cores (`-n auto`: one each): torch's default is every core, and
-    threads of two workers sharing a core wait on each other, most of all on the tests' small models. OMP_NUM_THREADS
-    carries it to the forkserver and every process the tests start; one set by the caller is kept. Where a config says
-    `torch_threads`, a run uses that."""
-    import os
-    import sys
-
-    from coreward.runtime.devices import usable_cores  # imports no torch
-
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers:
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // workers)))
-        if "torch" in sys.modules:  # else torch reads OMP_NUM_THREADS when it is imported
-            sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    Workers keep torch's default threads (every core): set to one per worker, a worker's file ran alone on one core
+    whenever the other waited on a process it had started, and the whole suite took longer (docs/figures.md, "the
+    test suite"). Tests whose small models lose on a second thread ask for one (`one_torch_thread`)."""
     from coreward.experiments.jobs import PRELOAD
     from coreward.runtime import forkserver
 
@@ -71,6 +60,26 @@ def pytest_collection_modifyitems(config, items):
         return SLOWEST_FILES.index(relative) if relative in SLOWEST_FILES else len(SLOWEST_FILES)
 
     items.sort(key=rank)  # stable: the other files, and the tests within a file, keep their order
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_left_as_found():
+    """A test leaves SIGINT and SIGTERM as it found them: a handler left installed (a training's "stop after the
+    current step") changes what Ctrl-C does in every later test of the same worker, so a leak fails the test that
+    made it, and is undone for the tests that follow."""
+    import signal
+
+    numbers = (signal.SIGINT, signal.SIGTERM)
+    before = {number: signal.getsignal(number) for number in numbers}
+    yield
+    from coreward.runtime.interrupt import _raise_keyboard_interrupt
+
+    # a command run in this process installs `catch_ctrl_c`'s handler for the process's life, by design: undone, not a leak
+    leaked = {signal.Signals(n).name: signal.getsignal(n) for n in numbers
+              if signal.getsignal(n) not in (before[n], _raise_keyboard_interrupt)}
+    for number, handler in before.items():
+        signal.signal(number, handler)
+    assert not leaked, f"the test left these signal handlers installed: {leaked}"
 
 
 @pytest.fixture(scope="session")

@@ -81,8 +81,11 @@ def test_a_job_stopped_by_ctrl_c_keeps_its_finished_chunks_and_the_same_command_
 
     from coreward.data.rephrase import partial_directory
     from coreward.llm import OpenAIEndpointGenerator
-    from coreward.runtime.interrupt import Interrupted
+    from coreward.runtime.interrupt import Interrupted, catch_ctrl_c
 
+    # SIGINT raises here as in a `coreward` command, whatever this worker inherited: a test run started as a script's
+    # background job starts with SIGINT ignored, and the Ctrl-C below then did nothing (conftest restores the handler)
+    catch_ctrl_c()
     questions = [f"Zoe has {i + 10} shells and finds {i + 2} more. How many now?" for i in range(9)]
     data = tmp_path / "questions.jsonl"
     data.write_text("".join(json.dumps({"question": q, "answer": str(2 * i + 12)}) + "\n"

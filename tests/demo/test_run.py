@@ -101,8 +101,8 @@ def test_demo_over_seeds_side_by_side_reports_mean_and_std_and_equals_the_runs_m
     thread, the method and its stress row side by side): the same numbers (same seed, configs and machine)."""
     from coreward.demo.run import run_demo_seeds
 
-    budget = Budget(steps=2, eval_problems=8, eval_n=2, curve_every=0, curve_problems=0,
-                    stress=Stress(learning_rate=5e-4, steps=2, methods=("rule",)))
+    budget = Budget(steps=1, eval_problems=8, eval_n=2, curve_every=0, curve_problems=0,
+                    stress=Stress(learning_rate=5e-4, steps=1, methods=("rule",)))
     one = run_demo_seeds(["rule"], quick=False, output_dir=tmp_path / "one", seeds=[3, 4], budget=budget)
 
     results = json.loads((tmp_path / "one" / "results.json").read_text())
