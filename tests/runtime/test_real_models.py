@@ -47,24 +47,24 @@ def test_the_name_is_registered_and_resolves_to_a_hugging_face_folder(folder):
     assert folder.name.endswith(digest[:12])
 
 
-def test_the_folder_round_trips_the_gguf_weights_and_its_chat_template(folder):
-    """The saved folder computes what transformers' own GGUF loading computes, and its tokenizer is the model's:
-    ChatML, <|im_end|> as end of sequence, a 49k vocabulary."""
+def test_the_folder_computes_what_the_gguf_file_computed_and_keeps_its_chat_template(folder):
+    """The conversion kept what transformers' own GGUF loading computed on a probe prompt (and keeps no folder that
+    computes otherwise); the saved folder computes the same, and its tokenizer is the model's: ChatML, <|im_end|> as
+    end of sequence, a 49k vocabulary."""
+    from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = packaged_gguf(NAME)
-    direct = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32).eval()
     saved = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 + 3?"}], tokenize=False,
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": real_models.PROBE}], tokenize=False,
                                            add_generation_prompt=True)
     assert prompt.endswith("<|im_start|>assistant\n") and "<|im_start|>user\nWhat is 2 + 3?<|im_end|>" in prompt
     assert tokenizer.eos_token == "<|im_end|>" and saved.generation_config.eos_token_id == tokenizer.eos_token_id
     assert len(tokenizer) == 49152
-    ids = tokenizer(prompt, return_tensors="pt").input_ids
-    with torch.no_grad():
-        expected, got = direct(ids).logits, saved(ids).logits
-    torch.testing.assert_close(got, expected)
+    probe = load_file(folder / real_models.PROBE_LOGITS)
+    ids = real_models.probe_ids(tokenizer)
+    assert torch.equal(ids, probe["input_ids"]) and probe["logits"].shape == (ids.shape[1], 49152)
+    torch.testing.assert_close(real_models.probe_logits(saved, ids), probe["logits"])
     # a real model, not random weights: it answers a trivial sum greedily
     with torch.no_grad():
         out = saved.generate(ids, max_new_tokens=24, do_sample=False)

@@ -14,6 +14,8 @@ dequantizes it to float32, but refuses to `save_pretrained` a model it loaded th
 copied into a model built from the file's config (without its `quantization_config`), which saves as any other.
 The folder's README says what it is: the dequantized file (e.g. Q4_1, 4.5 bits a weight before dequantizing: not
 the hub's bf16 weights), with the file's sha256, which also names the folder (a changed file converts anew).
+A conversion keeps its folder only if the folder computes what the GGUF file computed on a probe prompt; those logits
+are kept beside it (`PROBE_LOGITS`), so the folder can be checked against the file again without reading the file.
 """
 
 from __future__ import annotations
@@ -25,8 +27,13 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coreward.runtime.errors import CorewardError
+
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,9 @@ REAL_MODELS = {
 }
 GGUF_DIR = "gguf"  # converted folders: <cache>/gguf/<file stem>-<sha256[:12]>/
 CARD = "README.md"  # written last: a folder without it is a leftover of a killed conversion
+# what the GGUF file computed on PROBE (transformers' own GGUF loading), kept beside the folder that must compute it too
+PROBE_LOGITS = "gguf_probe_logits.safetensors"
+PROBE = "What is 2 + 3?"
 
 
 def real_model_path(name: str, key: str = "model") -> str | None:
@@ -175,14 +185,31 @@ def convert_gguf(path: Path, key: str = "model", digest: str | None = None) -> P
 
     digest = digest or sha256_of(path)
     target = cache_root() / GGUF_DIR / f"{path.stem}-{digest[:12]}"
-    if (target / CARD).is_file():
+    if (target / CARD).is_file() and (target / PROBE_LOGITS).is_file():  # a folder without the probe: made before it
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / CARD).is_file():
+        if not ((target / CARD).is_file() and (target / PROBE_LOGITS).is_file()):
             _convert(path, digest, target, key)
     return target
+
+
+def probe_ids(tokenizer) -> torch.Tensor:
+    """The probe's token ids: the question in the model's chat template where it has one."""
+    if tokenizer.chat_template:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": PROBE}], tokenize=False,
+                                             add_generation_prompt=True)
+    else:
+        text = PROBE
+    return tokenizer(text, return_tensors="pt").input_ids
+
+
+def probe_logits(model, ids: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    with torch.no_grad():
+        return model.eval()(ids).logits[0].float()
 
 
 def _convert(path: Path, digest: str, target: Path, key: str) -> None:
@@ -213,9 +240,22 @@ def _convert(path: Path, digest: str, target: Path, key: str) -> None:
     model.load_state_dict(loaded.state_dict(), assign=True)
     model.tie_weights()  # a tied head points at the assigned embedding again
     model.generation_config = loaded.generation_config
+    ids = probe_ids(tokenizer)
+    expected = probe_logits(loaded, ids)
+    from safetensors.torch import save_file
+
     with atomic_directory(target) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        del model, loaded  # the check below loads the saved folder: one float32 copy at a time
+        # the folder computes what the GGUF file does, or it is not kept (a config or tied weight lost in the copy)
+        saved = AutoModelForCausalLM.from_pretrained(staging, dtype=torch.float32)
+        got = probe_logits(saved, ids)
+        del saved
+        if not torch.allclose(got, expected, rtol=1.3e-6, atol=1e-5):
+            raise CorewardError(f"{key}: the folder converted from {path} does not compute what the GGUF file does "
+                                f"(largest logit difference {(got - expected).abs().max().item():.3g}); nothing was kept")
+        save_file({"input_ids": ids, "logits": expected}, str(staging / PROBE_LOGITS))
         (staging / CARD).write_text(_card(path, digest, quant, config), encoding="utf-8")
 
 
