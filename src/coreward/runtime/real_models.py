@@ -212,6 +212,18 @@ def probe_logits(model, ids: torch.Tensor) -> torch.Tensor:
         return model.eval()(ids).logits[0].float()
 
 
+def check_folder(folder: Path, ids: torch.Tensor, expected: torch.Tensor, source: Path, key: str) -> None:
+    """The folder computes what the GGUF file computed on the probe (`expected`), or the conversion keeps nothing: a
+    config key or tied weight lost in the copy would otherwise give a model that loads and is wrong."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    got = probe_logits(AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), ids)
+    if not torch.allclose(got, expected, rtol=1.3e-6, atol=1e-5):
+        raise CorewardError(f"{key}: the folder converted from {source} does not compute what the GGUF file does "
+                            f"(largest logit difference {(got - expected).abs().max().item():.3g}); nothing was kept")
+
+
 def _convert(path: Path, digest: str, target: Path, key: str) -> None:
     from coreward.runtime.files import atomic_directory
 
@@ -248,13 +260,7 @@ def _convert(path: Path, digest: str, target: Path, key: str) -> None:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         del model, loaded  # the check below loads the saved folder: one float32 copy at a time
-        # the folder computes what the GGUF file does, or it is not kept (a config or tied weight lost in the copy)
-        saved = AutoModelForCausalLM.from_pretrained(staging, dtype=torch.float32)
-        got = probe_logits(saved, ids)
-        del saved
-        if not torch.allclose(got, expected, rtol=1.3e-6, atol=1e-5):
-            raise CorewardError(f"{key}: the folder converted from {path} does not compute what the GGUF file does "
-                                f"(largest logit difference {(got - expected).abs().max().item():.3g}); nothing was kept")
+        check_folder(staging, ids, expected, path, key)
         save_file({"input_ids": ids, "logits": expected}, str(staging / PROBE_LOGITS))
         (staging / CARD).write_text(_card(path, digest, quant, config), encoding="utf-8")
 
