@@ -185,14 +185,19 @@ def convert_gguf(path: Path, key: str = "model", digest: str | None = None) -> P
 
     digest = digest or sha256_of(path)
     target = cache_root() / GGUF_DIR / f"{path.stem}-{digest[:12]}"
-    if (target / CARD).is_file() and (target / PROBE_LOGITS).is_file():  # a folder without the probe: made before it
+    if _converted(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not ((target / CARD).is_file() and (target / PROBE_LOGITS).is_file()):
+        if not _converted(target):
             _convert(path, digest, target, key)
     return target
+
+
+def _converted(target: Path) -> bool:
+    """A whole conversion's folder (a folder without the probe's logits was made before the probe: converted again)."""
+    return (target / CARD).is_file() and (target / PROBE_LOGITS).is_file()
 
 
 def probe_ids(tokenizer) -> torch.Tensor:
@@ -225,6 +230,8 @@ def check_folder(folder: Path, ids: torch.Tensor, expected: torch.Tensor, source
 
 
 def _convert(path: Path, digest: str, target: Path, key: str) -> None:
+    from safetensors.torch import save_file
+
     from coreward.runtime.files import atomic_directory
 
     if importlib.util.find_spec("gguf") is None:
@@ -254,8 +261,6 @@ def _convert(path: Path, digest: str, target: Path, key: str) -> None:
     model.generation_config = loaded.generation_config
     ids = probe_ids(tokenizer)
     expected = probe_logits(loaded, ids)
-    from safetensors.torch import save_file
-
     with atomic_directory(target) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
