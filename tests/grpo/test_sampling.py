@@ -152,7 +152,9 @@ def test_rollouts_come_from_the_policys_current_weights_and_a_stale_copy_shows(t
     assert trainer.sampling_copy.syncs == 3  # once a step, after each optimizer step
     policy = trainer.accelerator.unwrap_model(trainer.model).eval()
     ids = torch.randint(3, 30, (2, 12))
-    assert torch.allclose(logits(trainer.sampling_model(), ids), logits(policy, ids), atol=1e-5)
+    # float32 either way: the merged W + s·BA rounds otherwise than xW + s·(xA)B, by up to ~1e-5 of a logit once
+    # lr 1e-2 has grown the adapters (a copy one step stale is off by far more: the control below)
+    assert torch.allclose(logits(trainer.sampling_model(), ids), logits(policy, ids), atol=1e-4)
 
     # negative control: the copy keeps the weights of step 0
     follow = SamplingCopy.follow

@@ -234,7 +234,8 @@ def test_the_plan_counts_the_prompts_in_the_models_own_tokens(folder):
     assert INSTRUCTION in prompts[0][-1]["content"]
     planned = json.loads(coreward_here("plan", "--config", str(CONFIGS / "rule.yaml"), "--device", "cpu", "--json").stdout)
     update = next(i for i in planned["items"] if i["name"] == "policy update activations")
-    assert f"x {exact + 64} tokens" in update["note"]
+    # the update runs each prompt once (all but its last token), then each row's last prompt token and completion
+    assert f"x {exact - 1} tokens run once, then 8 sequences x {1 + 64} tokens" in update["note"]
 
 
 def test_the_own_data_config_trains_the_real_model_on_the_shipped_jsonl(folder, tmp_path, monkeypatch):

@@ -147,11 +147,12 @@ class TrainConfig:
     grpo: dict = field(default_factory=dict)
     verifier: VerifierSettings = field(default_factory=VerifierSettings)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
-    # how the update cuts a generation batch into micro-batches. by_length: rows of similar completion length together,
-    # each micro-batch without the padding all its rows share (the same step's gradient for fewer tokens, where
-    # grpo/micro_batches.py finds it unchanged; TRL's random cut elsewhere). random: TRL's random cut, padded to the
-    # generation batch's longest completion. The memory plan's peak is the widest micro-batch's either way.
-    micro_batches: Literal["by_length", "random"] = "by_length"
+    # how the update cuts a generation batch into micro-batches. by_prompt: a prompt's completions together, each
+    # distinct prompt run once for all of them (grpo/shared_prompts.py), shortest completions first; by_length where
+    # that does not apply. by_length: rows of similar completion length together. Both drop the padding all a
+    # micro-batch's rows share and keep the step's gradient (where grpo/micro_batches.py finds it unchanged; TRL's
+    # random cut elsewhere). random: TRL's random cut, padded to the generation batch's longest completion.
+    micro_batches: Literal["by_prompt", "by_length", "random"] = "by_prompt"
     seed: int = 42
     output_dir: str = "runs/train"
     # CPU threads for torch per process. None: picked at the start, the cores other jobs leave idle (at most torch's

@@ -47,6 +47,7 @@ from trl import GRPOTrainer
 
 from coreward.evaluation.guard import source_metric_names
 from coreward.grpo.checkpoints import discard, disk_full, last_complete_checkpoint, mark_complete, rotate_checkpoints
+from coreward.grpo.fused_head import compact_on_cpu
 from coreward.grpo.policy import TrainerPolicy
 from coreward.grpo.token_stats import completion_token_stats
 from coreward.rewards.base import RewardSource, RolloutBatch
@@ -121,6 +122,15 @@ class StepTimes:
     scoring: float = 0.0  # this step's generation and scoring (train mode)
 
 
+@dataclass
+class UpdateTokens:
+    """Tokens the loss's passes of one micro-batch ran (`ran`: each shared prompt once, grpo/shared_prompts.py) and
+    what TRL's pass over whole rows would have run (`unshared`): `update/tokens`, `update/tokens_unshared`."""
+
+    ran: int = 0
+    unshared: int = 0
+
+
 class CorewardGRPOTrainer(GRPOTrainer):
     def __init__(
         self,
@@ -132,7 +142,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         kl_from_init: bool = True,
         kl_from_init_estimator: str = "exact",
         sampling: tuple[str, str] = ("auto", "auto"),
-        micro_batches: str = "by_length",
+        micro_batches: str = "by_prompt",
         **kwargs: Any,
     ):
         # what the sources declare (`RewardSource.data_needs`): each view's loss a token mean of its own tokens
@@ -146,6 +156,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self.needed_token_stats = sorted({s for src in reward_sources for s in src.needs_token_stats})
         self._last_prompt_ids: list[list[int]] | None = None
         self._times = StepTimes()
+        self._update_tokens = UpdateTokens()
         self.last_batch: RolloutBatch | None = None
         self.fault_counts = dict.fromkeys(FAULT_COUNTERS, 0)  # cumulative, saved with checkpoints
         self._train_sampler = None
@@ -155,8 +166,10 @@ class CorewardGRPOTrainer(GRPOTrainer):
         self._sampling_loads = 0  # checkpoints loaded: the copy's weights are written again after one
         self._sampling_pending = None  # the sampler's log-probabilities of the next loss pass's rows, and their mask
         names = source_metric_names([source.name for source in reward_sources])
+        compact_on_cpu()  # the loss's head projects completion positions only on a CPU too (grpo/fused_head.py)
         super().__init__(*args, reward_funcs=[_placeholder_reward(n) for n in names], **kwargs)
         self.length_grouping = self._length_grouping(micro_batches)  # config's micro_batches: grpo/micro_batches.py
+        self.prompt_sharing = self.length_grouping and self._prompt_sharing(micro_batches)  # grpo/shared_prompts.py
         self.kl_init_source, self.kl_init_model = self._initial_policy_for_kl() if kl_from_init else (None, None)
         self.kl_estimator = self._kl_estimator(kl_from_init_estimator) if kl_from_init else None
 
@@ -390,11 +403,25 @@ class CorewardGRPOTrainer(GRPOTrainer):
         by_length`, where `groups_exactly` finds the step's gradient unchanged by it)."""
         from coreward.grpo.micro_batches import groups_exactly
 
-        if micro_batches != "by_length":
+        if micro_batches not in ("by_length", "by_prompt"):
             return False
         why_not = groups_exactly(self.args, self.paired_views)
         if why_not is not None:
             logger.info("micro-batches: TRL's random cut (%s)", why_not)
+        return why_not is None
+
+    def _prompt_sharing(self, micro_batches: str) -> bool:
+        """Whether the loss's pass runs each distinct prompt of a micro-batch once (`micro_batches: by_prompt`, where
+        `why_not_shared` finds the step's gradient unchanged by it; by length otherwise)."""
+        from coreward.grpo.shared_prompts import why_not_shared
+
+        if micro_batches != "by_prompt":
+            return False
+        why_not = why_not_shared(self.args, self.accelerator.unwrap_model(self.model),
+                                 sharded=self.is_deepspeed_enabled or self.is_fsdp_enabled,
+                                 paired_views=self.paired_views)
+        if why_not is not None:
+            logger.info("micro-batches: by length, each row's prompt in the update's pass (%s)", why_not)
         return why_not is None
 
     def _prepare_inputs(self, generation_batch):
@@ -406,12 +433,14 @@ class CorewardGRPOTrainer(GRPOTrainer):
 
         from coreward.grpo.micro_batches import length_grouped, trim_padding
         from coreward.grpo.samplers import balanced_view_shuffle
+        from coreward.grpo.shared_prompts import prompt_grouped
 
         shuffle, chunks = grpo.shuffle_sequence_dict, self.args.steps_per_generation
         if self.paired_views:
             grpo.shuffle_sequence_dict = lambda batch: balanced_view_shuffle(batch, chunks) or shuffle(batch)
         else:
-            grpo.shuffle_sequence_dict = lambda batch: length_grouped(shuffle(batch))
+            grouped = prompt_grouped if self.prompt_sharing else length_grouped
+            grpo.shuffle_sequence_dict = lambda batch: grouped(shuffle(batch))
         try:
             inputs = super()._prepare_inputs(generation_batch)
         finally:
@@ -566,9 +595,15 @@ class CorewardGRPOTrainer(GRPOTrainer):
     def _logps_and_kl(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
         """TRL's log-probability pass, recording kl/from_init when the loss's pass was asked to (`_kl_pending`)."""
         pending, self._kl_pending = getattr(self, "_kl_pending", None), None
+        if torch.is_grad_enabled():  # the loss's pass: what TRL's would run, over whole rows (update/tokens_unshared)
+            self._update_tokens.unshared += input_ids.numel()
         if pending is None or pending[2] is None:
-            result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
-                                                                *args, **kwargs)
+            result = self._shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+            if result is None:
+                result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                                    *args, **kwargs)
+                if torch.is_grad_enabled():
+                    self._update_tokens.ran += input_ids.numel()
             if pending is not None:  # the loss's pass over an on-policy micro-batch: the policy's log-probabilities
                 self._record_kl_from_init(result[0], pending[0], pending[1])
             return result
@@ -580,12 +615,30 @@ class CorewardGRPOTrainer(GRPOTrainer):
         with completion_hidden_states(policy, logits_to_keep) as kept:
             result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                                 *args, **kwargs)
+        self._update_tokens.ran += input_ids.numel()
         start = time.perf_counter()
         with self._initial_policy() as init:
             kl_t = token_kl(kept[-1], policy, init_hidden, self.accelerator.unwrap_model(init), mask,
                             temperature=self.temperature)
         self._record_exact_kl(kl_t.sum(dim=1), sequence_k3(result[0].detach(), init_logps, mask.float()), mask)
         self._metrics["train"]["time/kl_from_init_in_loss"].append(time.perf_counter() - start)
+        return result
+
+    def _shared_prompt_logps(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        """TRL's (log-probabilities, entropies, aux loss) from the pass that runs each distinct prompt once
+        (grpo/shared_prompts.py); None where it does not apply."""
+        from coreward.grpo.shared_prompts import shared_prompt_logps
+
+        if not getattr(self, "prompt_sharing", False) or not torch.is_grad_enabled():
+            return None  # the loss's pass only: no-grad passes (a metric's, which may hook the backbone) are TRL's
+        causal_lm = self.accelerator.unwrap_model(model)
+        causal_lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm
+        trls_pass = super()._get_per_token_logps_and_entropies
+        ran: list[int] = []
+        result = shared_prompt_logps(model, causal_lm, trls_pass, self.accelerator.autocast, ran, input_ids,
+                                     attention_mask, logits_to_keep, *args, **kwargs)
+        if result is not None:
+            self._update_tokens.ran += sum(ran)
         return result
 
     def _expect_sampling_mismatch(self, inputs) -> None:
@@ -624,6 +677,7 @@ class CorewardGRPOTrainer(GRPOTrainer):
     def training_step(self, model, inputs, num_items_in_batch):
         start = time.perf_counter()
         self._times = StepTimes()
+        self._update_tokens = UpdateTokens()
         output = super().training_step(model, inputs, num_items_in_batch)
         # `training_step` includes `_prepare_inputs`, hence generation and scoring when they happened
         # the step's logged value is the mean of what its micro-batches append: each appends its own time x their
@@ -632,6 +686,9 @@ class CorewardGRPOTrainer(GRPOTrainer):
         # accumulation")
         micro_batches = self.args.gradient_accumulation_steps
         self._metrics["train"]["time/update"].append((time.perf_counter() - start - self._times.scoring) * micro_batches)
+        if self._update_tokens.unshared:  # summed over the step's micro-batches the same way
+            self._metrics["train"]["update/tokens"].append(self._update_tokens.ran * micro_batches)
+            self._metrics["train"]["update/tokens_unshared"].append(self._update_tokens.unshared * micro_batches)
         return output
 
     # ----------------------------------------------------------------- rewards on the global batch

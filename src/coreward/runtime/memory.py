@@ -254,14 +254,15 @@ def layer_activation_bytes_per_token(shape: ModelShape, seq_len: int, *, dtype: 
 
 def activation_bytes(shape: ModelShape, rows: int, seq_len: int, *, dtype: str, attn_implementation: str | None,
                      gradient_checkpointing: bool, head: Literal["lm", "score"], layers: int | None = None,
-                     weights_dtype: str | None = None) -> int:
+                     weights_dtype: str | None = None, tokens: int | None = None) -> int:
     """Bytes one forward pass with grad keeps for its backward, for `rows` sequences padded to `seq_len` tokens
     (`layers`: None for all of the shape's layers). `dtype` is the compute dtype; `weights_dtype` the weights'
     (None: the same); float32 weights computing in bf16 also keep autocast's bf16 copies of the weights until
     backward (of one layer at a time with gradient checkpointing). With checkpointing, each layer keeps its input
-    and backward recomputes one layer's activations at a time."""
+    and backward recomputes one layer's activations at a time. `tokens`: the tokens the pass runs when fewer than
+    rows × seq_len (the last tokens of rows whose first ones are cached), each attending to `seq_len` positions."""
     layers = shape.num_hidden_layers if layers is None else layers
-    tokens = rows * seq_len
+    tokens = rows * seq_len if tokens is None else tokens
     mode = compute_mode(dtype, weights_dtype)
     full = layer_activation_bytes_per_token(shape, seq_len, dtype=dtype, attn_implementation=attn_implementation,
                                             gradient_checkpointing=False, weights_dtype=weights_dtype)
