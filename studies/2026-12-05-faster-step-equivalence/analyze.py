@@ -1,6 +1,9 @@
 """Part D of docs/preregistration.md: the faster step of configs/smol/rule.yaml against the old one, 3 seeds.
 
-    python studies/2026-12-05-faster-step-equivalence/analyze.py RUNS_DIR
+    python studies/2026-12-05-faster-step-equivalence/analyze.py RUNS_DIR [FIRST_SEED-LAST_SEED]
+
+Part F runs the same test on its own seeds and folder (runs/prereg/shipped, 3200-3211: its arms are named old and
+new too); the second argument, added for it after part D ran, leaves part D's default as it was.
 
 RUNS_DIR holds what the registered commands wrote (runs/prereg/step of the checkout that ran them): old-sS/ and
 new-sS/ (training runs), eval-old-sS/ and eval-new-sS/ (`coreward eval`, avg@8 on the 114 held-out problems).
@@ -41,31 +44,32 @@ def training(runs: Path, arm: str, seed: int) -> dict[str, float]:
     return out
 
 
-def main(runs: Path) -> None:
-    old = [heldout(runs, "old", s) for s in SEEDS]
-    new = [heldout(runs, "new", s) for s in SEEDS]
-    print("held-out avg@8 of final/ (114 problems), per seed", SEEDS)
+def main(runs: Path, seeds: tuple[int, ...] = SEEDS) -> None:
+    old = [heldout(runs, "old", s) for s in seeds]
+    new = [heldout(runs, "new", s) for s in seeds]
+    print("held-out avg@8 of final/ (114 problems), per seed", seeds)
     print("  old:", [f"{100 * v:.1f}" for v in old], f"mean {100 * statistics.mean(old):.1f}")
     print("  new:", [f"{100 * v:.1f}" for v in new], f"mean {100 * statistics.mean(new):.1f}")
     diffs = [n - o for n, o in zip(new, old)]
     print("  new - old per seed:", [f"{100 * d:+.1f}" for d in diffs])
-    print("D1 (primary, TOST ±10 points):", stats.equivalence(diffs, MARGIN).format(scale=100))
+    print("primary (D1, F1: TOST ±10 points on new - old):", stats.equivalence(diffs, MARGIN).format(scale=100))
     print("   paired 95% t interval, sign-flip p:", stats.paired(new, old).format(scale=100))
     print("secondary: training rollouts' verified accuracy, mean of steps 11-20")
-    t_old = [training(runs, "old", s) for s in SEEDS]
-    t_new = [training(runs, "new", s) for s in SEEDS]
+    t_old = [training(runs, "old", s) for s in seeds]
+    t_new = [training(runs, "new", s) for s in seeds]
     v_old, v_new = [t["verified_11_20"] for t in t_old], [t["verified_11_20"] for t in t_new]
     print("  old:", [f"{100 * v:.1f}" for v in v_old], " new:", [f"{100 * v:.1f}" for v in v_new])
     print("  TOST ±10:", stats.equivalence([n - o for n, o in zip(v_new, v_old)], MARGIN).format(scale=100))
     print("  paired:", stats.paired(v_new, v_old).format(scale=100))
     print("secondary: the sampler's log-probabilities against the trainer's (new arm; mean over steps, worst step)")
-    for s, t in zip(SEEDS, t_new):
+    for s, t in zip(seeds, t_new):
         print(f"  seed {s}:", {k: [round(x, 4) for x in v] for k, v in t.items() if k.startswith("sampling/")})
     print("secondary: steps, mean step_time from step 2 (s), process CPU-seconds (two runs shared the cores)")
-    for s, a, b in zip(SEEDS, t_old, t_new):
+    for s, a, b in zip(seeds, t_old, t_new):
         print(f"  seed {s}: old {a['steps']} steps, {a['step_time']:.1f} s, {a['process_cpu_s']:.0f} CPU-s;"
               f" new {b['steps']} steps, {b['step_time']:.1f} s, {b['process_cpu_s']:.0f} CPU-s")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    first, _, last = (sys.argv[2] if len(sys.argv) > 2 else f"{SEEDS[0]}-{SEEDS[-1]}").partition("-")
+    main(Path(sys.argv[1]), tuple(range(int(first), int(last or first) + 1)))
