@@ -180,9 +180,24 @@ def alpha(t: int, T: int) -> float:
     return ALPHA[t, T]
 
 
+def moving_config(tmp_path: Path) -> Path:
+    """The demo's Co-rewarding-II config with an entropy reward beside it (weight 0.1): on the tiny policy a step's
+    groups may all agree with the teacher or all miss (no advantage, a policy that does not move); entropy differs
+    between any two completions, so every step moves the policy and the teacher must trail it."""
+    import yaml
+
+    config = yaml.safe_load(CONFIG.read_text())
+    config["base"] = str(CONFIG.parent / config["base"])
+    config["rewards"].append({"name": "entropy", "weight": 0.1})
+    path = tmp_path / "co_rewarding_2_moving.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 def test_resumed_run_continues_with_the_same_teacher(tiny_policy, tmp_path):
     run_dir = tmp_path / "run"
-    train(tiny_policy, run_dir, 2)
+    config = moving_config(tmp_path)
+    train(tiny_policy, run_dir, 2, config=config)
     teacher1, state1, policy1 = saved(run_dir, 1)
     teacher2, state2, policy2 = saved(run_dir, 2)
     initial = load_file(tiny_policy / "model.safetensors")
@@ -193,7 +208,7 @@ def test_resumed_run_continues_with_the_same_teacher(tiny_policy, tmp_path):
         assert torch.allclose(t, alpha(1, 2) * policy1[name] + (1 - alpha(1, 2)) * teacher1[name], atol=1e-6), name
     assert any(not torch.allclose(teacher2[n], policy2[n], atol=1e-4) for n in teacher2)  # teacher ≠ policy
 
-    result = train(tiny_policy, run_dir, 3, resume=True)
+    result = train(tiny_policy, run_dir, 3, resume=True, config=config)
     assert result.global_step == 3
     teacher3, state3, _ = saved(run_dir, 3)
     assert state3["last_update_step"] == 2

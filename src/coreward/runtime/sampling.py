@@ -287,7 +287,7 @@ def sample_token_ids(model: torch.nn.Module, prompt_ids: list[list[int]], genera
     sampler's log-probability of each of their tokens: what TRL's `_generate_single_turn` returns."""
     from transformers import LogitsProcessorList
 
-    from coreward.runtime.generation import left_padded
+    from coreward.runtime.generation import left_padded, sampled_generate
 
     input_ids, attention = left_padded(prompt_ids, pad_token_id)
     device = device if device is not None else _device(model)
@@ -296,9 +296,9 @@ def sample_token_ids(model: torch.nn.Module, prompt_ids: list[list[int]], genera
     model.eval()
     try:
         with torch.no_grad():
-            output = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
-                                    generation_config=generation_config,
-                                    logits_processor=LogitsProcessorList([recorder]))
+            output = sampled_generate(model, input_ids.to(device), attention.to(device),
+                                      generation_config=generation_config,
+                                      logits_processor=LogitsProcessorList([recorder]))
     finally:
         model.train(was_training)
     new = output[:, input_ids.size(1):]
