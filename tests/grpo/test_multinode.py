@@ -48,9 +48,12 @@ MAX_STEPS = 3
 
 
 def settings(policy: Path) -> list[str]:
+    # temperature 1.5: the memorized policy repeats its answers at 1.0, and a step whose groups all agree does not
+    # move it (the runs must move for "the two machines end where one ends" to mean something)
     return [f"model.name_or_path={policy}", "data.limit=4", *GUARDED, "grpo.num_generations=4",
             "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=16", "grpo.save_steps=1",
-            "grpo.num_iterations=2", "grpo.learning_rate=1e-3", "grpo.beta=0.01", "torch_threads=1"]
+            "grpo.num_iterations=2", "grpo.learning_rate=1e-3", "grpo.beta=0.01", "grpo.temperature=1.5",
+            "torch_threads=1"]
 
 
 def lock_probe(outcome: dict):

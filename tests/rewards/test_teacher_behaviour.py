@@ -20,7 +20,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.rewards.test_co_rewarding_2 import CONFIG, train
+from tests.rewards.test_co_rewarding_2 import CONFIG, moving_config, train
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -173,8 +173,9 @@ def test_the_teacher_has_the_scheduled_average_of_the_policies_after_n_steps(tin
     from transformers import AutoModelForCausalLM
 
     run_dir, T = tmp_path / "run", 3
+    # entropy beside the teacher's reward moves the policy every step, whatever the tiny policy's answers
     result = train(tiny_policy, run_dir, T, "rewards.0.params.alpha_start=0.6", "rewards.0.params.alpha_end=0.1",
-                   "grpo.save_total_limit=5")  # keep every checkpoint: θ₁ and θ₂ are read back
+                   "grpo.save_total_limit=5", config=moving_config(tmp_path))  # every checkpoint: θ₁, θ₂ read back
     teacher = result.trainer.reward_sources[0].teacher
     thetas = [load_file(tiny_policy / "model.safetensors")]
     thetas += [load_file(run_dir / f"checkpoint-{s}" / "model.safetensors") for s in (1, 2)]
