@@ -72,3 +72,33 @@ def test_generate_returns_each_prompts_sequences_together_and_repeats_with_its_s
                                 do_sample=False)[0] for p in prompts]
     assert greedy[0] != greedy[1]
     assert rows == [greedy[0]] * 3 + [greedy[1]] * 3
+
+
+def test_a_prompt_repeated_is_prefilled_once_with_the_same_continuations(tiny_policy, monkeypatch):
+    """Rows of one prompt share its prefill (runtime/generation.py `shared_prompt_cache`): top-k 1 continues each
+    row exactly as `generate`'s own prefill does, and sampling draws the same tokens from the same seed."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import coreward.runtime.generation as generation
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_policy)
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
+    prompts = [tokenizer("What is 2 + 3?")["input_ids"], tokenizer("Tom has 4 apples and buys 7 more.")["input_ids"]]
+    prefills = []
+    shared = generation.shared_prompt_cache
+    monkeypatch.setattr(generation, "shared_prompt_cache",
+                        lambda model, ids, mask: prefills.append(ids.shape) or shared(model, ids, mask))
+    outputs = {}
+    for name, share in (("shared", True), ("generate's", False)):
+        if not share:
+            monkeypatch.setattr(generation, "shared_prompt_cache", lambda *args: None)
+        for top_k in (1, 0):
+            config = GenerationConfig(do_sample=True, temperature=1.0, top_k=top_k, max_new_tokens=6,
+                                      min_new_tokens=6, pad_token_id=tokenizer.pad_token_id,
+                                      eos_token_id=tokenizer.eos_token_id)
+            torch.manual_seed(3)
+            outputs[name, top_k] = generate_from_ids(model, prompts, tokenizer.pad_token_id, repeat=4,
+                                                     generation_config=config)
+    assert prefills == [(8, max(len(p) for p in prompts))] * 2  # 8 rows, 2 distinct prompts: the shared path ran
+    assert outputs["shared", 1] == outputs["generate's", 1]
+    assert outputs["shared", 0] == outputs["generate's", 0] and len({tuple(r) for r in outputs["shared", 0]}) > 2

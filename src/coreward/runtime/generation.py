@@ -76,9 +76,36 @@ def greedy_with_sampler(config: Any) -> tuple[Any, InverseCdfSampler, int] | Non
     return greedy, InverseCdfSampler(config), config.num_return_sequences or 1
 
 
+def shared_prompt_cache(model: Any, input_ids, attention):
+    """The keys and values of the rows' prompts but their last token (`generate` runs that one, and its logits
+    start the sampling), each distinct prompt run once and indexed out to its rows: the prefill of G completions of
+    a prompt is one prompt's. None where no two rows share a prompt, or the model is not a plain transformers causal
+    LM with full attention in every layer (its own prefill then). Positions as `generate` computes them."""
+    import inspect
+
+    import torch
+
+    config = getattr(model, "config", None)
+    layer_types = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"]) if config else {}
+    if (input_ids.size(1) < 2 or layer_types != {"full_attention"}
+            or "logits_to_keep" not in inspect.signature(type(model).forward).parameters):
+        return None
+    distinct, index = torch.unique(torch.cat([input_ids, attention], dim=1), dim=0, return_inverse=True)
+    if distinct.size(0) == input_ids.size(0):
+        return None
+    width = input_ids.size(1)
+    ids, mask = distinct[:, :width - 1], distinct[:, width:2 * width - 1]
+    positions = (mask.long().cumsum(-1) - 1).masked_fill_(mask == 0, 1)
+    cache = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                  logits_to_keep=1).past_key_values
+    cache.batch_select_indices(index)
+    return cache
+
+
 def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     """`model.generate(input_ids, attention_mask, **generate_kwargs)`, its sampling done by `InverseCdfSampler`
-    where it applies (`greedy_with_sampler`): the same rows in the same order (each prompt's sequences together)."""
+    where it applies (`greedy_with_sampler`), each repeated prompt prefilled once (`shared_prompt_cache`): the same
+    rows in the same order (each prompt's sequences together)."""
     import copy
 
     from transformers import LogitsProcessorList
@@ -91,6 +118,10 @@ def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     greedy, sampler, copies = plan
     if copies > 1:
         input_ids, attention = input_ids.repeat_interleave(copies, 0), attention.repeat_interleave(copies, 0)
+    if "past_key_values" not in rest and greedy.cache_implementation is None and greedy.use_cache is not False:
+        cache = shared_prompt_cache(model, input_ids, attention)
+        if cache is not None:
+            rest["past_key_values"] = cache
     processors = LogitsProcessorList([*(rest.pop("logits_processor", None) or []), sampler])
     return model.generate(input_ids=input_ids, attention_mask=attention, generation_config=greedy,
                           logits_processor=processors, **rest)
