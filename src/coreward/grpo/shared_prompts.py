@@ -9,8 +9,10 @@ attention masks are TRL's, so each token's log-probability and the step's gradie
 rounding. With LoRA dropout one mask is drawn for a prompt where TRL draws one for each row's copy: each row's term
 has the same distribution, so the expected gradient is unchanged (not its variance).
 
-Where it does not apply (`why_not_shared`) TRL's pass runs: sharded weights (ZeRO-3, FSDP), activation checkpointing
-(transformers turns the cache off under it), attention kernels other than sdpa and eager, paired views.
+Where it does not apply (`why_not_shared`) TRL's pass runs: DeepSpeed and FSDP (their engines wrap the forward;
+ZeRO-3 and FSDP gather a layer per call), activation checkpointing (transformers turns the cache off under it),
+attention kernels other than sdpa and eager, sliding-window or recurrent layers, paired views; and for every no-grad
+pass (the trainer shares prompts in the loss's pass only).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def why_not_shared(args: Any, policy: Any, *, sharded: bool, paired_views: bool)
     if why_not is not None:
         return why_not
     if sharded:
-        return "sharded weights (ZeRO-3 / FSDP) gather a layer per forward: one pass a micro-batch is kept"
+        return "DeepSpeed and FSDP wrap the forward (ZeRO-3 and FSDP gather a layer per call): one pass a micro-batch"
     if getattr(args, "activation_checkpointing", False) or getattr(args, "gradient_checkpointing", False):
         return "activation checkpointing turns transformers' key/value cache off"
     config = getattr(policy, "config", None)

@@ -426,7 +426,8 @@ class CorewardGRPOTrainer(GRPOTrainer):
 
     def _prepare_inputs(self, generation_batch):
         """TRL's buffer of micro-batches, its shuffle made view-balanced for paired views (`balanced_view_shuffle`) or
-        followed by a grouping of rows by length (`length_grouped`); each micro-batch then cut to its own width."""
+        followed by a grouping of rows by prompt (`prompt_grouped`, where the loss's pass shares prompts) or by length
+        (`length_grouped`); each micro-batch then cut to its own width."""
         if not self.model.training or not (self.paired_views or self.length_grouping):
             return super()._prepare_inputs(generation_batch)
         import trl.trainer.grpo_trainer as grpo
