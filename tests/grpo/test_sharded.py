@@ -55,9 +55,11 @@ rewards:
 
 
 def overrides(policy: Path) -> list[str]:
+    # temperature 1.5: the memorized policy repeats its answers at 1.0, and a step whose groups all agree does not
+    # move it (the resumed step must move the policy for the checks below to mean something)
     return [f"model.name_or_path={policy}", "data.limit=4", *GUARDED, "grpo.num_generations=4",
             "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=24", "grpo.save_steps=1",
-            "grpo.learning_rate=1e-3", "grpo.beta=0.01", "torch_threads=1"]
+            "grpo.learning_rate=1e-3", "grpo.beta=0.01", "grpo.temperature=1.5", "torch_threads=1"]
 
 
 # periodic evaluation (2 demo problems with answers, 2 samples, every 2 steps) and the guard, set to fire at its first
