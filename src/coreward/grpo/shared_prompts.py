@@ -24,6 +24,7 @@ import torch
 
 from coreward.grpo.micro_batches import groups_exactly
 from coreward.grpo.samplers import permute_rows
+from coreward.runtime.generation import distinct_prompts, full_attention_layers
 
 
 ATTENTION = ("sdpa", "eager")  # kernels whose masks with a cache of left-padded rows are tested here
@@ -31,6 +32,15 @@ ATTENTION = ("sdpa", "eager")  # kernels whose masks with a cache of left-padded
 
 def why_not_shared(args: Any, policy: Any, *, sharded: bool, paired_views: bool) -> str | None:
     """None where the loss's pass can share prompts with the step's gradient unchanged; else why not."""
+    config = getattr(policy, "config", None)
+    return why_not_shared_by(args, attention=getattr(config, "_attn_implementation", None),
+                             other_layers=full_attention_layers(config), sharded=sharded, paired_views=paired_views)
+
+
+def why_not_shared_by(args: Any, *, attention: str | None, other_layers: list[str], sharded: bool,
+                      paired_views: bool) -> str | None:
+    """`why_not_shared` from the settings alone (`args`: TRL's names; `other_layers`: the model's layer types other
+    than full attention): what the memory plan asks before any model is loaded."""
     why_not = groups_exactly(args, paired_views)  # rows grouped by prompt: the same conditions as by length
     if why_not is not None:
         return why_not
@@ -38,22 +48,13 @@ def why_not_shared(args: Any, policy: Any, *, sharded: bool, paired_views: bool)
         return "DeepSpeed and FSDP wrap the forward (ZeRO-3 and FSDP gather a layer per call): one pass a micro-batch"
     if getattr(args, "activation_checkpointing", False) or getattr(args, "gradient_checkpointing", False):
         return "activation checkpointing turns transformers' key/value cache off"
-    config = getattr(policy, "config", None)
-    attention = getattr(config, "_attn_implementation", None) or "sdpa"
+    attention = attention or "sdpa"
     if attention not in ATTENTION:
         return f"attention {attention}: the shared pass is tested with {', '.join(ATTENTION)}"
-    text_config = config.get_text_config() if config is not None else None
-    layer_types = set(getattr(text_config, "layer_types", None) or ["full_attention"])
-    if layer_types != {"full_attention"}:  # a sliding window or a recurrent layer keeps another kind of cache
-        return f"layer types {sorted(layer_types)}: the shared pass keeps full attention's keys and values"
+    if other_layers:
+        return f"layer types {sorted({*other_layers, 'full_attention'})}: the shared pass keeps full attention's " \
+               "keys and values"
     return None
-
-
-def prompt_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the distinct prompts as rows of [ids | mask], each row's index among them)."""
-    keys = torch.cat([prompt_ids, prompt_mask.to(prompt_ids.dtype)], dim=1)
-    distinct, index = torch.unique(keys, dim=0, return_inverse=True)
-    return distinct, index
 
 
 def prompt_grouped(batch: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +63,7 @@ def prompt_grouped(batch: dict[str, Any]) -> dict[str, Any]:
     prompt_ids, prompt_mask, completion_mask = (batch.get(k) for k in ("prompt_ids", "prompt_mask", "completion_mask"))
     if not all(isinstance(t, torch.Tensor) and t.ndim == 2 for t in (prompt_ids, prompt_mask, completion_mask)):
         return batch
-    _, group = prompt_groups(prompt_ids.cpu(), prompt_mask.cpu())
+    _, group = distinct_prompts(prompt_ids.cpu(), prompt_mask.cpu())
     length = completion_mask.sum(dim=1).cpu()
     order = torch.sort(group * (completion_mask.shape[1] + 1) + length, stable=True).indices
     return permute_rows(batch, order)
@@ -110,7 +111,7 @@ def shared_prompt_pass(model: torch.nn.Module, causal_lm: torch.nn.Module, input
     prompt_ids, prompt_mask = input_ids[:, :-logits_to_keep], attention_mask[:, :-logits_to_keep]
     if prompt_ids.shape[1] < 2 or not bool(prompt_mask[:, -1].all()):
         return None  # a one-token prompt leaves no prefix; a row whose last prompt column is padding is not TRL's
-    distinct, index = prompt_groups(prompt_ids, prompt_mask)
+    distinct, index = distinct_prompts(prompt_ids, prompt_mask)
     if distinct.shape[0] == input_ids.shape[0]:
         return None
     width = prompt_ids.shape[1]

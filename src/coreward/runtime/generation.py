@@ -76,6 +76,20 @@ def greedy_with_sampler(config: Any) -> tuple[Any, InverseCdfSampler, int] | Non
     return greedy, InverseCdfSampler(config), config.num_return_sequences or 1
 
 
+def distinct_prompts(prompt_ids, prompt_mask):
+    """(the distinct prompts as rows of [ids | mask], each row's index among them): rows of one prompt share it."""
+    import torch
+
+    return torch.unique(torch.cat([prompt_ids, prompt_mask.to(prompt_ids.dtype)], dim=1), dim=0, return_inverse=True)
+
+
+def full_attention_layers(config: Any) -> list[str]:
+    """The model's layer types other than full attention (a sliding window, a recurrent layer: they keep another kind
+    of cache than the keys and values a shared prompt hands its rows); [] where every layer attends to all."""
+    text_config = config.get_text_config() if config is not None else None
+    return sorted(set(getattr(text_config, "layer_types", None) or ["full_attention"]) - {"full_attention"})
+
+
 def shared_prompt_cache(model: Any, input_ids, attention):
     """The keys and values of the rows' prompts but their last token (`generate` runs that one, and its logits
     start the sampling), each distinct prompt run once and indexed out to its rows: the prefill of G completions of
@@ -83,14 +97,11 @@ def shared_prompt_cache(model: Any, input_ids, attention):
     LM with full attention in every layer (its own prefill then). Positions as `generate` computes them."""
     import inspect
 
-    import torch
-
     config = getattr(model, "config", None)
-    layer_types = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"]) if config else {}
-    if (input_ids.size(1) < 2 or layer_types != {"full_attention"}
+    if (input_ids.size(1) < 2 or config is None or full_attention_layers(config)
             or "logits_to_keep" not in inspect.signature(type(model).forward).parameters):
         return None
-    distinct, index = torch.unique(torch.cat([input_ids, attention], dim=1), dim=0, return_inverse=True)
+    distinct, index = distinct_prompts(input_ids, attention)
     if distinct.size(0) == input_ids.size(0):
         return None
     width = input_ids.size(1)

@@ -33,17 +33,21 @@ def paired_views(config: TrainConfig) -> bool:
 
 def shared_prompts_per_micro_batch(config: TrainConfig, engine: str, precision: Precision, lengths: Lengths) -> int:
     """The distinct prompts of the widest micro-batch when the loss's pass runs each once (`micro_batches: by_prompt`
-    where grpo/shared_prompts.py applies it: rows grouped by prompt), else 0: every row runs its own prompt."""
-    from coreward.grpo.micro_batches import ROW_ADDITIVE_LOSSES
+    where grpo/shared_prompts.py's `why_not_shared_by` lets it: rows grouped by prompt), else 0: every row runs its
+    own prompt. The model's layer types are not in the plan's shape: planned as full attention."""
+    from types import SimpleNamespace
 
-    applies = (config.micro_batches == "by_prompt" and engine not in SHARDED and not precision.checkpointing
-               and grpo_setting(config, "loss_type", "dapo") in ROW_ADDITIVE_LOSSES
-               and lengths.generation_rows == lengths.rows * int(grpo_setting(config, "gradient_accumulation_steps", 1))
-               and float(grpo_setting(config, "top_entropy_quantile", 1.0)) >= 1.0
-               and (config.model.attn_implementation or "sdpa") in ("sdpa", "eager")
-               and not paired_views(config))
+    from coreward.grpo.shared_prompts import why_not_shared_by
+
+    args = SimpleNamespace(loss_type=grpo_setting(config, "loss_type", "dapo"),
+                           steps_per_generation=lengths.generation_rows // lengths.rows,
+                           gradient_accumulation_steps=int(grpo_setting(config, "gradient_accumulation_steps", 1)),
+                           top_entropy_quantile=float(grpo_setting(config, "top_entropy_quantile", 1.0)),
+                           activation_checkpointing=precision.checkpointing)
+    why_not = why_not_shared_by(args, attention=config.model.attn_implementation, other_layers=[],
+                                sharded=engine in SHARDED, paired_views=paired_views(config))
     group = int(grpo_setting(config, "num_generations", None) or default_num_generations())
-    if not applies or group < 2 or lengths.prompt_tokens < 2:
+    if config.micro_batches != "by_prompt" or why_not is not None or group < 2 or lengths.prompt_tokens < 2:
         return 0
     return min(lengths.rows, -(-lengths.rows // group) + (1 if lengths.rows % group else 0))
 
@@ -61,7 +65,7 @@ def policy_update_items(config: TrainConfig, policy: ModelShape, precision: Prec
     prompts = shared_prompts_per_micro_batch(config, engine, precision, lengths)
     if prompts:  # grpo/shared_prompts.py: each distinct prompt but its last token once, then every row's tail
         prefix, tail = lengths.prompt_tokens - 1, seq - lengths.prompt_tokens + 1
-        tokens = prompts * prefix + rows * tail
+        tokens, widest = prompts * prefix + rows * tail, max(prompts * prefix, rows * tail)
         activations = (activation_bytes(policy, prompts, prefix, **kept)
                        + activation_bytes(policy, rows, seq, tokens=rows * tail, **kept)
                        # each row's copy of its prompt's keys and values, which its attention keeps for backward
@@ -69,11 +73,10 @@ def policy_update_items(config: TrainConfig, policy: ModelShape, precision: Prec
         shape = (f"{prompts} prompt(s) x {prefix} tokens run once, then {rows} sequences x {tail} tokens on their "
                  f"prompt's cache")
     else:
-        tokens, activations, shape = rows * seq, activation_bytes(policy, rows, seq, **kept), \
-            f"{rows} sequences x {seq} tokens"
+        tokens = widest = rows * seq
+        activations, shape = activation_bytes(policy, rows, seq, **kept), f"{rows} sequences x {seq} tokens"
     # glibc's heap keeps a LoRA policy's freed activations on a CPU (grpo/plan/step.py, heap_kept): one hidden state
     # of the pass's widest forward (a shared prompt's pass: its prompts' or its rows' tails)
-    widest = max(prompts * (lengths.prompt_tokens - 1), rows * (seq - lengths.prompt_tokens + 1)) if prompts else tokens
     layer_block = widest * policy.hidden_size * DTYPE_BYTES[runs_in] if config.lora.enabled else 0
     items = [MemoryItem("policy update activations", activations, (POLICY_UPDATE,),
         f"{shape}, {precision.compute}, {attn}, gradient checkpointing "
