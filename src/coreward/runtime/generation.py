@@ -28,8 +28,8 @@ class InverseCdfSampler:
     (temperature, top-k, top-p, min-p: transformers' own classes, in `generate`'s order), draws each row's token by
     the inverse of its cumulative distribution (one uniform number a row) and leaves only that token's score
     finite, so the greedy pick returns it. The same distribution as `generate`'s sampling, whose
-    `torch.multinomial(probs, 1)` draws an exponential number for every vocabulary entry of every row: on a CPU,
-    about a fifth of a 135M model's decoding step at a 49k vocabulary (docs/figures.md, Speed)."""
+    `torch.multinomial(probs, 1)` draws an exponential number for every vocabulary entry of every row, a large part of
+    a small model's decoding step on a CPU (measured: docs/figures.md, Speed)."""
 
     def __init__(self, config: Any):
         from transformers import LogitsProcessorList
