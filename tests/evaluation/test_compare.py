@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from coreward.evaluation import compare
+from coreward.evaluation import compare, stats
 from coreward.evaluation.calibration import calibrate
 from tests.helpers.runs import RULE_CONFIG, coreward_here
 
@@ -85,11 +85,14 @@ def test_compare_command_prints_the_arms_and_the_paired_differences(tiny_map, tm
                          str(tmp_path / "c.json"))
     assert done.returncode == 0, done.stderr
     assert "| arm | units | figure | peak | drop peak → final | guard fired | collapsed | CPU-s |" in done.stdout
-    assert "- shifted − same: +10.0 [+10.0, +10.0] points over 3 pairs, sign-flip p 0.25, Holm p 0.5: resolved" \
-        in done.stdout
+    # three seeds: the interval excludes 0 but the least sign-flip p is 2/8, so after Holm it is no finding
+    assert ("- shifted − same: +10.0 [+10.0, +10.0] points over 3 pairs, sign-flip p 0.25, Holm p 0.5: not resolved "
+            "after Holm (the uncorrected interval excludes 0, Holm p 0.5 ≥ 0.05)") in done.stdout
     assert "- twin − same:" in done.stdout and "within ±5 points: equivalent" in done.stdout
     saved = json.loads((tmp_path / "c.json").read_text())
     assert {c["a"] for c in saved["comparisons"]} == {"twin", "shifted"} and len(saved["units"]) == 9
+    [shifted] = [c for c in saved["comparisons"] if c["a"] == "shifted"]
+    assert shifted["resolved_uncorrected"] and not shifted["resolved"]  # the JSON says what the text says
     unknown = coreward_here("compare", str(tiny_map), "--base", "nope")
     assert unknown.returncode == 2 and "--base 'nope' is neither an arm" in unknown.stderr
 
@@ -184,3 +187,15 @@ def test_guard_calibration_catches_a_collapse_and_a_long_patience_misses_it(tiny
     assert "- patience=30: " in done.stdout
     bad = coreward_here("guard-calibration", str(out), "--vary", "nope=1")
     assert bad.returncode == 2 and "KEY one of the guard's settings" in bad.stderr
+
+
+def test_a_comparison_in_a_family_is_resolved_only_after_holm():
+    """An interval that excludes 0 is a finding alone, or in a family when Holm's adjusted p is below 0.05."""
+    excludes_zero = stats.Comparison(16, 5.0, 1.0, 9.0, 0.02)
+    alone = compare.Result("a", "b", "final", "seed", excludes_zero)
+    corrected_away = compare.Result("a", "b", "final", "seed", excludes_zero, holm_p=0.1)
+    kept = compare.Result("a", "b", "final", "seed", excludes_zero, holm_p=0.04)
+    spans_zero = compare.Result("a", "b", "final", "seed", stats.Comparison(16, 1.0, -3.0, 5.0, 0.6), holm_p=1.0)
+    assert alone.resolved and kept.resolved and not corrected_away.resolved and not spans_zero.resolved
+    assert corrected_away.to_dict()["resolved_uncorrected"] and not corrected_away.to_dict()["resolved"]
+    assert corrected_away.verdict().startswith("not resolved after Holm") and spans_zero.verdict() == "not resolved"

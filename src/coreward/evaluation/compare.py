@@ -35,6 +35,8 @@ from coreward.evaluation import stats
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.files import COMPLETE_MARKER
 
+ALPHA = 0.05  # a family's comparisons are resolved at Holm-adjusted p below this
+
 
 MAP_SMOOTH = 0.6  # `coreward map`'s default EMA weight, for a map whose map.json is not written yet
 HELDOUT_FILE = "fair_eval.json"
@@ -64,10 +66,24 @@ class Result:
     equivalence: stats.Equivalence | None = None
     collapses_p: float | None = None
 
+    @property
+    def resolved(self) -> bool:
+        """The interval excludes 0 and, in a family of comparisons, Holm's adjusted p is below 0.05: an uncorrected
+        interval that excludes 0 is not a finding when several comparisons were made."""
+        return self.comparison.resolved and (self.holm_p is None or self.holm_p < ALPHA)
+
+    def verdict(self) -> str:
+        if self.resolved:
+            return "resolved (the interval excludes 0" + (", Holm p < 0.05)" if self.holm_p is not None else ")")
+        if self.comparison.resolved:
+            return f"not resolved after Holm (the uncorrected interval excludes 0, Holm p {self.holm_p:.3g} ≥ 0.05)"
+        return "not resolved"
+
     def to_dict(self) -> dict[str, Any]:
         c = self.comparison
         return {"a": self.a, "b": self.b, "what": self.what, "paired_by": self.paired_by, "n": c.n, "mean": c.mean,
-                "low": c.low, "high": c.high, "p": c.p, "holm_p": self.holm_p, "resolved": c.resolved,
+                "low": c.low, "high": c.high, "p": c.p, "holm_p": self.holm_p, "resolved": self.resolved,
+                "resolved_uncorrected": c.resolved,
                 "collapses_p": self.collapses_p,
                 **({"margin": self.equivalence.margin, "tost_p": self.equivalence.p,
                     "equivalent": self.equivalence.equivalent} if self.equivalence else {})}
@@ -356,12 +372,11 @@ def results_lines(results: list[Result]) -> list[str]:
         if c.n < 2:
             text += f": {c.mean:+.1f} points from 1 pair (no interval)"
         else:
-            verdict = "resolved (the interval excludes 0)" if c.resolved else "not resolved"
             text += (f": {c.mean:+.1f} [{c.low:+.1f}, {c.high:+.1f}] points over {c.n} "
                      f"{'pairs' if r.paired_by == 'seed' else 'problem pairs'}, sign-flip p {c.p:.3g}")
             if r.holm_p is not None:
                 text += f", Holm p {r.holm_p:.3g}"
-            text += f": {verdict}"
+            text += f": {r.verdict()}"
         if r.equivalence is not None:
             e = r.equivalence
             text += (f"; within ±{e.margin:g} points: {'equivalent' if e.equivalent else 'not shown equivalent'} "
