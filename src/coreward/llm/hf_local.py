@@ -138,35 +138,39 @@ class HFLocalGenerator(TextGenerator):
 
 
 class _RowSampler(LogitsProcessor):
-    """Picks every row's next token with the row's own RNG, temperature and top-p; returns it as one-hot scores."""
+    """Picks every row's next token with the row's own RNG, temperature and top-p; returns it as one-hot scores.
+
+    The rows are warped together (softmax at each row's temperature, one batched sort where a top-p cuts) and each
+    draws one uniform number from its own generator, taken through its cumulative distribution
+    (runtime/generation.py `inverse_cdf_draw`): a row's token still depends only on its seed and its own logits."""
 
     def __init__(self, batch: list[GenerationRequest], device: torch.device):
         self.requests = batch
         seeds = [request.seed if request.seed is not None else secrets.randbits(63) for request in batch]
         self.generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
+        self.sampled = [row for row, request in enumerate(batch) if request.temperature != 0]
+        self.temperature = torch.tensor([[batch[row].temperature] for row in self.sampled], device=device)
+        self.top_p = torch.tensor([[batch[row].top_p] for row in self.sampled], device=device)
+        self.cuts = bool(self.sampled) and bool((self.top_p < 1.0).any())
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        chosen = torch.empty(len(scores), dtype=torch.long, device=scores.device)
-        for row, (request, generator) in enumerate(zip(self.requests, self.generators)):
-            if request.temperature == 0:
-                chosen[row] = scores[row].argmax()
-            else:
-                probs = _top_p(torch.softmax(scores[row] / request.temperature, dim=-1), request.top_p)
-                chosen[row] = torch.multinomial(probs, 1, generator=generator)[0]
+        from coreward.runtime.generation import inverse_cdf_draw
+
+        chosen = scores.argmax(dim=-1)  # temperature 0: greedy
+        if self.sampled:
+            rows = torch.tensor(self.sampled, device=scores.device)
+            probs = torch.softmax(scores[rows].float() / self.temperature, dim=-1)
+            order = None
+            if self.cuts:  # nucleus: keep the most likely tokens until their mass reaches top_p (at least one)
+                probs, order = probs.sort(dim=-1, descending=True)
+                probs = probs * (probs.cumsum(dim=-1) - probs < self.top_p)
+            uniforms = torch.cat([torch.rand(1, generator=self.generators[row], device=scores.device)
+                                  for row in self.sampled])
+            token = inverse_cdf_draw(probs, uniforms)
+            chosen[rows] = token if order is None else order.gather(1, token.unsqueeze(1)).squeeze(1)
         one_hot = torch.full_like(scores, float("-inf"))
         one_hot[torch.arange(len(scores), device=scores.device), chosen] = 0.0
         return one_hot
-
-
-def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Nucleus filter: keep the most likely tokens until their mass reaches top_p (always at least one)."""
-    if top_p >= 1.0:
-        return probs
-    sorted_probs, order = probs.sort(descending=True)
-    keep = sorted_probs.cumsum(0) - sorted_probs < top_p
-    filtered = torch.zeros_like(probs)
-    filtered[order[keep]] = sorted_probs[keep]
-    return filtered
 
 
 def _auto_device(device: str) -> str:

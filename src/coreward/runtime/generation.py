@@ -55,10 +55,21 @@ class InverseCdfSampler:
         import torch
 
         probs = torch.softmax(self.warpers(input_ids, scores).float(), dim=-1)
-        cdf = probs.cumsum(dim=-1)
-        u = torch.rand((scores.size(0), 1), device=scores.device) * cdf[:, -1:]
-        token = torch.searchsorted(cdf, u, right=True).clamp_(max=scores.size(-1) - 1)
-        return torch.full_like(scores, float("-inf")).scatter_(1, token, 0.0)
+        token = inverse_cdf_draw(probs, torch.rand(scores.size(0), device=scores.device))
+        return torch.full_like(scores, float("-inf")).scatter_(1, token.unsqueeze(1), 0.0)
+
+
+def inverse_cdf_draw(probs, uniforms):
+    """Each row's index i with cdf[i-1] <= u·total < cdf[i] (`probs` rows need not sum to 1; `uniforms` in [0, 1)),
+    never an entry of zero mass: u·total may round up to the total, which would otherwise pick past the last
+    token that has any."""
+    import torch
+
+    cdf = probs.cumsum(dim=-1)
+    total = cdf[:, -1:]
+    token = torch.searchsorted(cdf, uniforms.to(cdf.dtype).unsqueeze(1) * total, right=True)
+    last_with_mass = (cdf < total).sum(dim=-1, keepdim=True)  # the first index where cdf reaches the total
+    return torch.minimum(token, last_with_mass).squeeze(1)
 
 
 def greedy_with_sampler(config: Any) -> tuple[Any, InverseCdfSampler, int] | None:
