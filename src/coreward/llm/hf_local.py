@@ -140,7 +140,7 @@ class HFLocalGenerator(TextGenerator):
 class _RowSampler(LogitsProcessor):
     """Picks every row's next token with the row's own RNG, temperature and top-p; returns it as one-hot scores.
 
-    The rows are warped together (softmax at each row's temperature, one batched sort where a top-p cuts) and each
+    The rows are warped together (softmax at each row's temperature, `nucleus` where a top-p cuts) and each
     draws one uniform number from its own generator, taken through its cumulative distribution
     (runtime/generation.py `inverse_cdf_draw`): a row's token still depends only on its seed and its own logits."""
 
@@ -154,16 +154,15 @@ class _RowSampler(LogitsProcessor):
         self.cuts = bool(self.sampled) and bool((self.top_p < 1.0).any())
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        from coreward.runtime.generation import inverse_cdf_draw
+        from coreward.runtime.generation import inverse_cdf_draw, nucleus
 
         chosen = scores.argmax(dim=-1)  # temperature 0: greedy
         if self.sampled:
             rows = torch.tensor(self.sampled, device=scores.device)
             probs = torch.softmax(scores[rows].float() / self.temperature, dim=-1)
             order = None
-            if self.cuts:  # nucleus: keep the most likely tokens until their mass reaches top_p (at least one)
-                probs, order = probs.sort(dim=-1, descending=True)
-                probs = probs * (probs.cumsum(dim=-1) - probs < self.top_p)
+            if self.cuts:  # the most likely tokens until their mass reaches top_p (at least one)
+                probs, order = nucleus(probs, self.top_p)
             uniforms = torch.cat([torch.rand(1, generator=self.generators[row], device=scores.device)
                                   for row in self.sampled])
             token = inverse_cdf_draw(probs, uniforms)

@@ -21,6 +21,9 @@ def left_padded(prompt_ids: list[list[int]], pad_token_id: int):
 # sampling settings InverseCdfSampler applies itself, as transformers' warpers of the same names do; any other
 # (typical_p, epsilon/eta cutoffs, top_h, beams) leaves the sampling to `generate`
 OTHER_SAMPLING = ("top_h", "typical_p", "epsilon_cutoff", "eta_cutoff")
+# the tokens `nucleus` ranks before it falls back to sorting the whole vocabulary (a top-k of 1,024 costs a small
+# part of a full sort at a 49k vocabulary: docs/figures.md, Speed)
+NUCLEUS_CANDIDATES = 1024
 
 
 class InverseCdfSampler:
@@ -45,8 +48,13 @@ class InverseCdfSampler:
             warpers.append(TemperatureLogitsWarper(config.temperature))
         if config.top_k is not None and config.top_k != 0:
             warpers.append(TopKLogitsWarper(top_k=config.top_k))
+        # top-p last (no min-p after it) is applied by `nucleus` on the probabilities, without a full sort a step
+        self.top_p = None
         if config.top_p is not None and config.top_p < 1.0:
-            warpers.append(TopPLogitsWarper(top_p=config.top_p))
+            if config.min_p is None:
+                self.top_p = config.top_p
+            else:
+                warpers.append(TopPLogitsWarper(top_p=config.top_p))
         if config.min_p is not None:
             warpers.append(MinPLogitsWarper(min_p=config.min_p))
         self.warpers = LogitsProcessorList(warpers)
@@ -55,8 +63,26 @@ class InverseCdfSampler:
         import torch
 
         probs = torch.softmax(self.warpers(input_ids, scores).float(), dim=-1)
-        token = inverse_cdf_draw(probs, torch.rand(scores.size(0), device=scores.device))
+        uniforms = torch.rand(scores.size(0), device=scores.device)
+        if self.top_p is None:
+            token = inverse_cdf_draw(probs, uniforms)
+        else:
+            ranked, order = nucleus(probs, self.top_p)
+            token = order.gather(1, inverse_cdf_draw(ranked, uniforms).unsqueeze(1)).squeeze(1)
         return torch.full_like(scores, float("-inf")).scatter_(1, token.unsqueeze(1), 0.0)
+
+
+def nucleus(probs, top_p):
+    """Top-p (nucleus) filtering in sorted order: (each row's probabilities sorted descending, zero after its
+    nucleus, i.e. from the first token whose more likely tokens already hold `top_p` of the mass; the vocabulary
+    index of each). `probs` rows sum to 1; `top_p` a number or a column, one a row. The same set as transformers'
+    `TopPLogitsWarper`. Where the `NUCLEUS_CANDIDATES` most likely tokens hold `top_p`, the nucleus lies among
+    them, so they are ranked (`topk`) and the rest never sorted; a row they do not cover sorts the whole vocabulary."""
+
+    ranked, order = probs.topk(min(NUCLEUS_CANDIDATES, probs.size(-1)), dim=-1)
+    if ranked.size(-1) < probs.size(-1) and bool((ranked.sum(dim=-1, keepdim=True) < top_p).any()):
+        ranked, order = probs.sort(dim=-1, descending=True)
+    return ranked * (ranked.cumsum(dim=-1) - ranked < top_p), order
 
 
 def inverse_cdf_draw(probs, uniforms):
