@@ -62,7 +62,8 @@ def test_two_processes_see_whole_groups(tiny_policy, tmp_path):
 
 def test_every_stateless_reward_source_trains_on_two_processes(memorized_policy, tiny_rm_path, tmp_path, verifier):
     """`coreward train` under torchrun (2 processes, gloo) with Co-rewarding-I's paired batches and the static
-    RM, majority, self-certainty and entropy rewards side by side, periodic evaluation on: it runs to the end, both
+    RM, majority, self-certainty, entropy and a local model as the judge (sampling its replies) side by side,
+    periodic evaluation on: it runs to the end, the judge is asked on every step, both
     processes score the same whole batch, and each reward it logged is what the method gives on that batch in one
     process (a recording source writes the batch out); the first step's self-certainty and entropy are worked out
     here from the initial policy's logits. (Cooper and Co-rewarding-II have two-process tests of their own.)"""
@@ -77,7 +78,7 @@ def test_every_stateless_reward_source_trains_on_two_processes(memorized_policy,
     from coreward.runtime.metrics import read_metrics
     from tests.helpers.kill_resume import launch, train_command
 
-    sources = ["co_rewarding_1", "model", "majority", "self_certainty", "entropy"]
+    sources = ["co_rewarding_1", "model", "majority", "self_certainty", "entropy"]  # recomputed below
     config = tmp_path / "all_sources.yaml"
     records = tmp_path / "batches"
     config.write_text(
@@ -85,6 +86,8 @@ def test_every_stateless_reward_source_trains_on_two_processes(memorized_policy,
         "rewards:\n  - {name: co_rewarding_1, params: {match: verified, rephrasings: demo}}\n"
         f"  - {{name: model, params: {{path: {tiny_rm_path}}}}}\n"
         "  - {name: majority}\n  - {name: self_certainty, weight: 0.1}\n  - {name: entropy, weight: 0.1}\n"
+        # a local model as the judge, sampling its replies (llm/hf_local.py's row sampler) on the main process
+        f"  - {{name: judge, weight: 0.1, params: {{judge: {memorized_policy}, temperature: 0.7, max_tokens: 4}}}}\n"
         f"  - {{name: 'tests.helpers.user_rewards:BatchRecorder', params: {{out: '{records}'}}}}\n"
     )
     overrides = [f"model.name_or_path={memorized_policy}", "data.limit=4", "data.eval_every=2", "data.eval_limit=4",
@@ -97,6 +100,10 @@ def test_every_stateless_reward_source_trains_on_two_processes(memorized_policy,
     assert initial_eval["step"] == 0 and "eval/avg@4" in initial_eval  # the warm start, evaluated first
     assert [row["step"] for row in rows] == [1, 2]
     assert "eval/avg@4" in rows[1]
+    # the judge was asked about every rollout on both steps (its sampled replies may say neither YES nor NO: then
+    # they count as failures and score incorrect, and the run goes on)
+    assert all(row["judge/judged"] == 8 and row["judge/calls"] >= 1 for row in rows), rows
+    assert all(0.0 <= row["rewards/judge/mean"] <= 1.0 for row in rows)
 
     seen = [[json.loads(line) for line in (records / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)]
     assert seen[0] == seen[1] and [b["step"] for b in seen[0]] == [0, 1]  # every process: the same whole batch
