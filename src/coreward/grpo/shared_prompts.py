@@ -24,7 +24,7 @@ import torch
 
 from coreward.grpo.micro_batches import groups_exactly
 from coreward.grpo.samplers import permute_rows
-from coreward.runtime.generation import distinct_prompts, full_attention_layers
+from coreward.runtime.generation import distinct_prompts, other_layer_types
 
 
 ATTENTION = ("sdpa", "eager")  # kernels whose masks with a cache of left-padded rows are tested here
@@ -34,7 +34,7 @@ def why_not_shared(args: Any, policy: Any, *, sharded: bool, paired_views: bool)
     """None where the loss's pass can share prompts with the step's gradient unchanged; else why not."""
     config = getattr(policy, "config", None)
     return why_not_shared_by(args, attention=getattr(config, "_attn_implementation", None),
-                             other_layers=full_attention_layers(config), sharded=sharded, paired_views=paired_views)
+                             other_layers=other_layer_types(config), sharded=sharded, paired_views=paired_views)
 
 
 def why_not_shared_by(args: Any, *, attention: str | None, other_layers: list[str], sharded: bool,

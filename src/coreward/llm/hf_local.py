@@ -145,28 +145,27 @@ class _RowSampler(LogitsProcessor):
     (runtime/generation.py `inverse_cdf_draw`): a row's token still depends only on its seed and its own logits."""
 
     def __init__(self, batch: list[GenerationRequest], device: torch.device):
-        self.requests = batch
         seeds = [request.seed if request.seed is not None else secrets.randbits(63) for request in batch]
-        self.generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
-        self.sampled = [row for row, request in enumerate(batch) if request.temperature != 0]
-        self.temperature = torch.tensor([[batch[row].temperature] for row in self.sampled], device=device)
-        self.top_p = torch.tensor([[batch[row].top_p] for row in self.sampled], device=device)
-        self.cuts = bool(self.sampled) and bool((self.top_p < 1.0).any())
+        sampled = [row for row, request in enumerate(batch) if request.temperature != 0]
+        self.generators = [torch.Generator(device=device).manual_seed(seeds[row]) for row in sampled]
+        self.rows = torch.tensor(sampled, dtype=torch.long, device=device)  # the rows that sample; the rest are greedy
+        self.temperature = torch.tensor([[batch[row].temperature] for row in sampled], device=device)
+        self.top_p = torch.tensor([[batch[row].top_p] for row in sampled], device=device)
+        self.cuts = bool((self.top_p < 1.0).any())
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         from coreward.runtime.generation import inverse_cdf_draw, nucleus
 
         chosen = scores.argmax(dim=-1)  # temperature 0: greedy
-        if self.sampled:
-            rows = torch.tensor(self.sampled, device=scores.device)
-            probs = torch.softmax(scores[rows].float() / self.temperature, dim=-1)
+        if len(self.rows):
+            probs = torch.softmax(scores[self.rows].float() / self.temperature, dim=-1)
             order = None
             if self.cuts:  # the most likely tokens until their mass reaches top_p (at least one)
                 probs, order = nucleus(probs, self.top_p)
-            uniforms = torch.cat([torch.rand(1, generator=self.generators[row], device=scores.device)
-                                  for row in self.sampled])
+            uniforms = torch.cat([torch.rand(1, generator=generator, device=scores.device)
+                                  for generator in self.generators])
             token = inverse_cdf_draw(probs, uniforms)
-            chosen[rows] = token if order is None else order.gather(1, token.unsqueeze(1)).squeeze(1)
+            chosen[self.rows] = token if order is None else order.gather(1, token.unsqueeze(1)).squeeze(1)
         one_hot = torch.full_like(scores, float("-inf"))
         one_hot[torch.arange(len(scores), device=scores.device), chosen] = 0.0
         return one_hot

@@ -78,7 +78,6 @@ def nucleus(probs, top_p):
     index of each). `probs` rows sum to 1; `top_p` a number or a column, one a row. The same set as transformers'
     `TopPLogitsWarper`. Where the `NUCLEUS_CANDIDATES` most likely tokens hold `top_p`, the nucleus lies among
     them, so they are ranked (`topk`) and the rest never sorted; a row they do not cover sorts the whole vocabulary."""
-
     ranked, order = probs.topk(min(NUCLEUS_CANDIDATES, probs.size(-1)), dim=-1)
     if ranked.size(-1) < probs.size(-1) and bool((ranked.sum(dim=-1, keepdim=True) < top_p).any()):
         ranked, order = probs.sort(dim=-1, descending=True)
@@ -120,7 +119,7 @@ def distinct_prompts(prompt_ids, prompt_mask):
     return torch.unique(torch.cat([prompt_ids, prompt_mask.to(prompt_ids.dtype)], dim=1), dim=0, return_inverse=True)
 
 
-def full_attention_layers(config: Any) -> list[str]:
+def other_layer_types(config: Any) -> list[str]:
     """The model's layer types other than full attention (a sliding window, a recurrent layer: they keep another kind
     of cache than the keys and values a shared prompt hands its rows); [] where every layer attends to all."""
     text_config = config.get_text_config() if config is not None else None
@@ -135,7 +134,7 @@ def shared_prompt_cache(model: Any, input_ids, attention):
     import inspect
 
     config = getattr(model, "config", None)
-    if (input_ids.size(1) < 2 or config is None or full_attention_layers(config)
+    if (input_ids.size(1) < 2 or config is None or other_layer_types(config)
             or "logits_to_keep" not in inspect.signature(type(model).forward).parameters):
         return None
     distinct, index = distinct_prompts(input_ids, attention)
