@@ -502,16 +502,61 @@ def test_two_processes_keep_identical_rms_under_a_minibatch_schedule(policy, tin
         assert any(not torch.equal(ranks[0][0][n], ranks[0][1][n]) for n in initial)
 
 
+def local_assistant(policy: Path | str, dtype: str) -> list[str]:
+    """Overrides that make Cooper's assistant a local model (llm/hf_local.py, sampling at the authors' 0.7) and run
+    the policy and the assistant in `dtype`, with periodic evaluation on (the guard is on by default)."""
+    return [f"rewards.0.params.assistant={{backend: hf, model_name_or_path: '{policy}', dtype: {dtype}}}",
+            f"model.dtype={dtype}", "data.eval_every=1", "data.eval_limit=4"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_local_assistant_on_two_processes(policy, tiny_rm, tmp_path, dtype):
+    """Cooper's assistant as a local model under torchrun (2 gloo processes), the guard and periodic evaluation on,
+    in float32 and in bf16: the main process alone loads the model and samples the negatives, both processes learn
+    the same pairs (bitwise identical RMs that moved from the start), and every step was evaluated."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+               __file__, "worker", str(policy), str(tiny_rm), str(tmp_path), "2", f"local-{dtype}"]
+    done = warm_launch.run(command, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    states = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [s["assistant_calls"] for s in states] == [2, 0]  # once per step, on the main process only
+    assert states[0]["assistant_dtypes"] == [f"torch.{dtype}"] and states[1]["assistant_dtypes"] == []  # never loaded
+    assert [s["policy_bf16"] for s in states] == [dtype == "bfloat16"] * 2
+    # the local model's sampled texts were asked for, and some were accepted as negatives (its pairs were learned)
+    assert states[0]["assistant_steps"] == 2 and states[0]["updates"] == states[1]["updates"] != [0], states
+    initial = load_file(tiny_rm / "model.safetensors")
+    ranks = [load_file(tmp_path / f"rank{r}_member0.safetensors") for r in range(2)]
+    assert any(not torch.equal(ranks[0][n], initial[n]) for n in initial)
+    for name, weight in ranks[0].items():
+        assert torch.equal(weight, ranks[1][name]), name
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [row for row in rows if row.get("step", 0) > 0 and "rm/loss" in row]
+    assert len(steps) == 2 and all("assistant/latency" in row and "guard/alarm" in row for row in steps), steps
+    # every step was evaluated, and the guard read each evaluation
+    assert sum("eval/avg@4" in row and "guard/verified_drop" in row for row in rows) >= 2, rows
+
+
 def worker(policy: str, rm: str, out: str, steps: str, variants: str) -> None:
-    """One process of a 2-process run: 8 completions each, groups of 4, 4 prompts; saves its RMs' weights."""
-    calls, logged = [], []
+    """One process of a 2-process run: 8 completions each, groups of 4, 4 prompts; saves its RMs' weights.
+    `variants`: "True" (Cooper's variants), "False" (the authors'), or "local-DTYPE" (a local assistant)."""
+    calls, logged, assistant_dtypes = [], [], set()
     get_assistant = CooperReward.get_assistant
-    CooperReward.get_assistant = lambda self: calls.append(1) or get_assistant(self)
+
+    def counted(self):
+        calls.append(1)
+        assistant = get_assistant(self)
+        if isinstance(assistant, LLMAssistant):
+            assistant_dtypes.add(str(assistant.generator.model.dtype))
+        return assistant
+
+    CooperReward.get_assistant = counted
     log = RolloutBatch.log
     RolloutBatch.log = lambda self, name, value: logged.append((name, value)) or log(self, name, value)
     result = train(Path(policy), Path(rm), Path(out) / "run", int(steps), "grpo.per_device_train_batch_size=8",
                    "grpo.save_steps=100", "rewards.0.params.minibatch_size=1", "rewards.0.params.epochs=2",
-                   "rewards.0.params.warmup_ratio=0.5", *(VARIANTS if variants == "True" else ()))
+                   "rewards.0.params.warmup_ratio=0.5", *(VARIANTS if variants == "True" else ()),
+                   *(local_assistant(policy, variants.removeprefix("local-")) if variants.startswith("local-") else ()))
     trainer = result.trainer
     source = trainer.reward_sources[0]
     rank = trainer.accelerator.process_index
@@ -521,6 +566,10 @@ def worker(policy: str, rm: str, out: str, steps: str, variants: str) -> None:
         save_file(weights, f"{out}/rank{rank}_member{k}.safetensors")
     state = {"updates": [learner.updates for learner in learners], "world": trainer.accelerator.num_processes,
              "assistant_calls": len(calls)}
+    if variants.startswith("local-"):
+        state["assistant_dtypes"] = sorted(assistant_dtypes)
+        state["assistant_steps"] = sum(1 for name, _ in logged if name == "assistant/latency")
+        state["policy_bf16"] = trainer.args.bf16  # bf16 autocast over float32 master weights (runtime/precision.py)
     if variants == "True":
         entries = [(step, pair.positive, pair.negative) for step, pair in source.replay().entries]
         state["replay"] = {"pairs": len(entries), "entries": entries,
