@@ -36,7 +36,8 @@ def training(runs: Path, arm: str, seed: int) -> dict[str, float]:
     verified = next(k for k in rows[0] if k.endswith("verified_accuracy"))
     out = {"steps": len(rows), "verified_11_20": statistics.mean(r[verified] for r in late),
            "step_time": statistics.mean(r["step_time"] for r in rows[1:]),
-           "process_cpu_s": max(r.get("process_cpu_s", 0.0) for r in rows)}
+           "process_cpu_s": max(r.get("process_cpu_s", 0.0) for r in rows),
+           "update_tokens": statistics.mean(r.get("update/tokens", float("nan")) for r in rows)}
     for key in ("sampling/logprob_mismatch/mean", "sampling/logprob_mismatch/max", "sampling/kl_sampler_policy"):
         values = [r[key] for r in rows if key in r]
         if values:
@@ -64,10 +65,12 @@ def main(runs: Path, seeds: tuple[int, ...] = SEEDS) -> None:
     print("secondary: the sampler's log-probabilities against the trainer's (new arm; mean over steps, worst step)")
     for s, t in zip(seeds, t_new):
         print(f"  seed {s}:", {k: [round(x, 4) for x in v] for k, v in t.items() if k.startswith("sampling/")})
-    print("secondary: steps, mean step_time from step 2 (s), process CPU-seconds (two runs shared the cores)")
+    print("secondary: steps, mean step_time from step 2 (s), mean update/tokens a step (part F's; nan where not "
+          "logged), process CPU-seconds (two runs shared the cores)")
     for s, a, b in zip(seeds, t_old, t_new):
-        print(f"  seed {s}: old {a['steps']} steps, {a['step_time']:.1f} s, {a['process_cpu_s']:.0f} CPU-s;"
-              f" new {b['steps']} steps, {b['step_time']:.1f} s, {b['process_cpu_s']:.0f} CPU-s")
+        print(f"  seed {s}: old {a['steps']} steps, {a['step_time']:.1f} s, {a['update_tokens']:.0f} tokens, "
+              f"{a['process_cpu_s']:.0f} CPU-s; new {b['steps']} steps, {b['step_time']:.1f} s, "
+              f"{b['update_tokens']:.0f} tokens, {b['process_cpu_s']:.0f} CPU-s")
 
 
 if __name__ == "__main__":
