@@ -83,10 +83,11 @@ def sample_completions(policy, records: Sequence, n: int, temperature: float, ma
     return rows, len(results) - len(rows)
 
 
-def rows_from_eval_samples(path: str | Path, records: Sequence) -> list[dict]:
+def rows_from_eval_samples(path: str | Path, records: Sequence, per_problem: int | None = None) -> list[dict]:
     """Rows (id, question, reference_answer, completion) from the samples `coreward eval` wrote, for labelling
     instead of sampling again: eval's vLLM backend generates several times faster than a local `generate`.
-    Each sample's `problem_id` names its record in `records` (the same --data and --split)."""
+    Each sample's `problem_id` names its record in `records` (the same --data and --split). `per_problem`: only
+    the samples numbered below it of each problem (an evaluation at n = 24 giving an RM's rows of n = 4)."""
     import pandas as pd
 
     path = Path(path)
@@ -106,7 +107,18 @@ def rows_from_eval_samples(path: str | Path, records: Sequence) -> list[dict]:
                             "give the --data and --split that `coreward eval` read")
     return [{"id": f"{row.problem_id}/{row.sample_index}", "question": by_id[row.problem_id].question,
              "reference_answer": by_id[row.problem_id].answer, "completion": row.completion}
-            for row in frame.itertuples() if isinstance(row.completion, str)]
+            for row in frame.itertuples()
+            if isinstance(row.completion, str) and (per_problem is None or row.sample_index < per_problem)]
+
+
+def pair_rows(rows: Sequence[dict]) -> list[dict]:
+    """The labelled rows of the problems that have both a right and a wrong completion: the only rows a pair
+    accuracy (a right completion ranked above a wrong one of its problem) reads, so a held-out set for Cooper's
+    `eval_data` scores no row in vain."""
+    labels: dict[tuple[str, str], set[int]] = {}
+    for row in rows:
+        labels.setdefault((row["question"], str(row["reference_answer"])), set()).add(row["label"])
+    return [row for row in rows if labels[(row["question"], str(row["reference_answer"]))] == {0, 1}]
 
 
 def judge_labels(judge, rows: Sequence[dict], max_tokens: int = 16) -> list[int | None]:

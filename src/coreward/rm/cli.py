@@ -65,6 +65,11 @@ def annotate_command(
     from_samples: Annotated[str | None, typer.Option(
         "--from-samples", help="label the completions `coreward eval` wrote (its output directory or "
         "samples.parquet, e.g. sampled fast with --backend vllm) instead of sampling a --policy")] = None,
+    samples_per_problem: Annotated[int | None, typer.Option(
+        "--samples-per-problem", min=1, help="with --from-samples: only each problem's first K samples")] = None,
+    pairs_only: Annotated[bool, typer.Option(
+        "--pairs-only", help="keep only the rows of problems with both a right and a wrong completion (the rows a "
+        "pair accuracy reads: a held-out file for Cooper's eval_data)")] = False,
 ) -> None:
     """Sample a policy's completions and label them by rule verifier (+ LLM judge) agreement.
 
@@ -72,6 +77,9 @@ def annotate_command(
     """
     if (policy is None) == (from_samples is None):
         raise CorewardError("give one of --policy (sample its completions) or --from-samples (label an eval's)")
+    if samples_per_problem is not None and from_samples is None:
+        raise CorewardError("--samples-per-problem picks among an eval's samples: give --from-samples (with --policy, "
+                            "--n sets how many are sampled)")
     from coreward.data.benchmarks import default_instruction
     from coreward.data.sources import load_named, parse_columns
     from coreward.llm import build_generator
@@ -83,7 +91,8 @@ def annotate_command(
     judge_model = build_generator(judge) if judge else None
     try:
         if from_samples is not None:  # label what `coreward eval` wrote: nothing is sampled
-            rows, report = label_rows(rows_from_eval_samples(from_samples, records), get_verifier(), judge_model)
+            rows, report = label_rows(rows_from_eval_samples(from_samples, records, samples_per_problem),
+                                      get_verifier(), judge_model)
         else:
             if instruction == AUTO:
                 instruction = default_instruction(data)
@@ -93,6 +102,18 @@ def annotate_command(
     finally:
         if judge_model is not None:
             judge_model.close()
+    if pairs_only:
+        from coreward.rm.annotate import pair_rows
+
+        labelled = len(rows)
+        rows = pair_rows(rows)
+        report.kept, report.positives = len(rows), sum(row["label"] for row in rows)
+        report.negatives = len(rows) - report.positives
+        typer.echo(f"--pairs-only: {len(rows)} of {labelled} labelled rows are of problems with both a right and a "
+                   "wrong completion")
+        if not rows:
+            raise CorewardError(f"--pairs-only: no problem of --data {data} has both a right and a wrong completion; "
+                                f"nothing to write to {output}")
     write_rows(rows, output)
     Path(f"{output}.report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     typer.echo(report.text())
