@@ -45,3 +45,32 @@ def test_a_running_childs_ended_child_is_counted():
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_resumed_run_counts_on_from_its_checkpoints_row(tmp_path):
+    """A run resumed from checkpoint-1 keeps metrics.jsonl's rows to step 1; its next rows and summary.json count
+    on from step 1's CPU-seconds (what the kept steps cost in the attempt that ran them), not from zero. A fresh run
+    (step 0) in the same folder starts from zero."""
+    import json
+    from types import SimpleNamespace
+
+    from coreward.runtime.metrics import MetricsFileCallback, read_metrics
+
+    earlier = 1e6  # far above what this process can have used, so only the offset can reach it
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": 1.0, "process_cpu_s": earlier}) + "\n"
+                                            + json.dumps({"step": 2, "loss": 0.5, "process_cpu_s": 2 * earlier}) + "\n")
+    callback = MetricsFileCallback(tmp_path)
+    state = SimpleNamespace(is_world_process_zero=True, global_step=1)
+    callback.on_train_begin(None, state, None)
+    state.global_step = 2
+    callback.on_log(None, state, None, logs={"loss": 0.4})
+    callback.flush()
+    callback.on_log(None, state, None, logs={"train_runtime": 3.0})  # the end-of-run summary
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [1, 2] and rows[1]["loss"] == 0.4  # step 2 trained again, once
+    for value in (rows[1]["process_cpu_s"], json.loads((tmp_path / "summary.json").read_text())["process_cpu_s"]):
+        assert earlier < value <= earlier + process_cpu_seconds()
+
+    fresh = MetricsFileCallback(tmp_path)
+    fresh.on_train_begin(None, SimpleNamespace(is_world_process_zero=True, global_step=0), None)
+    assert fresh.cpu_seconds() < earlier

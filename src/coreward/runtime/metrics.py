@@ -71,19 +71,29 @@ class MetricsFileCallback(TrainerCallback):
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / "metrics.jsonl"
         self.row: dict[str, Any] | None = None
+        # what the steps kept from earlier attempts had cost (a resumed run's count goes on from its checkpoint's
+        # row, so a comparison at equal compute reads the whole run's cost, not its last attempt's)
+        self.cpu_offset = 0.0
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             if self.path.exists():
                 truncate_after(self.path, state.global_step)
+                kept = [row["process_cpu_s"] for row in read_metrics(self.path)
+                        if isinstance(row.get("process_cpu_s"), (int, float))]
+                self.cpu_offset = float(kept[-1]) if kept and state.global_step > 0 else 0.0
+
+    def cpu_seconds(self) -> float:
+        """The run's CPU-seconds so far: this attempt's processes plus what its kept steps had cost before."""
+        return round(self.cpu_offset + process_cpu_seconds(), 3)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
         if SUMMARY_KEYS & set(logs):  # the end-of-run summary: its own file, not a second row for the step
             with open(self.run_dir / "summary.json", "w") as handle:
-                json.dump({**{k: _clean(v) for k, v in logs.items()}, "process_cpu_s": process_cpu_seconds()},
+                json.dump({**{k: _clean(v) for k, v in logs.items()}, "process_cpu_s": self.cpu_seconds()},
                           handle, indent=2)
             return
         values = {k: _clean(v) for k, v in logs.items()}
@@ -105,8 +115,8 @@ class MetricsFileCallback(TrainerCallback):
         if self.row is None:
             return
         # what the run had cost when its step (and any evaluation logged with it) was done: a comparison at equal
-        # compute picks its checkpoints by this (this process's count: a resumed run starts again from its own start)
-        self.row.setdefault("process_cpu_s", process_cpu_seconds())
+        # compute picks its checkpoints by this (the main process's count, with a resumed run's earlier attempts')
+        self.row.setdefault("process_cpu_s", self.cpu_seconds())
         with open(self.path, "a") as handle:
             handle.write(json.dumps(self.row) + "\n")
             handle.flush()
