@@ -1,0 +1,384 @@
+"""Preregistration parts B and C (docs/preregistration.md): their registered commands as one resumable queue.
+
+    python studies/2026-12-05-preregistered-parts-b-c/run.py            # run (again: resume)
+    python studies/2026-12-05-preregistered-parts-b-c/run.py --check    # the queue, what is done, every config parsed
+
+From the repository root of a checkout of the commit the runs start from (every run of a part at one commit, with
+`PYTHONPATH=<checkout>/src` where coreward is installed from another one). Two jobs at a time, one thread each (the
+trainings' registered `--set torch_threads=1`, `OMP_NUM_THREADS=1` for the rest); a job starts when what it needs is
+done, in the order below, so the second core trains the rule arm and part C while the base model's long evaluation
+blocks the reward model. Run it again to resume: a training with a complete final/, an evaluation with results.json,
+a file a step writes, is done and skipped; a training stopped midway continues from its last checkpoint
+(`--resume-if-any`) and an evaluation from its finished batches (`partial/`). Ctrl-C (or SIGTERM) passes the stop to
+the running jobs (a training checkpoints the step in progress) and exits.
+
+Part B's steps (the registration's wording where it leaves a choice, fixed here before any run):
+- the base model at n = 24 (eval-base); the RM rebuilt on the new split by the tutorial's commands: 160 train problems
+  × 4 samples, its held-out rows the first 4 samples of each problem of eval-base (`--samples-per-problem 4`: the
+  tutorial's base evaluation is avg@4, and the RM's held-out pass costs about a second a row), its held-out pairs those
+  rows of the problems with a right and a wrong sample (`--pairs-only`), then `coreward rm train`;
+- the co-optimized RM's learning rate on seeds 2100-2102 (pick.json, by the registered rule);
+- per seed 2000-2007: rule, the authors' Cooper and rollout-negative Cooper to 60 steps, each evaluated at n = 24
+  (final/) and n = 8 (best/, or final/ where the guard kept none); the frozen RM to 200 steps with a checkpoint every
+  5; then match-sS.json: its H1 and H2 checkpoints (the first whose process_cpu_s reaches the Cooper arm's final
+  process_cpu_s) and, for the secondary best/, the checkpoint at or before the step the guard's best/ held at the H1
+  checkpoint (the guard replayed over the rows to that step; checkpoints are every 5 steps, so the step rounds down
+  to one), each evaluated as the other arms.
+Part C: majority, self-certainty, entropy, Co-rewarding-I and -II, 60 steps, seeds 2000-2003, evaluated at n = 24.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+
+OUT = Path("runs/prereg/smol")
+RM_DIR = Path("runs/smol_rm")
+SEEDS_B = tuple(range(2000, 2008))
+SEEDS_C = tuple(range(2000, 2004))
+SEEDS_PICK = (2100, 2101, 2102)
+RATES = ("1e-5", "1e-4", "2e-4")  # the registered candidates for the co-optimized RM's learning rate
+TIE_POINTS = 1.0  # ties within 1 point go to the lower rate
+METHODS_C = ("majority", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2")
+STEPS, FROZEN_STEPS, FROZEN_EVERY = 60, 200, 5
+ARMS_B = {"rule": "configs/smol/rule.yaml", "cooper": "configs/smol/cooper.yaml",
+          "cooper_rn": "configs/smol/cooper_rollout_negative.yaml", "model": "configs/smol/model.yaml"}
+HEARTBEAT_S = 600
+
+
+def train_args(config: str, seed: int, run: Path, *extra: str) -> list[str]:
+    return ["coreward", "train", "--config", config, "--set", f"seed={seed}", "--set", "torch_threads=1", *extra,
+            "--output-dir", str(run), "--resume-if-any"]
+
+
+def eval_args(model: Path, n: int, out: Path) -> list[str]:
+    return ["coreward", "eval", "--model", str(model), "--benchmarks", "arith", "--n", str(n), "--temperature", "0.7",
+            "--top-p", "0.95", "--max-new-tokens", "128", "--batch-size", "16", "--seed", "0", "--output", str(out)]
+
+
+def trained(run: Path) -> bool:
+    return (run / "final" / "COREWARD_COMPLETE").is_file()
+
+
+def evaluated(out: Path) -> bool:
+    return (out / "results.json").is_file()
+
+
+def kept_policy(run: Path) -> Path:
+    """The guard's best/ where it kept one, else final/ (the registration's secondary outcome 1)."""
+    return run / "best" if (run / "best" / "COREWARD_COMPLETE").is_file() else run / "final"
+
+
+@dataclass
+class Job:
+    name: str
+    command: Callable[[], list[str]] | None  # None: `action` runs in this process
+    done: Callable[[], bool]
+    needs: tuple[str, ...] = ()
+    action: Callable[[], None] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    marker: bool = False  # done is OUT/done/NAME, written when its command exits 0 (no file of its own says so)
+
+
+# ------------------------------------------------------------------------------------------------ decisions
+def pick_rate() -> str:
+    """The registered rule: the highest mean held-out avg@8 of final/ over seeds 2100-2102; ties within 1 point go to
+    the lower rate. Written to pick.json with every rate's per-seed values."""
+    means, values = {}, {}
+    for rate in RATES:
+        values[rate] = [heldout(OUT / f"eval-pick-lr{rate}-s{seed}", 8) for seed in SEEDS_PICK]
+        means[rate] = 100 * statistics.mean(values[rate])
+    best = max(means.values())
+    picked = min((float(rate), rate) for rate in RATES if means[rate] >= best - TIE_POINTS)[1]
+    (OUT / "pick.json").write_text(json.dumps({"picked": picked, "mean_points": means, "avg@8": values}, indent=1))
+    return picked
+
+
+def picked_rate() -> str:
+    return json.loads((OUT / "pick.json").read_text())["picked"]
+
+
+def heldout(out: Path, n: int) -> float:
+    return json.loads((out / "results.json").read_text())["benchmarks"]["arith"][f"avg@{n}"]
+
+
+def final_cpu_s(run: Path) -> float:
+    from coreward.runtime.metrics import read_metrics
+
+    return max(row["process_cpu_s"] for row in read_metrics(run / "metrics.jsonl") if "process_cpu_s" in row)
+
+
+def match(seed: int) -> dict:
+    """The frozen run's checkpoints at the Cooper arms' CPU-seconds, and the one for its best/ (module docstring)."""
+    from coreward.evaluation.guard import replay
+    from coreward.runtime.metrics import read_metrics
+
+    frozen = OUT / f"model-s{seed}"
+    rows = read_metrics(frozen / "metrics.jsonl")
+    cpu = {row["step"]: row["process_cpu_s"] for row in rows if "process_cpu_s" in row and row.get("step", 0) > 0}
+    result = {"seed": seed}
+    for hypothesis, arm in (("H1", "cooper_rn"), ("H2", "cooper")):
+        target = final_cpu_s(OUT / f"{arm}-s{seed}")
+        reached = [step for step in range(FROZEN_EVERY, FROZEN_STEPS + 1, FROZEN_EVERY) if cpu.get(step, 0) >= target]
+        step = reached[0] if reached else FROZEN_STEPS
+        result[hypothesis] = {"target_cpu_s": target, "step": step, "cpu_s": cpu.get(step),
+                              "reached": bool(reached)}  # not reached: step 200, a departure to report
+    upto = result["H1"]["step"]
+    # the guard's best/ as it stood at that step: its new-best readings, with the live guard's rewrite rule (a gain of
+    # at least best_min_gain over the best written)
+    from coreward.evaluation.guard import GuardSettings
+
+    settings = GuardSettings(**read_run_config(frozen).get("guard", {}))
+    _, readings = replay([row for row in rows if row.get("step", 0) <= upto], settings)
+    best_step, best = None, None
+    for reading in readings:
+        if reading.new_best and (best is None or reading.verified >= best + settings.best_min_gain):
+            best_step, best = reading.step, reading.verified
+    kept = None if best_step is None else max(FROZEN_EVERY, best_step - best_step % FROZEN_EVERY)
+    result["best"] = {"guard_step": best_step, "checkpoint_step": kept if kept is not None else upto}
+    (OUT / f"match-s{seed}.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def read_run_config(run: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load((run / "config.yaml").read_text())
+
+
+def matched(seed: int) -> dict:
+    return json.loads((OUT / f"match-s{seed}.json").read_text())
+
+
+def frozen_checkpoint(seed: int, step: int) -> Path:
+    run = OUT / f"model-s{seed}"
+    return run / "final" if step == FROZEN_STEPS and not (run / f"checkpoint-{step}").is_dir() else \
+        run / f"checkpoint-{step}"
+
+
+# ------------------------------------------------------------------------------------------------ the queue
+def jobs() -> list[Job]:
+    one_thread = {"OMP_NUM_THREADS": "1"}
+    queue = [
+        Job("base-eval", lambda: eval_args(Path("smollm2-135m-instruct"), 24, OUT / "eval-base"),
+            lambda: evaluated(OUT / "eval-base"), env=one_thread),
+        Job("rm-rows", lambda: ["coreward", "rm", "annotate", "--policy", "smollm2-135m-instruct", "--data", "arith",
+                                "--split", "train", "--limit", "160", "--n", "4", "--max-tokens", "64",
+                                "--temperature", "0.7", "--batch-size", "64", "--seed", "0",
+                                "--output", str(RM_DIR / "rows.jsonl")],
+            lambda: (RM_DIR / "rows.jsonl.report.json").is_file(), env=one_thread),
+        Job("rm-heldout", lambda: ["coreward", "rm", "annotate", "--data", "arith", "--split", "test", "--from-samples",
+                                   str(OUT / "eval-base"), "--samples-per-problem", "4",
+                                   "--output", str(RM_DIR / "heldout.jsonl")],
+            lambda: (RM_DIR / "heldout.jsonl.report.json").is_file(), ("base-eval",), env=one_thread),
+        Job("rm-pairs", lambda: ["coreward", "rm", "annotate", "--data", "arith", "--split", "test", "--from-samples",
+                                 str(OUT / "eval-base"), "--samples-per-problem", "4", "--pairs-only",
+                                 "--output", str(RM_DIR / "heldout_pairs.jsonl")],
+            lambda: (RM_DIR / "heldout_pairs.jsonl.report.json").is_file(), ("base-eval",), env=one_thread),
+        Job("rm-train", lambda: ["coreward", "rm", "train", "--config", "configs/rm/smol.yaml", "--set",
+                                 "torch_threads=1"],
+            lambda: (OUT / "done" / "rm-train").is_file(), ("rm-rows", "rm-heldout"), env=one_thread, marker=True),
+    ]
+    for rate in RATES:
+        for seed in SEEDS_PICK:
+            run = OUT / f"pick-lr{rate}-s{seed}"
+            queue += [
+                Job(f"pick-lr{rate}-s{seed}", lambda run=run, rate=rate, seed=seed: train_args(
+                    ARMS_B["cooper_rn"], seed, run, "--set", f"grpo.max_steps={STEPS}", "--set",
+                    f"rewards.0.params.lr={rate}"), lambda run=run: trained(run), ("rm-train", "rm-pairs")),
+                Job(f"eval-pick-lr{rate}-s{seed}", lambda run=run, rate=rate, seed=seed: eval_args(
+                    run / "final", 8, OUT / f"eval-pick-lr{rate}-s{seed}"),
+                    lambda rate=rate, seed=seed: evaluated(OUT / f"eval-pick-lr{rate}-s{seed}"),
+                    (f"pick-lr{rate}-s{seed}",), env=one_thread),
+            ]
+    queue.append(Job("pick", None, lambda: (OUT / "pick.json").is_file(),
+                     tuple(f"eval-pick-lr{r}-s{s}" for r in RATES for s in SEEDS_PICK), action=pick_rate))
+
+    def arm_jobs(arm: str, config: str, seed: int, needs: tuple[str, ...], extra: Callable[[], list[str]],
+                 best: bool) -> list[Job]:
+        run = OUT / f"{arm}-s{seed}"
+        out = [Job(f"{arm}-s{seed}", lambda: train_args(config, seed, run, "--set", f"grpo.max_steps={STEPS}",
+                                                        *extra()), lambda: trained(run), needs),
+               Job(f"eval-{arm}-s{seed}", lambda: eval_args(run / "final", 24, OUT / f"eval-{arm}-s{seed}"),
+                   lambda: evaluated(OUT / f"eval-{arm}-s{seed}"), (f"{arm}-s{seed}",), env=one_thread)]
+        if best:
+            out.append(Job(f"eval-best-{arm}-s{seed}", lambda: eval_args(kept_policy(run), 8,
+                                                                         OUT / f"eval-best-{arm}-s{seed}"),
+                           lambda: evaluated(OUT / f"eval-best-{arm}-s{seed}"), (f"{arm}-s{seed}",), env=one_thread))
+        return out
+
+    rm_ready = ("rm-train", "rm-pairs")
+    for seed in SEEDS_B:
+        queue += arm_jobs("rule", ARMS_B["rule"], seed, (), list, True)
+        queue += arm_jobs("cooper", ARMS_B["cooper"], seed, rm_ready, list, True)
+        queue += arm_jobs("cooper_rn", ARMS_B["cooper_rn"], seed, (*rm_ready, "pick"),
+                          lambda: ["--set", f"rewards.0.params.lr={picked_rate()}"], True)
+        frozen = OUT / f"model-s{seed}"
+        queue += [
+            Job(f"model-s{seed}", lambda seed=seed, frozen=frozen: train_args(
+                ARMS_B["model"], seed, frozen, "--set", f"grpo.max_steps={FROZEN_STEPS}", "--set",
+                f"grpo.save_steps={FROZEN_EVERY}", "--set", "grpo.save_total_limit=40"),
+                lambda frozen=frozen: trained(frozen), ("rm-train",)),
+            Job(f"match-s{seed}", None, lambda seed=seed: (OUT / f"match-s{seed}.json").is_file(),
+                (f"model-s{seed}", f"cooper-s{seed}", f"cooper_rn-s{seed}"), action=lambda seed=seed: match(seed)),
+        ]
+        for what, n, key in (("h1", 24, "H1"), ("h2", 24, "H2"), ("best", 8, "best")):
+            name = f"eval-model_{what}-s{seed}"
+            step = (lambda seed=seed, key=key: matched(seed)[key]["checkpoint_step" if key == "best" else "step"])
+            queue.append(Job(name, lambda seed=seed, step=step, name=name, n=n: eval_args(
+                frozen_checkpoint(seed, step()), n, OUT / name), lambda name=name: evaluated(OUT / name),
+                (f"match-s{seed}",), env=one_thread))
+    for seed in SEEDS_C:
+        for method in METHODS_C:
+            queue += arm_jobs(method, f"configs/smol/{method}.yaml", seed, (), list, False)
+    return queue
+
+
+# ------------------------------------------------------------------------------------------------ the scheduler
+def log(line: str) -> None:
+    text = f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())} {line}"
+    print(text, flush=True)
+    with open(OUT / "run.log", "a") as handle:
+        handle.write(text + "\n")
+
+
+def check(queue: list[Job]) -> None:
+    """Every training config with its overrides parses (a typo fails now, not hours in); the queue and its state."""
+    from coreward.grpo.config import as_train_config
+    from coreward.runtime.errors import CorewardError
+
+    names = {job.name for job in queue}
+    for job in queue:
+        missing = [need for need in job.needs if need not in names]
+        assert not missing, (job.name, missing)
+        if job.command is not None and job.name.split("-")[0] not in ("eval", "base", "rm"):
+            try:
+                args = job.command()
+            except (OSError, KeyError):  # a rate not picked yet: checked with the first rate instead
+                args = train_args(ARMS_B["cooper_rn"], 0, OUT / "x", "--set", f"rewards.0.params.lr={RATES[0]}")
+            config = args[args.index("--config") + 1]
+            sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+            try:
+                as_train_config(config, sets)
+            except CorewardError as error:  # the RM and its held-out pairs are files the queue writes first
+                if str(RM_DIR) not in str(error):
+                    raise
+        print(f"{'done' if job.done() else 'to do':6} {job.name}" + (f"  (needs {', '.join(job.needs)})"
+                                                                   if job.needs else ""))
+    print(f"{sum(job.done() for job in queue)} of {len(queue)} jobs done")
+
+
+def run(queue: list[Job], workers: int) -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "logs").mkdir(exist_ok=True)
+    (OUT / "done").mkdir(exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    log(f"parts B and C at {commit}: {sum(j.done() for j in queue)} of {len(queue)} jobs done")
+    finished = {job.name for job in queue if job.done()}
+    failed: set[str] = set()
+    running: dict[str, tuple[subprocess.Popen, float]] = {}
+    stopping = False
+
+    def stop(signum, frame):
+        nonlocal stopping
+        stopping = True
+        for process, _ in running.values():
+            try:
+                os.killpg(process.pid, signal.SIGINT)  # a training checkpoints the step in progress, then exits
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    last_beat = time.time()
+    while True:
+        for name, (process, started) in list(running.items()):
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)  # its rusage: the job's CPU, children included
+            if pid == 0:
+                continue
+            code = process.returncode = os.waitstatus_to_exitcode(status)
+            del running[name]
+            job = next(j for j in queue if j.name == name)
+            minutes = (time.time() - started) / 60
+            with open(OUT / "cpu.jsonl", "a") as handle:  # a resumed job has a line per attempt: their sum is its cost
+                handle.write(json.dumps({"job": name, "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+                                         "wall_s": round(time.time() - started, 1), "exit": code}) + "\n")
+            if code == 0 and job.marker:
+                (OUT / "done" / name).write_text(f"{time.time()}\n")
+            if code == 0 and job.done():
+                finished.add(name)
+                log(f"done {name} ({minutes:.0f} min)")
+            else:
+                failed.add(name)
+                log(f"FAILED {name}: exit {code} after {minutes:.0f} min (log: {OUT / 'logs' / name}.log)")
+        if stopping:
+            if not running:
+                log("stopped: run this again to resume")
+                return 130
+            time.sleep(1)
+            continue
+        blocked = failed | {j.name for j in queue if any(n in failed for n in j.needs)}
+        ready = [j for j in queue if j.name not in finished | blocked | set(running)
+                 and all(n in finished for n in j.needs)]
+        decisions = [job for job in ready if job.action is not None]
+        for job in decisions:  # a decision in this process (seconds): it may make more jobs ready
+            try:
+                job.action()
+                finished.add(job.name)
+                log(f"done {job.name}")
+            except Exception as error:  # noqa: BLE001 - reported and the queue goes on without its dependants
+                failed.add(job.name)
+                log(f"FAILED {job.name}: {type(error).__name__}: {error}")
+        if decisions:
+            continue
+        for job in ready:
+            if len(running) >= workers:
+                break
+            args = job.command()
+            handle = open(OUT / "logs" / f"{job.name}.log", "a")
+            handle.write(f"$ {' '.join(args)}\n")
+            handle.flush()
+            process = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+                                       env={**os.environ, "TOKENIZERS_PARALLELISM": "false", **job.env},
+                                       stdin=subprocess.DEVNULL)
+            running[job.name] = (process, time.time())
+            log(f"start {job.name}")
+        if not running:
+            left = [j.name for j in queue if j.name not in finished]
+            log(f"queue ended: {len(finished)} done, {len(failed)} failed, {len(left)} not run"
+                + (f" (failed: {', '.join(sorted(failed))})" if failed else ""))
+            return 1 if failed else 0
+        if time.time() - last_beat > HEARTBEAT_S:
+            last_beat = time.time()
+            log(f"running {', '.join(f'{n} ({(time.time() - t) / 60:.0f} min)' for n, (_, t) in running.items())}; "
+                f"{len(finished)} of {len(queue)} done")
+        time.sleep(5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="list the queue and what is done; parse every config")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    queue = jobs()
+    if args.check:
+        check(queue)
+        return
+    code = run(queue, args.workers)
+    if code == 0:
+        (OUT / "done" / "all").write_text("")
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
