@@ -20,14 +20,15 @@ job() {  # ARM SEED
     fi
     [ -d "$run/final" ] || return 1
     if [ ! -f "$eval/results.json" ]; then
-        OMP_NUM_THREADS=1 coreward eval --model "$run/final" --benchmarks arith --n 8 --temperature 0.7 --top-p 0.95 \
+        OMP_NUM_THREADS=1 PYTHONPATH="${EVAL_PYTHONPATH:-${PYTHONPATH:-}}" coreward eval --model "$run/final" --benchmarks arith --n 8 --temperature 0.7 --top-p 0.95 \
             --max-new-tokens 128 --batch-size 16 --seed 0 --output "$eval" >> "$OUT/eval-$arm-s$seed.log" 2>&1
         echo "$(date -u +%FT%T) eval $arm seed $seed exit $?" | tee -a "$OUT/run.log"
     fi
 }
 export -f job
 export OUT
-for seed in $(seq 3200 3211); do printf 'old %s\nnew %s\n' "$seed" "$seed"; done \
+echo "$(date -u +%FT%T) seeds ${FIRST_SEED:-3200}-3211; evaluations from ${EVAL_PYTHONPATH:-the same code}" | tee -a "$OUT/run.log"
+for seed in $(seq "${FIRST_SEED:-3200}" 3211); do printf 'old %s\nnew %s\n' "$seed" "$seed"; done \
     | xargs -P 2 -L 1 bash -c 'job "$0" "$1"'
 echo "$(date -u +%FT%T) part F done: python studies/2026-12-05-faster-step-equivalence/analyze.py $OUT 3200-3211" \
     | tee -a "$OUT/run.log"
