@@ -234,10 +234,10 @@ def jobs() -> list[Job]:
         ]
         for what, n, key in (("h1", 24, "H1"), ("h2", 24, "H2"), ("best", 8, "best")):
             name = f"eval-model_{what}-s{seed}"
-            step = (lambda seed=seed, key=key: matched(seed)[key]["checkpoint_step" if key == "best" else "step"])
-            queue.append(Job(name, lambda seed=seed, step=step, name=name, n=n: eval_args(
-                frozen_checkpoint(seed, step()), n, OUT / name), lambda name=name: evaluated(OUT / name),
-                (f"match-s{seed}",), env=one_thread))
+            field_name = "checkpoint_step" if key == "best" else "step"
+            queue.append(Job(name, lambda seed=seed, key=key, field_name=field_name, name=name, n=n: eval_args(
+                frozen_checkpoint(seed, matched(seed)[key][field_name]), n, OUT / name),
+                lambda name=name: evaluated(OUT / name), (f"match-s{seed}",), env=one_thread))
     for seed in SEEDS_C:
         for method in METHODS_C:
             queue += arm_jobs(method, f"configs/smol/{method}.yaml", seed, (), list, False)

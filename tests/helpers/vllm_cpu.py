@@ -48,11 +48,18 @@ def run_coreward(*args: str, env: dict[str, str] | None = None, timeout: int = 9
     """`coreward ARGS` through this wrapper, in a fresh process (vLLM keeps global state), one torch thread."""
     from coreward.experiments.jobs import free_port
 
-    # MASTER_PORT: the engine's rendezvous port, one per run (CI runs two of these tests side by side)
-    environment = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1",
-                   "VLLM_CPU_KVCACHE_SPACE": "1", "MASTER_PORT": str(free_port()), **(env or {})}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
-                          env=environment, cwd=ROOT)
+    # MASTER_PORT: the engine's rendezvous port, one per run (CI runs two of these tests side by side). A port found
+    # free can be taken before the engine binds it (the other test's engine opens sockets on free ports too): then
+    # the run fails at its rendezvous with EADDRINUSE, before any step, and goes again on another port.
+    for attempt in range(3):
+        environment = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1",
+                       "VLLM_CPU_KVCACHE_SPACE": "1", "MASTER_PORT": str(free_port()), **(env or {})}
+        done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
+                              env=environment, cwd=ROOT)
+        if done.returncode == 0 or "EADDRINUSE" not in done.stderr or attempt == 2:
+            return done
+        print(f"vLLM's rendezvous port {environment['MASTER_PORT']} was taken before it bound it: again", flush=True)
+    return done
 
 
 def keep_plain_weights(stale_output_layer: bool = False) -> None:
