@@ -402,7 +402,8 @@ class EvalSettings:
     top_p: float = field(default=0.95, metadata={"help": "nucleus sampling's top-p"})
     max_new_tokens: int | None = field(default=None, metadata={
         "help": "completion length cap (default: 64 for the demo policy, else 2048, or 512 on a CPU)"})
-    seed: int = field(default=0, metadata={"help": "same seed, same samples"})
+    seed: int = field(default=0, metadata={"help": "same seed, same samples (with the same coreward, torch and "
+                                                  "kind of machine: a sampler's change redraws them)"})
     prompt_format: str | None = field(default=None, metadata={
         "help": "chat or plain (default: plain for the demo tokenizer, else chat)"})
     instruction: str | None = field(default=None, metadata={
