@@ -23,7 +23,7 @@ Part B's steps (the registration's wording where it leaves a choice, fixed here 
   5; then match-sS.json: its H1 and H2 checkpoints (the first whose process_cpu_s reaches the Cooper arm's final
   process_cpu_s) and, for the secondary best/, the checkpoint at or before the step the guard's best/ held at the H1
   checkpoint (the guard replayed over the rows to that step; checkpoints are every 5 steps, so the step rounds down
-  to one), each evaluated as the other arms.
+  to one), each evaluated as the other arms (an H2 checkpoint that is H1's takes H1's evaluation: the same command).
 Part C: majority, self-certainty, entropy, Co-rewarding-I and -II, 60 steps, seeds 2000-2003, evaluated at n = 24.
 """
 
@@ -238,6 +238,11 @@ def jobs() -> list[Job]:
             queue.append(Job(name, lambda seed=seed, key=key, field_name=field_name, name=name, n=n: eval_args(
                 frozen_checkpoint(seed, matched(seed)[key][field_name]), n, OUT / name),
                 lambda name=name: evaluated(OUT / name), (f"match-s{seed}",), env=one_thread))
+            if key == "H2":  # the same checkpoint as H1's: the same command's results (seed 0), copied, not sampled again
+                queue[-1].needs += (f"eval-model_h1-s{seed}",)
+                queue[-1].command = lambda seed=seed, name=name, plain=queue[-1].command: (
+                    ["cp", "-rT", str(OUT / f"eval-model_h1-s{seed}"), str(OUT / name)]
+                    if matched(seed)["H1"]["step"] == matched(seed)["H2"]["step"] else plain())
     for seed in SEEDS_C:
         for method in METHODS_C:
             queue += arm_jobs(method, f"configs/smol/{method}.yaml", seed, (), list, False)
