@@ -2,7 +2,7 @@
 
     python -m benchmarks.speed.real_model_rollouts [--threads 2] [--repeats 3] [--tokens 64] [--top-p 1.0]
                                                    [--steps 4] [--rounds 1] [--skip-steps] [--skip-local]
-                                                   [--output DIR]
+                                                   [--no-teacher] [--output DIR]
 
 SmolLM2-135M-Instruct with configs/smol/rule.yaml's LoRA (r 16, every linear layer), 4 arith prompts x 8 completions
 through the model's chat template, temperature 0.7.
@@ -21,6 +21,10 @@ through the model's chat template, temperature 0.7.
    of the commit before the sampling copy (`--old-set`: float32 weights, LoRA dropout 0.05,
    `sampling.engine=policy`, TRL's random micro-batches), which leaves in what this checkout changed for every
    setting (the fused head's projection of completion positions only, grpo/fused_head.py).
+   With `--teacher` (on by default), the same for Co-rewarding-II's EMA teacher under LoRA (a second adapter,
+   "teacher", on the same base): old = b3eed77's teacher rollouts (generate on the training module in eval mode with
+   the teacher's adapter active, unmerged, float32: its grpo/policy.py `Policy.generate`); new = the shipped ones (the
+   sampling copy written from the teacher's adapter, which a step does once, then sampled), the write timed in.
 3. A local text generator (llm/hf_local.py: Cooper's assistant or the judge when it is a model on this machine, and
    `coreward rephrase`): the same 32 prompts as requests (temperature 0.7, top-p 0.95, one seed each, 64 tokens, one
    batch), as b3eed77 ran it (float32, which its default dtype "auto" loaded; its row sampler: each row's softmax,
@@ -116,35 +120,66 @@ def generation(args) -> None:
         sample_token_ids(sampler.follow(policy, next(version)), prompts, config, tokenizer.pad_token_id,
                          [tokenizer.eos_token_id], 0.7)
 
-    paths = {"old (TRL's generate, LoRA unmerged, float32)": old,
-             f"new (sampling copy, LoRA merged, {str(sampler.dtype).removeprefix('torch.')})": new}
+    dtype_name = str(sampler.dtype).removeprefix("torch.")
+    groups = {"the policy's rollouts": {"old (TRL's generate, LoRA unmerged, float32)": old,
+                                        f"new (sampling copy, LoRA merged, {dtype_name})": new}}
+    if args.teacher:
+        from peft import LoraConfig
+        from trl.trainer.utils import use_adapter
+
+        from coreward.runtime.generation import generate_from_ids
+
+        policy.add_adapter("teacher", LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear"))
+        with torch.no_grad():  # the teacher's adapter away from the policy's (an EMA lags it)
+            for name, param in policy.named_parameters():
+                if "lora_B.teacher" in name:
+                    param.normal_(0, 1e-3)
+
+        def old_teacher():  # b3eed77's Policy.generate with adapter="teacher"
+            policy.eval()
+            with torch.no_grad(), use_adapter(policy, "teacher"):
+                policy.generate(input_ids=input_ids, attention_mask=attention, generation_config=config)
+
+        def new_teacher():  # the shipped teacher's rollouts: the copy written from its adapter (once a step), sampled
+            generate_from_ids(sampler.follow(policy, next(version), adapter="teacher"), prompts,
+                              tokenizer.pad_token_id, generation_config=config)
+
+        groups["the EMA teacher's rollouts"] = {"old (generate in eval mode, the teacher's adapter unmerged, "
+                                                "float32)": old_teacher,
+                                                f"new (the copy written from the teacher's adapter, {dtype_name}, "
+                                                "the write included)": new_teacher}
+    for group, paths in groups.items():
+        best = timed_paths(paths, args.repeats, group)
+        flops = dict(zip(("old", "new"), map(counted, paths.values())))
+        weight_bytes = {"old": sum(p.numel() * p.element_size() for p in policy.parameters()),
+                        "new": sampler.nbytes()}
+        dtypes = {"old": torch.float32, "new": sampler.dtype}
+        print(f"\n{group}, {rows} rows x {tokens} tokens ({rows * tokens:,} tokens), best of {args.repeats}:")
+        for name, key in zip(paths, ("old", "new")):
+            floor = tokens * weight_bytes[key] / (read_rate * 1e9)
+            rate = flops[key] / best[key] / 1e9
+            print(f"  {name}: {best[key]:.2f} s, {rows * tokens / best[key]:.0f} tokens/s; {best[key] / floor:.1f}x "
+                  f"its memory-bandwidth floor ({floor:.2f} s: {weight_bytes[key] / 1e6:.0f} MB of weights read "
+                  f"{tokens} times at {read_rate:.1f} GB/s); {rate:.0f} GFLOP/s = {rate / rates[dtypes[key]]:.2f} of "
+                  f"the {str(dtypes[key]).removeprefix('torch.')} matmul rate", flush=True)
+        print(f"  new / old time: {best['new'] / best['old']:.2f} ({best['old'] / best['new']:.1f}x faster)", flush=True)
+    sync = min(timed_once(lambda: sampler.follow(policy, next(version))) for _ in range(3))
+    print(f"the copy's re-sync after an optimizer step {sync:.2f} s (best of 3)", flush=True)
+
+
+def timed_paths(paths: dict, repeats: int, label: str) -> dict[str, float]:
+    """Each path once to warm up, then all of them interleaved `repeats` times: each one's best time (old, new)."""
     seconds = {name: [] for name in paths}
     for fn in paths.values():
-        fn()  # warm-up
-    for repeat in range(args.repeats):
+        fn()
+    for repeat in range(repeats):
         for name, fn in paths.items():
             start = time.perf_counter()
             fn()
             seconds[name].append(time.perf_counter() - start)
-        print(f"  repeat {repeat + 1}/{args.repeats}: " + ", ".join(f"{s[-1]:.1f} s" for s in seconds.values()),
+        print(f"  {label}, repeat {repeat + 1}/{repeats}: " + ", ".join(f"{s[-1]:.1f} s" for s in seconds.values()),
               flush=True)
-    sync = min(timed_once(lambda: sampler.follow(policy, next(version))) for _ in range(3))
-    weight_bytes = {"old": sum(p.numel() * p.element_size() for p in policy.parameters()),
-                    "new": sampler.nbytes()}
-    dtypes = {"old": torch.float32, "new": sampler.dtype}
-    flops = {"old": counted(old), "new": counted(new)}
-    print(f"\ngeneration, {rows} rows x {tokens} tokens ({rows * tokens:,} tokens), best of {args.repeats}:")
-    best = {}
-    for (name, times), key in zip(seconds.items(), ("old", "new")):
-        best[key] = min(times)
-        floor = tokens * weight_bytes[key] / (read_rate * 1e9)
-        rate = flops[key] / best[key] / 1e9
-        print(f"  {name}: {best[key]:.2f} s, {rows * tokens / best[key]:.0f} tokens/s; {best[key] / floor:.1f}x its "
-              f"memory-bandwidth floor ({floor:.2f} s: {weight_bytes[key] / 1e6:.0f} MB of weights read {tokens} times "
-              f"at {read_rate:.1f} GB/s); {rate:.0f} GFLOP/s = {rate / rates[dtypes[key]]:.2f} of the "
-              f"{str(dtypes[key]).removeprefix('torch.')} matmul rate", flush=True)
-    print(f"  new / old time: {best['new'] / best['old']:.2f} ({best['old'] / best['new']:.1f}x faster); the copy's "
-          f"re-sync after an optimizer step {sync:.2f} s (best of 3)", flush=True)
+    return dict(zip(("old", "new"), (min(times) for times in seconds.values())))
 
 
 def b3eed77_row_sampler(batch, device):
@@ -305,6 +340,8 @@ def main() -> None:
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--skip-steps", action="store_true")
     parser.add_argument("--skip-local", action="store_true", help="leave out part 3 (the local text generator)")
+    parser.add_argument("--teacher", action=argparse.BooleanOptionalAction, default=True,
+                        help="part 1 also times the EMA teacher's rollouts (a second LoRA adapter)")
     parser.add_argument("--output", type=Path, default=REPO / "runs" / "real_model_rollouts")
     args = parser.parse_args()
     if args.steps < 2:
