@@ -148,12 +148,11 @@ def generation(args) -> None:
                                                 "float32)": old_teacher,
                                                 f"new (the copy written from the teacher's adapter, {dtype_name}, "
                                                 "the write included)": new_teacher}
+    weight_bytes = {"old": sum(p.numel() * p.element_size() for p in policy.parameters()), "new": sampler.nbytes()}
+    dtypes = {"old": torch.float32, "new": sampler.dtype}
     for group, paths in groups.items():
         best = timed_paths(paths, args.repeats, group)
         flops = dict(zip(("old", "new"), map(counted, paths.values())))
-        weight_bytes = {"old": sum(p.numel() * p.element_size() for p in policy.parameters()),
-                        "new": sampler.nbytes()}
-        dtypes = {"old": torch.float32, "new": sampler.dtype}
         print(f"\n{group}, {rows} rows x {tokens} tokens ({rows * tokens:,} tokens), best of {args.repeats}:")
         for name, key in zip(paths, ("old", "new")):
             floor = tokens * weight_bytes[key] / (read_rate * 1e9)

@@ -122,8 +122,8 @@ def part_b(runs: Path) -> dict[int, float | None]:
                "H2 authors' Cooper - frozen": ("cooper", "frozen_h2"),
                "H3a rollout-negative Cooper - rule": ("cooper_rn", "rule"),
                "H3b authors' Cooper - rule": ("cooper", "rule")}
-    results = {name: stats.paired(*paired_over(final[a], final[b])) for name, (a, b) in primary.items()
-               if len(paired_over(final[a], final[b])[0]) >= 2}
+    pairs = {name: paired_over(final[a], final[b]) for name, (a, b) in primary.items()}
+    results = {name: stats.paired(*pair) for name, pair in pairs.items() if len(pair[0]) >= 2}
     if results:
         adjusted = stats.holm([r.p for r in results.values()])
         print(f"primary (Holm over the {len(results)} tests here, alpha {ALPHA}; registered: four):")

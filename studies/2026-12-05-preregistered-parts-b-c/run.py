@@ -121,6 +121,7 @@ def final_cpu_s(run: Path) -> float:
 def match(seed: int) -> dict:
     """The frozen run's checkpoints at the Cooper arms' CPU-seconds, and the one for its best/ (module docstring)."""
     from coreward.evaluation.guard import replay
+    from coreward.evaluation.plots import read_config
     from coreward.runtime.metrics import read_metrics
 
     frozen = OUT / f"model-s{seed}"
@@ -138,7 +139,7 @@ def match(seed: int) -> dict:
     # at least best_min_gain over the best written)
     from coreward.evaluation.guard import GuardSettings
 
-    settings = GuardSettings(**read_run_config(frozen).get("guard", {}))
+    settings = GuardSettings(**read_config(frozen / "config.yaml").get("guard", {}))
     _, readings = replay([row for row in rows if row.get("step", 0) <= upto], settings)
     best_step, best = None, None
     for reading in readings:
@@ -148,12 +149,6 @@ def match(seed: int) -> dict:
     result["best"] = {"guard_step": best_step, "checkpoint_step": kept if kept is not None else upto}
     (OUT / f"match-s{seed}.json").write_text(json.dumps(result, indent=1))
     return result
-
-
-def read_run_config(run: Path) -> dict:
-    import yaml
-
-    return yaml.safe_load((run / "config.yaml").read_text())
 
 
 def matched(seed: int) -> dict:

@@ -84,7 +84,7 @@ def annotate_command(
     from coreward.data.sources import load_named, parse_columns
     from coreward.llm import build_generator
     from coreward.rm.annotate import annotate as run_annotation
-    from coreward.rm.annotate import label_rows, rows_from_eval_samples, write_rows
+    from coreward.rm.annotate import label_rows, pair_rows, rows_from_eval_samples, write_rows
     from coreward.verify import get_verifier
 
     records = load_named(data, split, limit, data_dir, key="--data", columns=parse_columns(columns))
@@ -103,8 +103,6 @@ def annotate_command(
         if judge_model is not None:
             judge_model.close()
     if pairs_only:
-        from coreward.rm.annotate import pair_rows
-
         labelled = len(rows)
         rows = pair_rows(rows)
         report.kept, report.positives = len(rows), sum(row["label"] for row in rows)

@@ -39,10 +39,11 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def truncate_after(path: Path, step: int) -> None:
-    """Keep rows with step <= `step` (and drop a torn line), rewriting the file atomically."""
+def truncate_after(path: Path, step: int) -> list[dict[str, Any]]:
+    """Keep rows with step <= `step` (and drop a torn line), rewriting the file atomically; the rows kept."""
     rows = [row for row in read_metrics(path) if row.get("step", 0) <= step]
     atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
+    return rows
 
 
 def process_cpu_seconds() -> float:
@@ -79,8 +80,7 @@ class MetricsFileCallback(TrainerCallback):
         if state.is_world_process_zero:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             if self.path.exists():
-                truncate_after(self.path, state.global_step)
-                kept = [row["process_cpu_s"] for row in read_metrics(self.path)
+                kept = [row["process_cpu_s"] for row in truncate_after(self.path, state.global_step)
                         if isinstance(row.get("process_cpu_s"), (int, float))]
                 self.cpu_offset = float(kept[-1]) if kept and state.global_step > 0 else 0.0
 

@@ -475,16 +475,21 @@ VARIANTS = ("rewards.0.params.negative=mixed", "rewards.0.params.replay_size=16"
             "rewards.0.params.anchor=0.1", "rewards.0.params.members=2", "rewards.0.params.member_split=bootstrap")
 
 
-@pytest.mark.parametrize("variants", [False, True], ids=["authors", "variants"])
-def test_two_processes_keep_identical_rms_under_a_minibatch_schedule(policy, tiny_rm, tmp_path, variants):
+def run_workers(policy: Path, rm: Path, out: Path, mode: str) -> list[dict]:
+    """`worker` (below) under torchrun on 2 processes for 2 steps; each process's state (rankR.json)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-               __file__, "worker", str(policy), str(tiny_rm), str(tmp_path), "2", str(variants)]
+               __file__, "worker", str(policy), str(rm), str(out), "2", mode]
     done = warm_launch.run(command, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.mark.parametrize("variants", [False, True], ids=["authors", "variants"])
+def test_two_processes_keep_identical_rms_under_a_minibatch_schedule(policy, tiny_rm, tmp_path, variants):
+    states = run_workers(policy, tiny_rm, tmp_path, str(variants))
     members = 2 if variants else 1
     ranks = [[load_file(tmp_path / f"rank{r}_member{k}.safetensors") for k in range(members)] for r in range(2)]
-    states = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     # the authors' kind of schedule (mini-batches of 1 pair, so one process often has none; 2 epochs; warmup)
     assert states[0]["updates"] == states[1]["updates"] and min(states[0]["updates"]) > 2, states
     assert [s["world"] for s in states] == [2, 2]
@@ -514,12 +519,7 @@ def test_local_assistant_on_two_processes(policy, tiny_rm, tmp_path, dtype):
     """Cooper's assistant as a local model under torchrun (2 gloo processes), the guard and periodic evaluation on,
     in float32 and in bf16: the main process alone loads the model and samples the negatives, both processes learn
     the same pairs (bitwise identical RMs that moved from the start), and every step was evaluated."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-               __file__, "worker", str(policy), str(tiny_rm), str(tmp_path), "2", f"local-{dtype}"]
-    done = warm_launch.run(command, env=env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    states = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    states = run_workers(policy, tiny_rm, tmp_path, f"local-{dtype}")
     assert [s["assistant_calls"] for s in states] == [2, 0]  # once per step, on the main process only
     assert states[0]["assistant_dtypes"] == [f"torch.{dtype}"] and states[1]["assistant_dtypes"] == []  # never loaded
     assert [s["policy_bf16"] for s in states] == [dtype == "bfloat16"] * 2
