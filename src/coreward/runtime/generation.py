@@ -4,6 +4,7 @@ its own per-request seeded sampler)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 
@@ -149,9 +150,173 @@ def shared_prompt_cache(model: Any, input_ids, attention):
     return cache
 
 
+@functools.cache
+def _reserved_layer_class():
+    """`ReservedLayer`, made on first use (transformers is imported only where a model samples)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class ReservedLayer(DynamicLayer):
+        """transformers' `DynamicLayer` with its keys and values held in a buffer that has room for `reserve` more
+        positions: a decoding step writes its token's keys and values in place and attends to a view of the filled
+        part, where `DynamicLayer` concatenates the whole cache again at every token (a copy that grows with the
+        sequence, in every layer). The same tensors to attend to, so the same tokens; the memory is what the
+        concatenation's last step holds anyway. A layer whose keys something else replaced (`batch_select_indices`,
+        `crop`) is copied into a new buffer at its next update."""
+
+        def __init__(self, reserve: int):
+            super().__init__()
+            self.reserve = max(1, int(reserve))
+            self.buffers = None
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            length = self.keys.shape[-2] if self.keys.numel() else 0
+            end = length + key_states.shape[-2]
+            if not self._holds(end, key_states):
+                self._rebuffer(length, end + self.reserve, key_states, value_states)
+            keys, values = self.buffers
+            keys[..., length:end, :].copy_(key_states)
+            values[..., length:end, :].copy_(value_states)
+            self.keys, self.values = keys[..., :end, :], values[..., :end, :]
+            return self.keys, self.values
+
+        def _holds(self, end, key_states) -> bool:
+            """Whether the buffer still backs `keys` and has room up to `end` for rows like `key_states`."""
+            if self.buffers is None:
+                return False
+            keys = self.buffers[0]
+            return (keys.shape[-2] >= end and keys.shape[:2] == key_states.shape[:2]
+                    and (self.keys.numel() == 0 or self.keys.data_ptr() == keys.data_ptr()))
+
+        def _rebuffer(self, length, capacity, key_states, value_states) -> None:
+            shape = (*key_states.shape[:2], capacity)
+            keys = key_states.new_empty((*shape, key_states.shape[-1]))
+            values = value_states.new_empty((*shape, value_states.shape[-1]))
+            if length:
+                keys[..., :length, :].copy_(self.keys)
+                values[..., :length, :].copy_(self.values)
+            self.buffers = (keys, values)
+            self.keys, self.values = keys[..., :length, :], values[..., :length, :]
+
+    return ReservedLayer
+
+
+def reserved_cache(model: Any, new_tokens: int, cache: Any = None):
+    """A key/value cache for `generate` whose full-attention layers hold room for `new_tokens` more positions
+    (`_reserved_layer_class`): `cache` (a `DynamicCache`, e.g. `shared_prompt_cache`'s) with its plain layers
+    turned into reserved ones, or an empty cache for `model`. None where the model's layers keep another kind of
+    cache (a sliding window, a recurrent state): `generate` then makes its own."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    config = getattr(model, "config", None)
+    if config is None or other_layer_types(config):
+        return None
+    if cache is None:
+        cache = DynamicCache(config=config)
+    if type(cache) is not DynamicCache or any(type(layer) is not DynamicLayer for layer in cache.layers):
+        return None
+    reserved = _reserved_layer_class()
+    for index, layer in enumerate(cache.layers):
+        replacement = reserved(new_tokens)
+        if layer.is_initialized:
+            replacement.lazy_initialization(layer.keys, layer.values)
+            replacement.keys, replacement.values = layer.keys, layer.values
+        cache.layers[index] = replacement
+    return cache
+
+
+def new_token_budget(config: Any, prompt_width: int) -> int:
+    """The most tokens `generate` adds under `config` (`max_new_tokens`, else `max_length` less the prompt)."""
+    if config.max_new_tokens is not None:
+        return int(config.max_new_tokens)
+    return max(1, int(config.max_length or 0) - prompt_width)
+
+
+# the settings of a greedy generation config `decode` runs as `generate` would (any other, or another value of
+# the checked ones, leaves the loop to `generate`): lengths, end and padding tokens, and what changes nothing
+DECODE_SETTINGS = {"max_new_tokens", "max_length", "min_new_tokens", "min_length", "do_sample", "use_cache",
+                   "repetition_penalty", "num_return_sequences", "num_beams", "pad_token_id", "eos_token_id",
+                   "bos_token_id", "disable_compile", "transformers_version", "_from_model_config"}
+
+
+def decodes_as_generate(model: Any, config: Any, rest: dict) -> bool:
+    """Whether `decode` runs `model.generate(..., generation_config=config, **rest)` for a greedy `config`: a plain
+    transformers causal LM (`shared_prompt_cache`'s conditions), no setting beyond `DECODE_SETTINGS`, no argument
+    beyond logits processors and stopping criteria, and end tokens to stop at."""
+    import inspect
+
+    settings = config.to_diff_dict()
+    return (set(settings) <= DECODE_SETTINGS and not config.do_sample and (config.num_beams or 1) == 1
+            and config.repetition_penalty in (None, 1.0) and (config.num_return_sequences or 1) == 1
+            and not config.min_length and config.use_cache is not False
+            and set(rest) <= {"logits_processor", "stopping_criteria"}
+            and _end_tokens(config) and getattr(model, "config", None) is not None
+            and not getattr(model.config, "is_encoder_decoder", False)
+            and "logits_to_keep" in inspect.signature(type(model).forward).parameters)
+
+
+def _end_tokens(config: Any) -> list[int]:
+    ends = config.eos_token_id
+    return [int(t) for t in (ends if isinstance(ends, (list, tuple)) else [ends]) if t is not None]
+
+
+def decode(model: Any, input_ids, attention, config: Any, cache: Any, logits_processor=None,
+           stopping_criteria=None):
+    """`model.generate`'s greedy loop (transformers' `_sample` without sampling: each step's logits in float32
+    through the logits processors, the top token taken, a finished row padded, the step's stopping criteria),
+    for a config `decodes_as_generate` accepts, into `cache` (`reserved_cache`, empty or holding every prompt column
+    but the last). What it leaves out is `generate`'s work a token that the loop does not need: the attention mask is
+    made once (additive, in the model's dtype) and sliced each step, where `generate` builds a boolean one each
+    step that every layer's attention turns into an additive one again, and the generality of its
+    per-step preparation. The same tokens, from the same logits."""
+    import torch
+
+    rows, width = input_ids.shape
+    new_tokens = new_token_budget(config, width)
+    ends = torch.tensor(_end_tokens(config), device=input_ids.device)
+    pad = config.pad_token_id if config.pad_token_id is not None else int(ends[0])
+    min_new = config.min_new_tokens or 0
+    dtype = next(model.parameters()).dtype
+    dtype = dtype if dtype.is_floating_point else torch.float32
+    attends = torch.ones(rows, width + new_tokens, dtype=torch.bool, device=input_ids.device)
+    attends[:, :width] = attention.bool()
+    additive = torch.zeros(rows, 1, 1, width + new_tokens, dtype=dtype, device=input_ids.device)
+    additive.masked_fill_(~attends[:, None, None, :], float("-inf"))
+    positions = (attention.long().cumsum(-1) - 1).masked_fill_(attention == 0, 1)
+    unfinished = torch.ones(rows, dtype=torch.bool, device=input_ids.device)
+    if cache.get_seq_length() == width - 1:  # the prompts' prefix is in the cache: their last column goes first
+        step = {"input_ids": input_ids[:, -1:], "attention_mask": additive[..., :width],
+                "position_ids": positions[:, -1:]}
+    else:  # the prompts whole, with the padding and causal mask transformers makes for them
+        step = {"input_ids": input_ids, "attention_mask": attention, "position_ids": positions}
+    sequences = input_ids
+    for made in range(new_tokens):
+        logits = model(**step, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+        scores = logits[:, -1, :].to(dtype=torch.float32, copy=True)
+        if made < min_new:  # transformers' MinNewTokensLengthLogitsProcessor
+            scores[:, ends] = float("-inf")
+        if logits_processor is not None:
+            scores = logits_processor(sequences, scores)
+        token = torch.argmax(scores, dim=-1)
+        token = torch.where(unfinished, token, torch.full_like(token, pad))
+        sequences = torch.cat([sequences, token[:, None]], dim=-1)
+        unfinished &= ~torch.isin(token, ends)
+        if stopping_criteria is not None:
+            unfinished &= ~stopping_criteria(sequences, None)  # `generate` hands them no scores unless it returns them
+        if not bool(unfinished.any()):
+            break
+        end = width + made + 1
+        step = {"input_ids": token[:, None], "attention_mask": additive[..., :end],
+                "position_ids": positions[:, -1:] + made + 1}
+    return sequences
+
+
 def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     """`model.generate(input_ids, attention_mask, **generate_kwargs)`, its sampling done by `InverseCdfSampler`
-    where it applies (`greedy_with_sampler`), each repeated prompt prefilled once (`shared_prompt_cache`): the same
+    where it applies (`greedy_with_sampler`), each repeated prompt prefilled once (`shared_prompt_cache`), into a cache
+    with room for the new tokens (`reserved_cache`), decoded by `decode` where it runs as `generate` would: the same
     rows in the same order (each prompt's sequences together)."""
     import copy
 
@@ -165,11 +330,15 @@ def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     greedy, sampler, copies = plan
     if copies > 1:
         input_ids, attention = input_ids.repeat_interleave(copies, 0), attention.repeat_interleave(copies, 0)
+    cache = None
     if "past_key_values" not in rest and greedy.cache_implementation is None and greedy.use_cache is not False:
-        cache = shared_prompt_cache(model, input_ids, attention)
-        if cache is not None:
-            rest["past_key_values"] = cache
+        cache = reserved_cache(model, new_token_budget(greedy, input_ids.size(1)),
+                               shared_prompt_cache(model, input_ids, attention))
     processors = LogitsProcessorList([*(rest.pop("logits_processor", None) or []), sampler])
+    if cache is not None and decodes_as_generate(model, greedy, rest):
+        return decode(model, input_ids, attention, greedy, cache, processors, rest.get("stopping_criteria"))
+    if cache is not None:
+        rest["past_key_values"] = cache
     return model.generate(input_ids=input_ids, attention_mask=attention, generation_config=greedy,
                           logits_processor=processors, **rest)
 
