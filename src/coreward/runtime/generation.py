@@ -60,16 +60,21 @@ class InverseCdfSampler:
             warpers.append(MinPLogitsWarper(min_p=config.min_p))
         self.warpers = LogitsProcessorList(warpers)
 
-    def __call__(self, input_ids, scores):
+    def draw(self, input_ids, scores):
+        """Each row's token, drawn from the warped distribution of its `scores`."""
         import torch
 
         probs = torch.softmax(self.warpers(input_ids, scores).float(), dim=-1)
         uniforms = torch.rand(scores.size(0), device=scores.device)
         if self.top_p is None:
-            token = inverse_cdf_draw(probs, uniforms)
-        else:
-            ranked, order = nucleus(probs, self.top_p)
-            token = order.gather(1, inverse_cdf_draw(ranked, uniforms).unsqueeze(1)).squeeze(1)
+            return inverse_cdf_draw(probs, uniforms)
+        ranked, order = nucleus(probs, self.top_p)
+        return order.gather(1, inverse_cdf_draw(ranked, uniforms).unsqueeze(1)).squeeze(1)
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        token = self.draw(input_ids, scores)
         return torch.full_like(scores, float("-inf")).scatter_(1, token.unsqueeze(1), 0.0)
 
 
@@ -93,9 +98,10 @@ def inverse_cdf_draw(probs, uniforms):
 
     cdf = probs.cumsum(dim=-1)
     total = cdf[:, -1:]
-    token = torch.searchsorted(cdf, uniforms.to(cdf.dtype).unsqueeze(1) * total, right=True)
-    last_with_mass = (cdf < total).sum(dim=-1, keepdim=True)  # the first index where cdf reaches the total
-    return torch.minimum(token, last_with_mass).squeeze(1)
+    # u·total held below the total: the search then stops at the first index where cdf reaches it, at the latest
+    below_total = torch.nextafter(total, torch.zeros_like(total))
+    value = torch.minimum(uniforms.to(cdf.dtype).unsqueeze(1) * total, below_total)
+    return torch.searchsorted(cdf, value, right=True).clamp_(max=probs.size(-1) - 1).squeeze(1)
 
 
 def greedy_with_sampler(config: Any) -> tuple[Any, InverseCdfSampler, int] | None:
@@ -263,14 +269,15 @@ def _end_tokens(config: Any) -> list[int]:
 
 
 def decode(model: Any, input_ids, attention, config: Any, cache: Any, logits_processor=None,
-           stopping_criteria=None):
+           stopping_criteria=None, draw=None):
     """`model.generate`'s greedy loop (transformers' `_sample` without sampling: each step's logits in float32
     through the logits processors, the top token taken, a finished row padded, the step's stopping criteria),
     for a config `decodes_as_generate` accepts, into `cache` (`reserved_cache`, empty or holding every prompt column
     but the last). What it leaves out is `generate`'s work a token that the loop does not need: the attention mask is
     made once (additive, in the model's dtype) and sliced each step, where `generate` builds a boolean one each
     step that every layer's attention turns into an additive one again, and the generality of its
-    per-step preparation. The same tokens, from the same logits."""
+    per-step preparation. `draw` (`InverseCdfSampler.draw`), when given, picks each row's token from the processed
+    scores, as that sampler's one-hot scores and the greedy pick would. The same tokens, from the same logits."""
     import torch
 
     rows, width = input_ids.shape
@@ -299,7 +306,7 @@ def decode(model: Any, input_ids, attention, config: Any, cache: Any, logits_pro
             scores[:, ends] = float("-inf")
         if logits_processor is not None:
             scores = logits_processor(sequences, scores)
-        token = torch.argmax(scores, dim=-1)
+        token = torch.argmax(scores, dim=-1) if draw is None else draw(sequences, scores)
         token = torch.where(unfinished, token, torch.full_like(token, pad))
         sequences = torch.cat([sequences, token[:, None]], dim=-1)
         unfinished &= ~torch.isin(token, ends)
@@ -334,9 +341,11 @@ def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     if "past_key_values" not in rest and greedy.cache_implementation is None and greedy.use_cache is not False:
         cache = reserved_cache(model, new_token_budget(greedy, input_ids.size(1)),
                                shared_prompt_cache(model, input_ids, attention))
-    processors = LogitsProcessorList([*(rest.pop("logits_processor", None) or []), sampler])
+    before = rest.pop("logits_processor", None) or []
     if cache is not None and decodes_as_generate(model, greedy, rest):
-        return decode(model, input_ids, attention, greedy, cache, processors, rest.get("stopping_criteria"))
+        return decode(model, input_ids, attention, greedy, cache, LogitsProcessorList(before),
+                      rest.get("stopping_criteria"), draw=sampler.draw)
+    processors = LogitsProcessorList([*before, sampler])
     if cache is not None:
         rest["past_key_values"] = cache
     return model.generate(input_ids=input_ids, attention_mask=attention, generation_config=greedy,
