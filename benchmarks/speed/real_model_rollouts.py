@@ -148,10 +148,13 @@ def generation(args) -> None:
                                                 "float32)": old_teacher,
                                                 f"new (the copy written from the teacher's adapter, {dtype_name}, "
                                                 "the write included)": new_teacher}
-    weight_bytes = {"old": sum(p.numel() * p.element_size() for p in policy.parameters()), "new": sampler.nbytes()}
     dtypes = {"old": torch.float32, "new": sampler.dtype}
+    weight_bytes = None
     for group, paths in groups.items():
         best = timed_paths(paths, args.repeats, group)
+        if weight_bytes is None:  # the copy exists once a path has sampled from it
+            weight_bytes = {"old": sum(p.numel() * p.element_size() for p in policy.parameters()),
+                            "new": sampler.nbytes()}
         flops = dict(zip(("old", "new"), map(counted, paths.values())))
         print(f"\n{group}, {rows} rows x {tokens} tokens ({rows * tokens:,} tokens), best of {args.repeats}:")
         for name, key in zip(paths, ("old", "new")):
