@@ -134,15 +134,17 @@ def test_each_rows_tokens_follow_its_own_warped_distribution(temperature, top_p)
 def test_hf_batch_fault_fails_its_items_only(tiny, monkeypatch):
     model, tokenizer = tiny
     generator = HFLocalGenerator(model, tokenizer, batch_size=2)
-    real_generate, calls = model.generate, []
+    import coreward.llm.hf_local as hf_local
 
-    def out_of_memory_on_second_batch(*args, **kwargs):
+    real_generate, calls = hf_local.sampled_generate, []
+
+    def out_of_memory_on_second_batch(*args, **kwargs):  # a batch's one generation call
         calls.append(1)
         if len(calls) == 2:
             raise torch.OutOfMemoryError("injected")
         return real_generate(*args, **kwargs)
 
-    monkeypatch.setattr(model, "generate", out_of_memory_on_second_batch)
+    monkeypatch.setattr(hf_local, "sampled_generate", out_of_memory_on_second_batch)
     results = generator.generate([GenerationRequest.user(q, temperature=0.0, max_tokens=4) for q in QUESTIONS])
     assert [r.ok for r in results] == [True, True, False, False, True]
     assert results[2].error == "OutOfMemoryError: injected"

@@ -142,3 +142,25 @@ def test_the_cache_grows_in_place_and_settings_decode_does_not_apply_go_to_gener
     rows = generate_from_ids(model, prompts, tokenizer.pad_token_id, generation_config=config)
     assert not called and len(rows) == 3 and all(len(row) == 8 for row in rows)
     assert isinstance(made[-1].layers[0], layer) and made[-1].get_seq_length() == width + 7
+
+
+def test_greedy_decoding_and_a_local_generator_take_the_same_loop(tiny_policy, monkeypatch):
+    """Greedy decoding (an evaluation at temperature 0: sampling settings set, never applied) and a local text
+    generator (llm/hf_local.py: greedy over its per-request sampler's one-hot choice) decode in the loop, with the
+    tokens and texts `generate` gives."""
+    from coreward.llm.base import GenerationRequest
+    from coreward.llm.hf_local import HFLocalGenerator
+
+    model, tokenizer = loaded(tiny_policy)
+    prompts = [tokenizer(q)["input_ids"] for q in QUESTIONS]
+    config = GenerationConfig(do_sample=False, temperature=1.0, top_p=1.0, top_k=0, repetition_penalty=1.0,
+                              max_new_tokens=10, pad_token_id=tokenizer.pad_token_id,
+                              eos_token_id=[tokenizer.eos_token_id], use_cache=True)
+    ours, theirs, ran = both_ways(monkeypatch, lambda: generate_from_ids(model, prompts, tokenizer.pad_token_id,
+                                                                         generation_config=config))
+    assert ran == 1 and ours == theirs and len({tuple(row) for row in ours}) == 3
+    generator = HFLocalGenerator(str(tiny_policy), batch_size=8, dtype="float32")
+    requests = [GenerationRequest(messages=[{"role": "user", "content": q}], max_tokens=12, temperature=0.8,
+                                  top_p=0.95, seed=index) for index, q in enumerate(QUESTIONS * 2)]
+    ours, theirs, ran = both_ways(monkeypatch, lambda: [r.text for r in generator.generate(requests)])
+    assert ran == 1 and ours == theirs and len(set(ours)) > 3

@@ -22,6 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, L
 
 from coreward.llm.base import GenerationRequest, GenerationResult, TextGenerator
 from coreward.runtime.errors import CorewardError
+from coreward.runtime.generation import sampled_generate
 from coreward.runtime.real_models import real_model_path
 from coreward.verify.extract import encodable
 
@@ -101,8 +102,10 @@ class HFLocalGenerator(TextGenerator):
             padding_side="left",
             add_special_tokens=raw or not self.use_chat_template,  # a chat template writes its own special tokens
         ).to(device)
-        output = self.model.generate(
-            **inputs,
+        output = sampled_generate(  # greedy over _RowSampler's one-hot choice: coreward's decoding loop, or generate
+            self.model,
+            inputs["input_ids"],
+            inputs["attention_mask"],
             max_new_tokens=max(request.max_tokens for request in batch),
             do_sample=False,  # the choice is made by _RowSampler; greedy just takes it
             logits_processor=LogitsProcessorList([_RowSampler(batch, device)]),

@@ -244,7 +244,9 @@ def new_token_budget(config: Any, prompt_width: int) -> int:
 # the checked ones, leaves the loop to `generate`): lengths, end and padding tokens, and what changes nothing
 DECODE_SETTINGS = {"max_new_tokens", "max_length", "min_new_tokens", "min_length", "do_sample", "use_cache",
                    "repetition_penalty", "num_return_sequences", "num_beams", "pad_token_id", "eos_token_id",
-                   "bos_token_id", "disable_compile", "transformers_version", "_from_model_config"}
+                   "bos_token_id", "disable_compile", "transformers_version", "_from_model_config",
+                   # the sampling warpers: `generate` applies them only when it samples, and `decode` never does
+                   "temperature", "top_k", "top_p", "min_p", *OTHER_SAMPLING}
 
 
 def decodes_as_generate(model: Any, config: Any, rest: dict) -> bool:
@@ -322,7 +324,7 @@ def decode(model: Any, input_ids, attention, config: Any, cache: Any, logits_pro
 
 def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     """`model.generate(input_ids, attention_mask, **generate_kwargs)`, its sampling done by `InverseCdfSampler`
-    where it applies (`greedy_with_sampler`), each repeated prompt prefilled once (`shared_prompt_cache`), into a cache
+    where it applies (`greedy_with_sampler`; greedy decoding as it is), each repeated prompt prefilled once (`shared_prompt_cache`), into a cache
     with room for the new tokens (`reserved_cache`), decoded by `decode` where it runs as `generate` would: the same
     rows in the same order (each prompt's sequences together)."""
     import copy
@@ -332,9 +334,13 @@ def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     config = copy.deepcopy(generate_kwargs.pop("generation_config", None) or model.generation_config)
     rest = config.update(**generate_kwargs)
     plan = greedy_with_sampler(config)
-    if plan is None:
+    if plan is not None:
+        greedy, sampler, copies = plan
+    elif not config.do_sample and decodes_as_generate(model, config, {k: v for k, v in rest.items()
+                                                                       if k != "logits_processor"}):
+        greedy, sampler, copies = config, None, 1  # greedy already: only the loop and the cache change
+    else:
         return model.generate(input_ids=input_ids, attention_mask=attention, generation_config=config, **rest)
-    greedy, sampler, copies = plan
     if copies > 1:
         input_ids, attention = input_ids.repeat_interleave(copies, 0), attention.repeat_interleave(copies, 0)
     cache = None
@@ -344,8 +350,8 @@ def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     before = rest.pop("logits_processor", None) or []
     if cache is not None and decodes_as_generate(model, greedy, rest):
         return decode(model, input_ids, attention, greedy, cache, LogitsProcessorList(before),
-                      rest.get("stopping_criteria"), draw=sampler.draw)
-    processors = LogitsProcessorList([*before, sampler])
+                      rest.get("stopping_criteria"), draw=None if sampler is None else sampler.draw)
+    processors = LogitsProcessorList([*before, *([] if sampler is None else [sampler])])
     if cache is not None:
         rest["past_key_values"] = cache
     return model.generate(input_ids=input_ids, attention_mask=attention, generation_config=greedy,
