@@ -4,6 +4,8 @@ and a cache that grows in place."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, StoppingCriteria, StoppingCriteriaList
@@ -164,3 +166,28 @@ def test_greedy_decoding_and_a_local_generator_take_the_same_loop(tiny_policy, m
                                   top_p=0.95, seed=index) for index, q in enumerate(QUESTIONS * 2)]
     ours, theirs, ran = both_ways(monkeypatch, lambda: [r.text for r in generator.generate(requests)])
     assert ran == 1 and ours == theirs and len(set(ours)) > 3
+
+
+def test_a_sharded_model_decodes_with_every_rank_stepping_until_all_have_ended(tiny_policy, tmp_path):
+    """Under FSDP2 (torchrun, 2 gloo processes) rank 0's rows end at their first token and rank 1's run to the
+    budget: generation returns on both ranks (each forward gathers weights from both), greedy and sampled."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from coreward.experiments.jobs import free_port
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{repo / 'src'}{os.pathsep}{repo}", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+               str(free_port()), str(repo / "tests" / "helpers" / "sharded_decode_worker.py"), str(tiny_policy),
+               str(tmp_path)]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired as stuck:
+        raise AssertionError(f"a rank waited for the other: {(stuck.stderr or b'')[-2000:]}") from None
+    assert done.returncode == 0, done.stderr[-3000:]
+    for mode in ("greedy", "sampled"):
+        assert json.loads((tmp_path / f"rank0-{mode}.json").read_text()) == [1] * 4
+        assert json.loads((tmp_path / f"rank1-{mode}.json").read_text()) == [12] * 4

@@ -262,7 +262,27 @@ def decodes_as_generate(model: Any, config: Any, rest: dict) -> bool:
             and set(rest) <= {"logits_processor", "stopping_criteria"}
             and _end_tokens(config) and getattr(model, "config", None) is not None
             and not getattr(model.config, "is_encoder_decoder", False)
-            and "logits_to_keep" in inspect.signature(type(model).forward).parameters)
+            and "logits_to_keep" in inspect.signature(type(model).forward).parameters
+            and not _sharded_across_ranks(model))
+
+
+def _sharded_across_ranks(model: Any) -> bool:
+    """Whether each forward of `model` gathers its weights from every rank (ZeRO-3, FSDP): `generate` then keeps
+    every rank stepping until all have finished (`synced_gpus`), where `decode` stops when its own rows have."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return False
+    from torch.distributed.tensor import DTensor
+
+    if any(isinstance(p, DTensor) or hasattr(p, "ds_id") for p in model.parameters()):  # FSDP2, ZeRO-3
+        return True
+    try:
+        from transformers.distributed.fsdp import is_fsdp_managed_module
+        from transformers.integrations import is_deepspeed_zero3_enabled
+    except ImportError:  # a transformers that names them elsewhere: generate's synced loop, to be safe
+        return True
+    return is_deepspeed_zero3_enabled() or is_fsdp_managed_module(model)
 
 
 def _end_tokens(config: Any) -> list[int]:
