@@ -172,6 +172,7 @@ def test_a_sharded_model_decodes_with_every_rank_stepping_until_all_have_ended(t
     """Under FSDP2 (torchrun, 2 gloo processes) rank 0's rows end at their first token and rank 1's run to the
     budget: generation returns on both ranks (each forward gathers weights from both), greedy and sampled."""
     import os
+    import signal
     import subprocess
     import sys
     from pathlib import Path
@@ -183,11 +184,15 @@ def test_a_sharded_model_decodes_with_every_rank_stepping_until_all_have_ended(t
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                str(free_port()), str(repo / "tests" / "helpers" / "sharded_decode_worker.py"), str(tiny_policy),
                str(tmp_path)]
+    launched = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
-    except subprocess.TimeoutExpired as stuck:
-        raise AssertionError(f"a rank waited for the other: {(stuck.stderr or b'')[-2000:]}") from None
-    assert done.returncode == 0, done.stderr[-3000:]
+        _, errors = launched.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(launched.pid, signal.SIGKILL)  # torchrun and both workers
+        _, errors = launched.communicate()
+        raise AssertionError(f"a rank waited for the other: {errors[-2000:]}") from None
+    assert launched.returncode == 0, errors[-3000:]
     for mode in ("greedy", "sampled"):
         assert json.loads((tmp_path / f"rank0-{mode}.json").read_text()) == [1] * 4
         assert json.loads((tmp_path / f"rank1-{mode}.json").read_text()) == [12] * 4
