@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from coreward.runtime.generation import generate_from_ids
 
+
 BUDGET = 12
 
 

@@ -14,6 +14,7 @@ import coreward.runtime.generation as generation
 from coreward.runtime.generation import generate_from_ids
 from coreward.runtime.sampling import sample_token_ids
 
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 QUESTIONS = ["What is 2 + 3?", "Tom has 4 apples and buys 7 more.", "9 - 4 ="]
