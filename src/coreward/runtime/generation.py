@@ -344,9 +344,10 @@ def decode(model: Any, input_ids, attention, config: Any, cache: Any, logits_pro
 
 def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     """`model.generate(input_ids, attention_mask, **generate_kwargs)`, its sampling done by `InverseCdfSampler`
-    where it applies (`greedy_with_sampler`; greedy decoding as it is), each repeated prompt prefilled once (`shared_prompt_cache`), into a cache
-    with room for the new tokens (`reserved_cache`), decoded by `decode` where it runs as `generate` would: the same
-    rows in the same order (each prompt's sequences together)."""
+    where it applies (`greedy_with_sampler`; greedy decoding as it is), each repeated prompt prefilled once
+    (`shared_prompt_cache`). On a CPU, into a cache with room for the new tokens (`reserved_cache`), decoded by
+    `decode` where it runs as `generate` would (elsewhere `generate` decodes, as before). The same rows in the same
+    order (each prompt's sequences together)."""
     import copy
 
     from transformers import LogitsProcessorList
@@ -354,9 +355,10 @@ def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     config = copy.deepcopy(generate_kwargs.pop("generation_config", None) or model.generation_config)
     rest = config.update(**generate_kwargs)
     plan = greedy_with_sampler(config)
+    on_cpu = input_ids.device.type == "cpu"  # the loop and the reserved cache are built and measured for a CPU
     if plan is not None:
         greedy, sampler, copies = plan
-    elif not config.do_sample and decodes_as_generate(model, config, {k: v for k, v in rest.items()
+    elif on_cpu and not config.do_sample and decodes_as_generate(model, config, {k: v for k, v in rest.items()
                                                                        if k != "logits_processor"}):
         greedy, sampler, copies = config, None, 1  # greedy already: only the loop and the cache change
     else:
@@ -365,10 +367,11 @@ def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
         input_ids, attention = input_ids.repeat_interleave(copies, 0), attention.repeat_interleave(copies, 0)
     cache = None
     if "past_key_values" not in rest and greedy.cache_implementation is None and greedy.use_cache is not False:
-        cache = reserved_cache(model, new_token_budget(greedy, input_ids.size(1)),
-                               shared_prompt_cache(model, input_ids, attention))
+        cache = shared_prompt_cache(model, input_ids, attention)
+        if on_cpu:
+            cache = reserved_cache(model, new_token_budget(greedy, input_ids.size(1)), cache) or cache
     before = rest.pop("logits_processor", None) or []
-    if cache is not None and decodes_as_generate(model, greedy, rest):
+    if on_cpu and cache is not None and decodes_as_generate(model, greedy, rest):
         return decode(model, input_ids, attention, greedy, cache, LogitsProcessorList(before),
                       rest.get("stopping_criteria"), draw=None if sampler is None else sampler.draw)
     processors = LogitsProcessorList([*before, *([] if sampler is None else [sampler])])
