@@ -315,11 +315,15 @@ def decode(model: Any, input_ids, attention, config: Any, cache: Any, logits_pro
     additive.masked_fill_(~attends[:, None, None, :], float("-inf"))
     positions = (attention.long().cumsum(-1) - 1).masked_fill_(attention == 0, 1)
     unfinished = torch.ones(rows, dtype=torch.bool, device=input_ids.device)
-    if cache.get_seq_length() == width - 1:  # the prompts' prefix is in the cache: their last column goes first
+    cached = cache.get_seq_length()
+    if cached == width - 1:  # the prompts' prefix is in the cache: their last column goes first
         step = {"input_ids": input_ids[:, -1:], "attention_mask": additive[..., :width],
                 "position_ids": positions[:, -1:]}
-    else:  # the prompts whole, with the padding and causal mask transformers makes for them
+    elif cached == 0:  # the prompts whole, with the padding and causal mask transformers makes for them
         step = {"input_ids": input_ids, "attention_mask": attention, "position_ids": positions}
+    else:
+        raise ValueError(f"decode takes an empty cache or one of the prompts' first {width - 1} columns, "
+                         f"not {cached}")
     sequences = input_ids
     for made in range(new_tokens):
         logits = model(**step, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
