@@ -163,6 +163,8 @@ def test_greedy_decoding_and_a_local_generator_take_the_same_loop(tiny_policy, m
                                                                          generation_config=config))
     assert ran == 1 and ours == theirs and len({tuple(row) for row in ours}) == 3
     generator = HFLocalGenerator(str(tiny_policy), batch_size=8, dtype="float32")
+    # as a generation config made from a model's config has them (a real checkpoint's): outputs asked off
+    generator.model.generation_config.update(output_attentions=False, output_hidden_states=False)
     requests = [GenerationRequest(messages=[{"role": "user", "content": q}], max_tokens=12, temperature=0.8,
                                   top_p=0.95, seed=index) for index, q in enumerate(QUESTIONS * 2)]
     ours, theirs, ran = both_ways(monkeypatch, lambda: [r.text for r in generator.generate(requests)])

@@ -247,6 +247,9 @@ DECODE_SETTINGS = {"max_new_tokens", "max_length", "min_new_tokens", "min_length
                    "bos_token_id", "disable_compile", "transformers_version", "_from_model_config",
                    # the sampling warpers: `generate` applies them only when it samples, and `decode` never does
                    "temperature", "top_k", "top_p", "min_p", *OTHER_SAMPLING}
+# outputs beside the tokens: `decode` returns none, so they pass only where off (a generation config made from a
+# model's config sets the first two to False)
+UNRETURNED = ("output_attentions", "output_hidden_states", "output_scores", "output_logits", "return_dict_in_generate")
 
 
 def decodes_as_generate(model: Any, config: Any, rest: dict) -> bool:
@@ -255,8 +258,8 @@ def decodes_as_generate(model: Any, config: Any, rest: dict) -> bool:
     beyond logits processors and stopping criteria, and end tokens to stop at."""
     import inspect
 
-    settings = config.to_diff_dict()
-    return (set(settings) <= DECODE_SETTINGS and not config.do_sample and (config.num_beams or 1) == 1
+    settings = {key for key, value in config.to_diff_dict().items() if not (key in UNRETURNED and not value)}
+    return (settings <= DECODE_SETTINGS and not config.do_sample and (config.num_beams or 1) == 1
             and config.repetition_penalty in (None, 1.0) and (config.num_return_sequences or 1) == 1
             and not config.min_length and config.use_cache is not False
             and set(rest) <= {"logits_processor", "stopping_criteria"}
