@@ -312,10 +312,8 @@ def decode(model: Any, input_ids, attention, config: Any, cache: Any, logits_pro
     min_new = config.min_new_tokens or 0
     dtype = next(model.parameters()).dtype
     dtype = dtype if dtype.is_floating_point else torch.float32
-    attends = torch.ones(rows, width + new_tokens, dtype=torch.bool, device=input_ids.device)
-    attends[:, :width] = attention.bool()
     additive = torch.zeros(rows, 1, 1, width + new_tokens, dtype=dtype, device=input_ids.device)
-    additive.masked_fill_(~attends[:, None, None, :], float("-inf"))
+    additive[..., :width].masked_fill_(attention[:, None, None, :] == 0, float("-inf"))  # the prompts' padding
     positions = (attention.long().cumsum(-1) - 1).masked_fill_(attention == 0, 1)
     unfinished = torch.ones(rows, dtype=torch.bool, device=input_ids.device)
     cached = cache.get_seq_length()
@@ -363,11 +361,11 @@ def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
     rest = config.update(**generate_kwargs)
     plan = greedy_with_sampler(config)
     on_cpu = input_ids.device.type == "cpu"  # the loop and the reserved cache are built and measured for a CPU
+    loop = on_cpu and decodes_as_generate(model, config if plan is None else plan[0], rest)
     if plan is not None:
         greedy, sampler, copies = plan
-    elif on_cpu and not config.do_sample and decodes_as_generate(model, config, {k: v for k, v in rest.items()
-                                                                       if k != "logits_processor"}):
-        greedy, sampler, copies = config, None, 1  # greedy already: only the loop and the cache change
+    elif loop:  # greedy already: only the loop and the cache change
+        greedy, sampler, copies = config, None, 1
     else:
         return model.generate(input_ids=input_ids, attention_mask=attention, generation_config=config, **rest)
     if copies > 1:
@@ -378,7 +376,7 @@ def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
         if on_cpu:
             cache = reserved_cache(model, new_token_budget(greedy, input_ids.size(1)), cache) or cache
     before = rest.pop("logits_processor", None) or []
-    if on_cpu and cache is not None and decodes_as_generate(model, greedy, rest):
+    if loop and cache is not None:
         return decode(model, input_ids, attention, greedy, cache, LogitsProcessorList(before),
                       rest.get("stopping_criteria"), draw=None if sampler is None else sampler.draw)
     processors = LogitsProcessorList([*before, *([] if sampler is None else [sampler])])
