@@ -260,3 +260,33 @@ def test_the_own_data_config_trains_the_real_model_on_the_shipped_jsonl(folder, 
     assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in card and "coreward's registered name" in card
     assert "`examples/own_data.jsonl` (a file: no split)" in card
     assert "- save_steps: 1\n" in card and "- gradient_accumulation_steps: 4\n" in card
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_the_real_model_decodes_the_tokens_generate_decodes(folder, monkeypatch, padded):
+    """runtime/generation.py `decode` against transformers' `generate` on SmolLM2 in bf16 (where a different mask
+    path rounds differently): the same sampled tokens from one seed, prompts of one length (no mask) or of two."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    from coreward.runtime import generation
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).eval()
+    questions = ["What is 12 + 7?", "What is 31 - 4?", "What is 6 + 25?"] + (["Tom has 4 apples."] if padded else [])
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
+                                             tokenize=True, return_dict=True)["input_ids"] for q in questions]
+    assert (len({len(p) for p in prompts}) > 1) == padded
+    config = GenerationConfig(do_sample=True, temperature=0.7, top_p=0.95, top_k=0, max_new_tokens=24,
+                              pad_token_id=tokenizer.pad_token_id, eos_token_id=[tokenizer.eos_token_id])
+    rows, ran = {}, []
+    own = generation.decode
+    for loop in (True, False):
+        with monkeypatch.context() as patched:
+            patched.setattr(generation, "decode", lambda *a, **k: ran.append(1) or own(*a, **k))
+            if not loop:
+                patched.setattr(generation, "decodes_as_generate", lambda *args: False)
+            torch.manual_seed(4)
+            rows[loop] = generation.generate_from_ids(model, prompts, tokenizer.pad_token_id, repeat=4,
+                                                      generation_config=config)
+    assert ran == [1] and rows[True] == rows[False]

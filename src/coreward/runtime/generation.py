@@ -312,13 +312,15 @@ def decode(model: Any, input_ids, attention, config: Any, cache: Any, logits_pro
     min_new = config.min_new_tokens or 0
     dtype = next(model.parameters()).dtype
     dtype = dtype if dtype.is_floating_point else torch.float32
-    additive = torch.zeros(rows, 1, 1, width + new_tokens, dtype=dtype, device=input_ids.device)
-    additive[..., :width].masked_fill_(attention[:, None, None, :] == 0, float("-inf"))  # the prompts' padding
+    additive = None  # no padding: no mask, as transformers passes none then (a mask of zeros rounds otherwise in bf16)
+    if not bool(attention.all()):
+        additive = torch.zeros(rows, 1, 1, width + new_tokens, dtype=dtype, device=input_ids.device)
+        additive[..., :width].masked_fill_(attention[:, None, None, :] == 0, float("-inf"))  # the prompts' padding
     positions = (attention.long().cumsum(-1) - 1).masked_fill_(attention == 0, 1)
     unfinished = torch.ones(rows, dtype=torch.bool, device=input_ids.device)
     cached = cache.get_seq_length()
     if cached == width - 1:  # the prompts' prefix is in the cache: their last column goes first
-        step = {"input_ids": input_ids[:, -1:], "attention_mask": additive[..., :width],
+        step = {"input_ids": input_ids[:, -1:], "attention_mask": _columns(additive, width),
                 "position_ids": positions[:, -1:]}
     elif cached == 0:  # the prompts whole, with the padding and causal mask transformers makes for them
         step = {"input_ids": input_ids, "attention_mask": attention, "position_ids": positions}
@@ -342,9 +344,14 @@ def decode(model: Any, input_ids, attention, config: Any, cache: Any, logits_pro
         if not bool(unfinished.any()):
             break
         end = width + made + 1
-        step = {"input_ids": token[:, None], "attention_mask": additive[..., :end],
+        step = {"input_ids": token[:, None], "attention_mask": _columns(additive, end),
                 "position_ids": positions[:, -1:] + made + 1}
     return sequences
+
+
+def _columns(mask, end: int):
+    """The first `end` key columns of `decode`'s additive mask (None: no mask)."""
+    return None if mask is None else mask[..., :end]
 
 
 def sampled_generate(model: Any, input_ids, attention, **generate_kwargs: Any):
