@@ -1,6 +1,6 @@
-"""`coreward rm train` stopped by Ctrl-C keeps a complete checkpoint and `--resume` continues from it: a real run of
-the demo RM's config (configs/rm/demo.yaml, the demo policy as backbone) on a small labelled set, in a new process as
-a user runs it, with SIGINT sent to the process once its first checkpoint is complete."""
+"""`coreward rm train` stopped by Ctrl-C keeps a complete checkpoint and `--resume-if-any` continues from it: a real
+run of the demo RM's config (configs/rm/demo.yaml, the demo policy as backbone) on a small labelled set, in a new
+process as a user runs it, with SIGINT sent to the process once its first checkpoint is complete."""
 
 from __future__ import annotations
 
@@ -32,8 +32,10 @@ def rm_train(data: str, run_dir: Path, *extra: str) -> list[str]:
             *extra]
 
 
-def test_ctrl_c_keeps_a_complete_checkpoint_and_resume_continues_from_it(tmp_path, capsys):
-    from coreward.rm.train import train_main
+def test_ctrl_c_keeps_a_complete_checkpoint_and_resume_continues_from_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from coreward.cli import app
 
     data = write_jsonl(tmp_path / "train.jsonl", rows_for(200))
     run_dir = tmp_path / "run"
@@ -65,10 +67,12 @@ def test_ctrl_c_keeps_a_complete_checkpoint_and_resume_continues_from_it(tmp_pat
     rows = read_metrics(run_dir / "metrics.jsonl")
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps({**r, FIRST_RUN: True}) + "\n" for r in rows))
 
-    command = rm_train(data, run_dir, "--resume")  # resumed in this process (the same command, less its start-up)
-    overrides = [command[i + 1] for i, arg in enumerate(command) if arg == "--set"]
-    train_main(str(REPO / "configs" / "rm" / "demo.yaml"), overrides, str(run_dir), resume=True)
-    assert f"rm train: resuming from {kept} (step {stopped} of 30)" in capsys.readouterr().out
+    # resumed in this process, as a scheduler starts the same job again (the same command, less its start-up)
+    command = rm_train(data, run_dir, "--resume-if-any")[3:]
+    assert CliRunner().invoke(app, [*command, "--resume"]).exit_code == 2  # one of the two, not both
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 0, result.output[-3000:]
+    assert f"rm train: resuming from {kept} (step {stopped} of 30)" in result.output
     steps = [r for r in read_metrics(run_dir / "metrics.jsonl") if "loss" in r]
     assert [r["step"] for r in steps] == list(range(1, 31))  # each step once, the same 30 steps as a whole run
     assert [r["step"] for r in steps if r.get(FIRST_RUN)] == list(range(1, stopped + 1))  # kept, not trained again

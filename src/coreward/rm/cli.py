@@ -24,6 +24,9 @@ def train_command(
     resume: Annotated[bool, typer.Option(
         "--resume", help="continue the run in the run directory from its newest complete checkpoint (model, optimizer, "
         "scheduler, RNG and trainer state), with the same config")] = False,
+    resume_if_any: Annotated[bool, typer.Option(
+        "--resume-if-any", help="continue from the newest complete checkpoint if there is one, else start: for a job "
+        "a scheduler may start again")] = False,
 ) -> None:
     """Train a VerifyRM with BCE on (question, reference_answer, completion, label) rows.
 
@@ -33,9 +36,12 @@ def train_command(
 
     Example: coreward rm train --config configs/rm/demo.yaml
     """
-    from coreward.rm.train import train_main
+    from coreward.rm.train import RESUME_IF_ANY, train_main
 
-    result = train_main(config, set_ or [], output_dir, resume)
+    if resume and resume_if_any:
+        raise typer.BadParameter("pass one of them: --resume (a checkpoint must be there) or --resume-if-any",
+                                 param_hint="--resume / --resume-if-any")
+    result = train_main(config, set_ or [], output_dir, RESUME_IF_ANY if resume_if_any else resume)
     typer.echo(_metrics_line("held-out", result.metrics))
     typer.echo(f"training throughput {result.train_examples_per_s:.1f} examples/s; final model in {result.final_model}")
 

@@ -434,7 +434,7 @@ def _kept(run_dir: Path) -> str:
 
 
 def train_main(config_path: str | None, overrides: list[str], output_dir: str | None,
-               resume: bool = False) -> RMTrainResult:
+               resume: bool | str = False) -> RMTrainResult:
     config = load_config(RMTrainConfig, config_path, overrides)
     if output_dir is not None:
         config.output_dir = output_dir
