@@ -1,0 +1,87 @@
+"""Runs run.py's decisions (the learning-rate pick, the frozen RM's matched checkpoints) and analyze.py end to end on
+a runs directory of random numbers in the shape run.py writes, so that a fault in either shows before the real
+results exist. Its numbers mean nothing.
+
+    python studies/2026-12-05-preregistered-parts-b-c/synthetic_check.py [WORK_DIR]    # default: a temporary one
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+HERE = Path(__file__).resolve().parent
+OUT = Path("runs/prereg/smol")  # run.py's, relative to the working directory
+
+
+def results(name: str, n: int, value: float) -> None:
+    (OUT / name).mkdir(parents=True, exist_ok=True)
+    (OUT / name / "results.json").write_text(json.dumps({"benchmarks": {"arith": {f"avg@{n}": value}}}))
+
+
+def metrics(rng: random.Random, run: str, steps: int, cpu_per_step: float, rm: bool, collapse: bool) -> None:
+    """metrics.jsonl rows with what the decisions and the analysis read; a collapsing run's accuracy falls midway."""
+    (OUT / run).mkdir(parents=True, exist_ok=True)
+    rows = []
+    for step in range(1, steps + 1):
+        accuracy = 0.05 if collapse and step > steps // 2 else min(0.9, 0.1 + 0.01 * step)
+        row = {"step": step, "verified_accuracy": accuracy + rng.uniform(-0.05, 0.05), "reward": accuracy,
+               "process_cpu_s": cpu_per_step * step}
+        if rm:
+            row |= {"rm/accepted_score": 0.8, "rm/rejected_score": min(0.8, 0.2 + 0.004 * step)}
+        rows.append(row)
+    (OUT / run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (OUT / run / "config.yaml").write_text("guard:\n  enabled: true\n")
+
+
+def build(rng: random.Random, run) -> None:
+    results("eval-base", 24, 0.15)
+    for rate in run.RATES:
+        for seed in run.SEEDS_PICK:
+            results(f"eval-pick-lr{rate}-s{seed}", 8, rng.random())
+    for seed in run.SEEDS_B:
+        for arm, cpu in (("rule", 12), ("cooper", 50), ("cooper_rn", 40)):
+            metrics(rng, f"{arm}-s{seed}", run.STEPS, cpu, rm=arm != "rule", collapse=arm == "cooper" and seed % 3 == 0)
+            results(f"eval-{arm}-s{seed}", 24, rng.random())
+            results(f"eval-best-{arm}-s{seed}", 8, rng.random())
+        # the last seed's frozen run never reaches the Cooper arms' CPU-seconds: the departure the analysis names
+        metrics(rng, f"model-s{seed}", run.FROZEN_STEPS, 13 if seed != run.SEEDS_B[-1] else 5, rm=True,
+                collapse=seed % 2 == 0)
+        for what, n in (("h1", 24), ("h2", 24), ("best", 8)):
+            results(f"eval-model_{what}-s{seed}", n, rng.random())
+    for seed in run.SEEDS_C:
+        for method in run.METHODS_C:
+            metrics(rng, f"{method}-s{seed}", run.STEPS, 30, rm=False, collapse=method in ("entropy", "majority"))
+            results(f"eval-{method}-s{seed}", 24, rng.random())
+    (OUT / "cpu.jsonl").write_text(json.dumps({"job": "rm-train", "cpu_s": 900.0, "wall_s": 1.0, "exit": 0}) + "\n")
+
+
+def main() -> None:
+    work = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="parts-b-c-check-"))
+    work.mkdir(parents=True, exist_ok=True)
+    os.chdir(work)
+    spec = importlib.util.spec_from_file_location("parts_b_c_run", HERE / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = run  # its dataclasses look their module up
+    spec.loader.exec_module(run)
+    build(random.Random(0), run)
+    print("picked rate:", run.pick_rate())
+    for seed in run.SEEDS_B:
+        matched = run.match(seed)
+        assert matched["H1"]["reached"] == (seed != run.SEEDS_B[-1]), matched
+        assert matched["best"]["checkpoint_step"] % run.FROZEN_EVERY == 0, matched
+    analysis = subprocess.run([sys.executable, str(HERE / "analyze.py"), str(OUT)], capture_output=True, text=True)
+    print(analysis.stdout, analysis.stderr, sep="")
+    assert analysis.returncode == 0 and "Holm p" in analysis.stdout and "PART C" in analysis.stdout
+    print(f"synthetic check passed ({work})")
+
+
+if __name__ == "__main__":
+    main()
