@@ -48,6 +48,7 @@ HARNESSES = [
     Harness("speed", "grpo_step_time", ("--steps", "5"), ("--steps", "3")),
     Harness("speed", "eval_throughput", (), ("--batch-sizes", "256", "--probe", "16")),
     Harness("speed", "rm_throughput", ("--threads", "1"), ("--threads", "1", "--score-rows", "512", "--train-rows", "256")),
+    Harness("speed", "rm_pass_order", (), ("--limit", "64", "--repeats", "1")),
     Harness("speed", "cooper_step_time", (), ("--steps", "3", "--rounds", "1")),
     Harness("speed", "co_rewarding_2_step_time", (), ("--steps", "3", "--rounds", "1")),
     Harness("speed", "reward_phase_split", ("--groups", "256"), ("--groups", "32", "--processes", "1,2")),

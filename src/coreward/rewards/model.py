@@ -17,8 +17,8 @@ moving while the RM stays where its training data left it, so completions unlike
 Ensembles, and why their spread is the std by default: the combine rules' file, rewards/ensemble.py.
 
 Every member is scored on every distinct (question, reference, completion) triple of the step, member after
-member, each in batches of `batch_size` (and, with `max_tokens_per_pass`, of at most that many padded tokens,
-sorted by length); all members stay loaded on the RM's device for the whole run (frozen: weights only, no
+member, each in batches of `batch_size` sorted by length (and, with `max_tokens_per_pass`, of at most that many
+padded tokens); all members stay loaded on the RM's device for the whole run (frozen: weights only, no
 gradients or optimizer state), so K members cost K times one RM's weights in memory and K scoring passes a
 step; with `param_offload` they stay on the CPU and each comes to the device for its own pass only (one member's
 weights there at a time, at the cost of copying them over every step). docs/reference/methods.md gives the demo RM's figures.

@@ -33,7 +33,7 @@ class RMInputSettings:
     device: str = "auto"  # "auto": the policy's device; or "cpu", "cuda:1", ...
     rm_cut: Literal["coreward", "cooper"] = "coreward"  # RM input cutting: every field + tokens from the left (ours), or the Cooper authors' (rm/model.py)
     question_field: Literal["question", "prompt"] = "question"  # the RM's question (and Cooper's assistant's): the bare question (ours), or the whole user message, instruction included (the Cooper authors')
-    max_tokens_per_pass: int | None = None  # at most this many padded tokens (rows × longest row) per RM forward pass, sequences sorted by length (verl's ppo_max_token_len_per_gpu); None: batch_size alone caps a pass
+    max_tokens_per_pass: int | None = None  # at most this many padded tokens (rows × longest row) per RM forward pass (verl's ppo_max_token_len_per_gpu); None: batch_size alone caps a pass (sequences sorted by length either way)
     param_offload: bool = False  # the RM's weights on the CPU between uses, moved to its device to score and update (the Cooper authors': fsdp_config.param_offload)
 
     def rm_options(self) -> dict[str, Any]:

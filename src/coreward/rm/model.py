@@ -78,17 +78,19 @@ def format_input(question: str, reference: str, completion: str, cut: str = "cor
 
 def plan_passes(lengths: Sequence[int], max_rows: int, max_tokens: int | None = None,
                 rows_per_item: int = 1) -> list[list[int]]:
-    """The items of each forward pass, by index: at most `max_rows` rows per pass, in input order; with
-    `max_tokens`, also at most that many padded tokens (rows × the pass's longest row), items taken shortest
-    first so a pass wastes little padding (the caller puts results back in input order). An item is
-    `rows_per_item` rows of `lengths[i]` tokens (a Cooper pair: its two sequences, at the longer one's length).
-    An item longer than the budget alone still runs, in a pass of its own."""
+    """The items of each forward pass, by index, taken shortest first: a pass is padded to its longest row, so
+    passes of rows of like lengths waste little padding (the caller puts results back in input order; items of
+    equal length keep their input order). At most `max_rows` rows per pass; with `max_tokens`, also at most that
+    many padded tokens (rows × the pass's longest row). An item is `rows_per_item` rows of `lengths[i]` tokens (a
+    Cooper pair: its two sequences, at the longer one's length). An item longer than the budget alone still runs,
+    in a pass of its own."""
     per_pass = max(1, max_rows // rows_per_item)
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])  # stable; ascending: the last taken is the longest
     if max_tokens is None:
-        return [list(range(start, min(start + per_pass, len(lengths)))) for start in range(0, len(lengths), per_pass)]
+        return [order[start : start + per_pass] for start in range(0, len(order), per_pass)]
     passes: list[list[int]] = []
     current: list[int] = []
-    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):  # ascending: the last taken is the longest
+    for i in order:
         if current and (len(current) == per_pass or (len(current) + 1) * rows_per_item * lengths[i] > max_tokens):
             passes.append(current)
             current = []
@@ -102,8 +104,8 @@ class VerifyRM:
     `score` is the frozen reward (no grad, eval mode, batched); `logits` keeps the graph, for training
     and for Cooper's pairwise update −log σ(s_pos − s_neg).
 
-    Memory settings (rm/inputs.py's RMInputSettings): `batch_size` caps the sequences per forward pass;
-    `max_tokens_per_pass` also caps its padded tokens (rows × longest row; sequences sorted by length);
+    Memory settings (rm/inputs.py's RMInputSettings): `batch_size` caps the sequences per forward pass (sorted
+    by length, so a pass pads little); `max_tokens_per_pass` also caps its padded tokens (rows × longest row);
     `param_offload` keeps the weights on the CPU (pinned with a CUDA device) between uses: `weights_on_device`
     brings them to the device for a pass (or an update) and back.
     """
@@ -234,9 +236,12 @@ class VerifyRM:
     def passes(self, count: int, lengths: Callable[[], Sequence[int]], max_rows: int,
                rows_per_item: int = 1) -> list[list[int]]:
         """`plan_passes` over `count` items with this RM's token budget (`lengths()`, their token lengths, read only
-        with one), warning once when an item is longer than `max_tokens_per_pass` (it runs alone)."""
+        where there are several passes to order), warning once when an item is longer than `max_tokens_per_pass`
+        (it runs alone)."""
         if self.max_tokens_per_pass is None:
-            return plan_passes([0] * count, max_rows, rows_per_item=rows_per_item)
+            if count <= max(1, max_rows // rows_per_item):  # one pass: no order to choose
+                return [list(range(count))] if count else []
+            return plan_passes(lengths(), max_rows, rows_per_item=rows_per_item)
         known = lengths()
         if not self._warned_long and max(known, default=0) * rows_per_item > self.max_tokens_per_pass:
             self._warned_long = True

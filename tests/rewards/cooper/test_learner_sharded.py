@@ -127,8 +127,12 @@ def check_learner(engine: str, offload: bool, tiny_rm_path: Path, out: Path) -> 
     learner, metrics = replicated(tiny_rm_path, 2, offload)
     assert result["scores"] == pytest.approx(VerifyRM.from_pretrained(tiny_rm_path, device="cpu").score(
         *map(list, zip(*triples()))), abs=1e-6)
-    for name in ("rm/loss", "rm/train_pair_accuracy", "rm/grad_norm"):
+    for name in ("rm/loss", "rm/train_pair_accuracy"):
         assert [m[name] for m in result["metrics"][:2]] == pytest.approx([m[name] for m in metrics], abs=1e-5), name
+    # the replicated learner groups pairs into passes by length, the sharded one by position: the same gradient,
+    # summed in another order (a norm of about 1.6 moved by about 1e-5)
+    assert [m["rm/grad_norm"] for m in result["metrics"][:2]] == pytest.approx(
+        [m["rm/grad_norm"] for m in metrics], rel=1e-4)
     for name in ("rm/update_norm", "rm/weight_norm"):  # summed over the shards: the whole RM's, as replicated
         assert [m[name] for m in result["metrics"][:2]] == pytest.approx([m[name] for m in metrics], rel=1e-3), name
     initial = VerifyRM.from_pretrained(tiny_rm_path, device="cpu").model.state_dict()

@@ -188,7 +188,30 @@ def test_plan_passes_keeps_to_the_budget_and_sorts_by_length():
     assert [5] in passes and [2] in passes  # each over the budget: alone
     # a pair is two rows: at most 600 // (2 × 300) = 1 pair of 300 tokens per pass
     assert plan_passes([300, 300], max_rows=8, max_tokens=600, rows_per_item=2) == [[0], [1]]
-    assert plan_passes(lengths, max_rows=3) == [[0, 1, 2], [3, 4, 5], [6]]  # no budget: input order
+    assert plan_passes(lengths, max_rows=3) == [[1, 4, 6], [3, 0, 2], [5]]  # no budget: shortest first, 3 a pass
+    assert plan_passes([7] * 7, max_rows=3) == [[0, 1, 2], [3, 4, 5], [6]]  # equal lengths: input order
+
+
+def test_passes_without_a_budget_group_rows_of_like_length_and_score_as_one_at_a_time():
+    """A pass is padded to its longest row: rows sorted by length pad less, and every row keeps its own score."""
+    questions, references, completions = zip(*[(p.question, p.reference, c) for p in pairs(SHORT)
+                                               for c in (p.positive, p.negative)])
+    rm = build_rm(layers=2, batch_size=3)
+    lengths = rm.token_lengths(questions, references, completions)
+    passes = rm.passes(len(completions), lambda: lengths, 3)
+    assert sorted(i for rows in passes for i in rows) == list(range(len(completions)))
+    for shorter, longer in zip(passes, passes[1:]):
+        assert max(lengths[i] for i in shorter) <= min(lengths[i] for i in longer)
+
+    def padded(plan: list[list[int]]) -> int:
+        return sum(len(rows) * max(lengths[i] for i in rows) for rows in plan)
+
+    assert padded(passes) < padded([list(range(s, min(s + 3, len(lengths)))) for s in range(0, len(lengths), 3)])
+    one_at_a_time = [rm.score([q], [r], [c])[0] for q, r, c in zip(questions, references, completions)]
+    scores = rm.score(questions, references, completions)
+    assert scores == pytest.approx(one_at_a_time, abs=1e-5)
+    assert len(set(scores)) == len(scores)  # distinct scores: a row given another's score would show
+    assert rm.passes(3, lambda: pytest.fail("one pass needs no lengths"), 3) == [[0, 1, 2]]
 
 
 def test_a_token_budget_scores_the_same_in_input_order_and_warns_once_for_a_long_sequence(caplog):
