@@ -393,8 +393,8 @@ def build_demo_rm_member(k: int | str, output_dir: str | Path) -> dict:
 
     from coreward.rm.evaluate import evaluate_verifiers
     from coreward.rm.model import VerifyRM
-    from coreward.rm.train import RESUME_IF_ANY, train_rm
-    from coreward.runtime.checkpoints import checkpoint_step, last_complete_checkpoint
+    from coreward.rm.train import train_rm
+    from coreward.runtime.checkpoints import RESUME_IF_ANY, checkpoint_step, last_complete_checkpoint
     from coreward.runtime.interrupt import long_phase
 
     recipe, output_dir, started = member_recipe(k), Path(output_dir), time.monotonic()

@@ -33,8 +33,8 @@ def train_command(
     Example: coreward train --config configs/demo/cooper.yaml --max-steps 10 --output-dir runs/try
     """
     from coreward.grpo.config import as_train_config
-    from coreward.grpo.run_dir import RESUME_IF_ANY
     from coreward.grpo.train import run_training
+    from coreward.runtime.commands import resume_mode
     from coreward.runtime.distributed import exit_now, leave_process_group, print_once
 
     if debug:  # read where the error is reported (runtime/commands.py), in this process and the ones it starts
@@ -43,13 +43,11 @@ def train_command(
         from coreward.runtime.user_code import DEBUG_ENV
 
         os.environ[DEBUG_ENV] = "1"
-    if resume and resume_if_any:
-        raise typer.BadParameter("pass one of them: --resume (a checkpoint must be there) or --resume-if-any",
-                                 param_hint="--resume / --resume-if-any")
+    resume = resume_mode(resume, resume_if_any)
     train_config = as_train_config(config, set_)
     try:
         result = run_training(train_config, output_dir=output_dir, max_steps=max_steps,
-                              resume=RESUME_IF_ANY if resume_if_any else resume, allow_config_change=allow_config_change,
+                              resume=resume, allow_config_change=allow_config_change,
                               plan_check=not no_plan_check)
         distributed = leave_process_group()
     except KeyboardInterrupt as stop:  # during training, the first Ctrl-C stops after the step (below), not here

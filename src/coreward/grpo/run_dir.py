@@ -33,7 +33,6 @@ from coreward.runtime.errors import CorewardError
 
 
 LOCK_FILE = ".lock"
-RESUME_IF_ANY = "if_any"  # run_training(resume=...): continue from a complete checkpoint if there is one, else start
 REDACTED = "REDACTED"
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.I)
 # keys a resumed run may change without `--allow-config-change`: how long and how it logs, saves, evaluates

@@ -241,13 +241,14 @@ def run_training(
     """Train one job, `config` (its one settings object: `grpo.config.as_train_config` makes it from a path, a
     mapping and `--set` items). The engine behind both entries: `coreward train` and `coreward.train(...)`.
     `resume`: True continues from the run's newest complete checkpoint and refuses a directory without one
-    (`--resume`); "if_any" (`run_dir.RESUME_IF_ANY`, `--resume-if-any`) continues if there is one, else starts.
+    (`--resume`); "if_any" (`runtime/checkpoints.py` `RESUME_IF_ANY`, `--resume-if-any`) continues if there is one, else starts.
     `plan_check`: on a GPU, a run whose memory plan (grpo/plan/) exceeds the device is refused before any weights
     load; false trains anyway (`--no-plan-check`)."""
     from dataclasses import replace
 
     from coreward.grpo.periodic_eval import load_eval_records
-    from coreward.grpo.run_dir import RESUME_IF_ANY, RunLock
+    from coreward.grpo.run_dir import RunLock
+    from coreward.runtime.checkpoints import RESUME_IF_ANY
     from coreward.runtime.faults import FAULT_ENV, parse_faults
 
     if resume not in (False, True, RESUME_IF_ANY):

@@ -36,12 +36,10 @@ def train_command(
 
     Example: coreward rm train --config configs/rm/demo.yaml
     """
-    from coreward.rm.train import RESUME_IF_ANY, train_main
+    from coreward.rm.train import train_main
+    from coreward.runtime.commands import resume_mode
 
-    if resume and resume_if_any:
-        raise typer.BadParameter("pass one of them: --resume (a checkpoint must be there) or --resume-if-any",
-                                 param_hint="--resume / --resume-if-any")
-    result = train_main(config, set_ or [], output_dir, RESUME_IF_ANY if resume_if_any else resume)
+    result = train_main(config, set_ or [], output_dir, resume_mode(resume, resume_if_any))
     typer.echo(_metrics_line("held-out", result.metrics))
     typer.echo(f"training throughput {result.train_examples_per_s:.1f} examples/s; final model in {result.final_model}")
 

@@ -76,6 +76,11 @@ def format_input(question: str, reference: str, completion: str, cut: str = "cor
     )
 
 
+def items_per_pass(max_rows: int, rows_per_item: int = 1) -> int:
+    """How many items of `rows_per_item` rows a pass of at most `max_rows` rows takes (at least one)."""
+    return max(1, max_rows // rows_per_item)
+
+
 def plan_passes(lengths: Sequence[int], max_rows: int, max_tokens: int | None = None,
                 rows_per_item: int = 1) -> list[list[int]]:
     """The items of each forward pass, by index, taken shortest first: a pass is padded to its longest row, so
@@ -84,7 +89,7 @@ def plan_passes(lengths: Sequence[int], max_rows: int, max_tokens: int | None = 
     many padded tokens (rows × the pass's longest row). An item is `rows_per_item` rows of `lengths[i]` tokens (a
     Cooper pair: its two sequences, at the longer one's length). An item longer than the budget alone still runs,
     in a pass of its own."""
-    per_pass = max(1, max_rows // rows_per_item)
+    per_pass = items_per_pass(max_rows, rows_per_item)
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])  # stable; ascending: the last taken is the longest
     if max_tokens is None:
         return [order[start : start + per_pass] for start in range(0, len(order), per_pass)]
@@ -239,7 +244,7 @@ class VerifyRM:
         where there are several passes to order), warning once when an item is longer than `max_tokens_per_pass`
         (it runs alone)."""
         if self.max_tokens_per_pass is None:
-            if count <= max(1, max_rows // rows_per_item):  # one pass: no order to choose
+            if count <= items_per_pass(max_rows, rows_per_item):  # one pass: no order to choose
                 return [list(range(count))] if count else []
             return plan_passes(lengths(), max_rows, rows_per_item=rows_per_item)
         known = lengths()

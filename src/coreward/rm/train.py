@@ -32,6 +32,7 @@ from coreward.rm.labelled import TEXT_COLUMNS, balance_classes, binary_metrics, 
 from coreward.rm.model import CUTS, format_input
 from coreward.runtime.assets import resolve_model
 from coreward.runtime.checkpoints import (
+    RESUME_IF_ANY,
     checkpoint_step,
     discard,
     last_complete_checkpoint,
@@ -309,8 +310,6 @@ class RMTrainResult:
     metrics: dict[str, float]  # held-out metrics of the final model
     train_examples_per_s: float
 
-
-RESUME_IF_ANY = "if_any"  # resume from the newest complete checkpoint if there is one, else start (the demo builds)
 
 
 def train_rm(config: RMTrainConfig, resume: bool | str = False, what: str = "training the RM",

@@ -17,6 +17,9 @@ from coreward.runtime.files import COMPLETE_MARKER
 
 
 TRASH_PREFIX = ".trash-"
+# resume=... of `coreward train` and `coreward rm train` (`--resume-if-any`): continue from a complete checkpoint
+# if there is one, else start
+RESUME_IF_ANY = "if_any"
 
 
 def checkpoint_step(path: Path) -> int:

@@ -17,6 +17,17 @@ from coreward.runtime.quiet import quiet_libraries
 from coreward.runtime.user_code import DEBUG_ENV, UserCodeError, as_user_code_error, debug_enabled
 
 
+def resume_mode(resume: bool, resume_if_any: bool) -> bool | str:
+    """A command's `--resume` / `--resume-if-any` as the `resume=` of `coreward train` and `coreward rm train`
+    (runtime/checkpoints.py `RESUME_IF_ANY`); both at once is a usage error."""
+    from coreward.runtime.checkpoints import RESUME_IF_ANY
+
+    if resume and resume_if_any:
+        raise typer.BadParameter("pass one of them: --resume (a checkpoint must be there) or --resume-if-any",
+                                 param_hint="--resume / --resume-if-any")
+    return RESUME_IF_ANY if resume_if_any else resume
+
+
 def run_app(app: typer.Typer, arguments: Sequence[str] | None = None) -> None:
     """Run `app` on `arguments` (None: sys.argv[1:]); it exits through SystemExit with the command's status."""
     quiet_libraries()
