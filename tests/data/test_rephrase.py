@@ -127,7 +127,8 @@ def test_a_job_stopped_by_ctrl_c_keeps_its_finished_chunks_and_the_same_command_
         with pytest.raises(Interrupted):
             rephrase_records(records, generator, keep_for=(other, "model-a"))
         generator.close()  # the stopped job's requests still queued are dropped here
-        asked.clear()
+    asked.clear()  # after its server stopped: a request of the stopped job still in flight is not counted below
+    with LLMTestServer(reply=reword) as server:
         generator = OpenAIEndpointGenerator(server.url, "test-model", max_concurrency=1, timeout_s=5.0)
         rephrase_records(records, generator, keep_for=(other, "model-b"))
         generator.close()
