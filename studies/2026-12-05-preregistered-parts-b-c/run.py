@@ -12,6 +12,16 @@ a file a step writes, is done and skipped; a training stopped midway continues f
 (`--resume-if-any`) and an evaluation from its finished batches (`partial/`). Ctrl-C (or SIGTERM) passes the stop to
 the running jobs (a training checkpoints the step in progress) and exits.
 
+Across machines (`--record DIR`, with `--until`): a work session may start on a fresh machine that holds only what
+git holds, so each finished job's small outputs (results.json, metrics.jsonl, config.yaml, the RM's rows, the
+decisions' files, cpu.jsonl and run.log) are copied into DIR, a folder of the repository, and committed there
+(`--commit`). On start they are copied back, and a recorded job counts as done unless it is a job whose large outputs
+(a policy's or the RM's weights, the base model's samples) a job still to run needs: that one runs again, with the
+same command and seed. The RM is therefore built again in each session that trains against it; the sha256 of its
+weights goes into DIR (rm-train-*.json) so that every build can be compared with the first. `--until` (UTC) starts
+no training whose own estimate plus its evaluations' would end after it, and no evaluation that would end after it;
+the estimates are the longest wall time recorded for the same kind of job, else the defaults below.
+
 Part B's steps (the registration's wording where it leaves a choice, fixed here before any run):
 - the base model at n = 24 (eval-base); the RM rebuilt on the new split by the tutorial's commands: 160 train problems
   × 4 samples, its held-out rows the first 4 samples of each problem of eval-base (`--samples-per-problem 4`: the
@@ -30,14 +40,18 @@ Part C: majority, self-certainty, entropy, Co-rewarding-I and -II, 60 steps, see
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import re
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -54,6 +68,11 @@ STEPS, FROZEN_STEPS, FROZEN_EVERY = 60, 200, 5
 ARMS_B = {"rule": "configs/smol/rule.yaml", "cooper": "configs/smol/cooper.yaml",
           "cooper_rn": "configs/smol/cooper_rollout_negative.yaml", "model": "configs/smol/model.yaml"}
 HEARTBEAT_S = 600
+# wall seconds of one job of a kind on one core with the other core busy, until the record holds a measured one
+DEFAULT_WALL_S = {"base-eval": 3600, "rm-rows": 1200, "rm-heldout": 300, "rm-pairs": 300, "rm-train": 900,
+                  "rule": 1200, "cooper": 2400, "cooper_rn": 2400, "pick-lr": 2400, "model": 5400,
+                  "eval-24": 900, "eval-8": 450}
+DEFAULT_WALL_C = 2400  # a part C training
 
 
 def train_args(config: str, seed: int, run: Path, *extra: str) -> list[str]:
@@ -88,6 +107,15 @@ class Job:
     action: Callable[[], None] | None = None
     env: dict[str, str] = field(default_factory=dict)
     marker: bool = False  # done is OUT/done/NAME, written when its command exits 0 (no file of its own says so)
+    keep: Callable[[], list[Path]] = list  # the small outputs the record keeps (--record)
+    heavy: bool = False  # it leaves outputs the record does not keep: weights, samples
+    reads: tuple[str, ...] = ()  # the heavy jobs whose outputs it reads (a subset of needs)
+
+
+def small_files(folder: Path) -> Callable[[], list[Path]]:
+    """A training's or an evaluation's outputs the analysis and the decisions read."""
+    return lambda: [folder / name for name in ("results.json", "metrics.jsonl", "config.yaml")
+                    if (folder / name).is_file()]
 
 
 # ------------------------------------------------------------------------------------------------ decisions
@@ -223,7 +251,7 @@ def jobs() -> list[Job]:
             Job(f"model-s{seed}", lambda seed=seed, frozen=frozen: train_args(
                 ARMS_B["model"], seed, frozen, "--set", f"grpo.max_steps={FROZEN_STEPS}", "--set",
                 f"grpo.save_steps={FROZEN_EVERY}", "--set", "grpo.save_total_limit=40"),
-                lambda frozen=frozen: trained(frozen), ("rm-train",)),
+                lambda frozen=frozen: trained(frozen), ("rm-train", f"cooper-s{seed}", f"cooper_rn-s{seed}")),
             Job(f"match-s{seed}", None, lambda seed=seed: (OUT / f"match-s{seed}.json").is_file(),
                 (f"model-s{seed}", f"cooper-s{seed}", f"cooper_rn-s{seed}"), action=lambda seed=seed: match(seed)),
         ]
@@ -241,7 +269,133 @@ def jobs() -> list[Job]:
     for seed in SEEDS_C:
         for method in METHODS_C:
             queue += arm_jobs(method, f"configs/smol/{method}.yaml", seed, (), list, False)
-    return queue
+    return [with_record(job) for job in queue]
+
+
+def with_record(job: Job) -> Job:
+    """What the record keeps of a job, and whether the jobs needing it read outputs the record does not keep."""
+    name = job.name
+    job.reads = tuple(need for need in job.needs if need == "rm-train" or need == "base-eval")
+    if name.startswith("eval-"):  # the policy it evaluates
+        policy = name.removeprefix("eval-").removeprefix("best-")
+        job.reads += (re.sub(r"^model_[a-z0-9]+-", "model-", policy),) if policy.startswith(("model_", "pick-")) or \
+            any(policy.startswith(f"{arm}-s") for arm in (*ARMS_B, *METHODS_C)) else ()
+    if name == "base-eval":
+        job.keep, job.heavy = small_files(OUT / "eval-base"), True  # its samples label the RM's held-out rows
+    elif name.startswith("rm-") and name != "rm-train":
+        path = {"rm-rows": "rows.jsonl", "rm-heldout": "heldout.jsonl", "rm-pairs": "heldout_pairs.jsonl"}[name]
+        job.keep = lambda path=path: [RM_DIR / path, RM_DIR / f"{path}.report.json"]
+    elif name == "rm-train":
+        job.heavy = True
+    elif name.startswith("eval-"):
+        job.keep = small_files(OUT / name)
+    elif name == "pick":
+        job.keep = lambda: [OUT / "pick.json"]
+    elif name.startswith("match-"):
+        job.keep = lambda name=name: [OUT / f"{name}.json"]
+    else:  # a training: its weights are what its evaluations (and a frozen run's match) read
+        job.keep, job.heavy = small_files(OUT / name), True
+    return job
+
+
+# ------------------------------------------------------------------------------------------------ the record
+class Record:
+    """The small outputs of finished jobs, in a folder of the repository (module docstring: across machines)."""
+
+    def __init__(self, folder: Path, commit: bool) -> None:
+        self.folder, self.commit_each = folder, commit
+        (folder / "done").mkdir(parents=True, exist_ok=True)
+
+    def recorded(self) -> set[str]:
+        return {path.name for path in (self.folder / "done").iterdir()}
+
+    def restore(self, names: set[str]) -> None:
+        """Copies the recorded files of these jobs back where the queue's jobs read them (files present are kept)."""
+        for name in sorted(names):
+            for relative in json.loads((self.folder / "done" / name).read_text()):
+                target = Path(relative)
+                if not target.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(self.folder / relative, target)
+
+    def keep(self, job: Job, cpu_line: dict | None) -> None:
+        files = [path for path in job.keep() if path.is_file()]
+        for path in files:
+            (self.folder / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, self.folder / path)
+        if cpu_line is not None:
+            with open(self.folder / "cpu.jsonl", "a") as handle:
+                handle.write(json.dumps(cpu_line) + "\n")
+        (self.folder / "done" / job.name).write_text(json.dumps([str(path) for path in files]) + "\n")
+        self.save(f"done {job.name}")
+
+    def rm_build(self) -> str:
+        """The sha256 of the RM's weights, written as rm-train-<UTC>.json; the line says how it compares."""
+        digests = {str(path): hashlib.sha256(path.read_bytes()).hexdigest()
+                   for path in sorted(RM_DIR.rglob("*.safetensors")) if "checkpoint-" not in str(path)}
+        earlier = sorted(self.folder.glob("rm-train-*.json"))
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        (self.folder / f"rm-train-{stamp}.json").write_text(json.dumps({"sha256": digests}, indent=1) + "\n")
+        if not earlier:
+            return "the RM's first build: its weights' sha256 recorded"
+        first = json.loads(earlier[0].read_text())["sha256"]
+        return ("the RM built again: its weights equal the first build's (sha256)" if first == digests else
+                f"the RM built again: its weights DIFFER from the first build's ({earlier[0].name})")
+
+    def save(self, message: str) -> None:
+        """Copies run.log in; with --commit, commits the record's folder alone (other changes stay as they are)."""
+        if (OUT / "run.log").is_file():
+            shutil.copy2(OUT / "run.log", self.folder / "run.log")
+        if not self.commit_each:
+            return
+        for attempt in range(5):  # another git command holding the index lock: try again
+            added = subprocess.run(["git", "add", "-A", "."], cwd=self.folder, capture_output=True, text=True)
+            done = added.returncode == 0 and subprocess.run(
+                ["git", "commit", "-q", "-m", f"parts B-C record: {message}", "--", "."], cwd=self.folder,
+                capture_output=True, text=True).returncode == 0
+            if done:
+                return
+            time.sleep(2 + 3 * attempt)
+        print(f"warning: the record's commit failed ({message}); it is committed with the next one", flush=True)
+
+
+def finished_jobs(queue: list[Job], record: Record | None) -> set[str]:
+    """Done here, or recorded, less the recorded heavy jobs whose outputs a job still to run reads."""
+    local = {job.name for job in queue if job.done()}
+    finished = local | (record.recorded() if record else set())
+    changed = True
+    while changed:
+        changed = False
+        for job in queue:
+            if job.name in finished and job.name not in local and job.heavy and any(
+                    job.name in other.reads and other.name not in finished for other in queue):
+                finished.discard(job.name)
+                changed = True
+    return finished
+
+
+def kind(name: str) -> str:
+    for rate in RATES:
+        name = name.replace(f"lr{rate}", "lr")
+    return re.sub(r"-s\d+$", "", name)
+
+
+def estimate_s(job: Job, walls: dict[str, float]) -> float:
+    """The longest recorded wall time of its kind, else the default."""
+    if kind(job.name) in walls:
+        return walls[kind(job.name)]
+    if job.name.startswith("eval-"):
+        return DEFAULT_WALL_S["eval-8" if "best" in job.name or "pick" in job.name else "eval-24"]
+    return DEFAULT_WALL_S.get(kind(job.name), DEFAULT_WALL_S.get(kind(job.name).split("-")[0], DEFAULT_WALL_C))
+
+
+def chain_s(job: Job, queue: list[Job], walls: dict[str, float], finished: set[str]) -> float:
+    """A job with the jobs still to run that read its outputs, for as long as those are needed: a training with its
+    evaluations, the base evaluation with the RM's held-out rows, the RM's build with the cheapest training on it."""
+    readers = [other for other in queue if job.name in other.reads and other.name not in finished]
+    if job.name == "rm-train":
+        return estimate_s(job, walls) + min((chain_s(r, queue, walls, finished) for r in readers), default=0.0)
+    return estimate_s(job, walls) + sum(estimate_s(reader, walls) for reader in readers)
 
 
 # ------------------------------------------------------------------------------------------------ the scheduler
@@ -252,7 +406,7 @@ def log(line: str) -> None:
         handle.write(text + "\n")
 
 
-def check(queue: list[Job]) -> None:
+def check(queue: list[Job], record: Record | None) -> None:
     """Every training config with its overrides parses (a typo fails now, not hours in); the queue and its state."""
     from coreward.grpo.config import as_train_config
     from coreward.runtime.errors import CorewardError
@@ -273,18 +427,36 @@ def check(queue: list[Job]) -> None:
             except CorewardError as error:  # the RM and its held-out pairs are files the queue writes first
                 if str(RM_DIR) not in str(error):
                     raise
-        print(f"{'done' if job.done() else 'to do':6} {job.name}" + (f"  (needs {', '.join(job.needs)})"
-                                                                   if job.needs else ""))
-    print(f"{sum(job.done() for job in queue)} of {len(queue)} jobs done")
+    finished = finished_jobs(queue, record)
+    for job in queue:
+        print(f"{'done' if job.name in finished else 'to do':6} {job.name}" + (f"  (needs {', '.join(job.needs)})"
+                                                                             if job.needs else ""))
+    print(f"{len(finished)} of {len(queue)} jobs done")
 
 
-def run(queue: list[Job], workers: int) -> int:
+def run(queue: list[Job], workers: int, record: Record | None, until: datetime | None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "logs").mkdir(exist_ok=True)
     (OUT / "done").mkdir(exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    log(f"parts B and C at {commit}: {sum(j.done() for j in queue)} of {len(queue)} jobs done")
-    finished = {job.name for job in queue if job.done()}
+    finished = finished_jobs(queue, record)
+    if record is not None:
+        record.restore(finished & record.recorded())
+    log(f"parts B and C at {commit}: {len(finished)} of {len(queue)} jobs done"
+        + (f" ({len(record.recorded() - finished)} recorded ones to run again)" if record is not None else "")
+        + (f"; starting no job that would end after {until:%Y-%m-%d %H:%M} UTC" if until else ""))
+
+    def walls() -> dict[str, float]:
+        measured: dict[str, float] = {}
+        for path in [OUT / "cpu.jsonl"] + ([record.folder / "cpu.jsonl"] if record is not None else []):
+            for line in path.read_text().splitlines() if path.is_file() else []:
+                row = json.loads(line)
+                if row["exit"] == 0:
+                    measured[kind(row["job"])] = max(measured.get(kind(row["job"]), 0.0), row["wall_s"])
+        return measured
+
+    def fits(job: Job) -> bool:
+        return until is None or time.time() + chain_s(job, queue, walls(), finished) <= until.timestamp()
     failed: set[str] = set()
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     stopping = False
@@ -310,14 +482,19 @@ def run(queue: list[Job], workers: int) -> int:
             del running[name]
             job = next(j for j in queue if j.name == name)
             minutes = (time.time() - started) / 60
+            cpu_line = {"job": name, "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+                        "wall_s": round(time.time() - started, 1), "exit": code}
             with open(OUT / "cpu.jsonl", "a") as handle:  # a resumed job has a line per attempt: their sum is its cost
-                handle.write(json.dumps({"job": name, "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-                                         "wall_s": round(time.time() - started, 1), "exit": code}) + "\n")
+                handle.write(json.dumps(cpu_line) + "\n")
             if code == 0 and job.marker:
                 (OUT / "done" / name).write_text(f"{time.time()}\n")
             if code == 0 and job.done():
                 finished.add(name)
                 log(f"done {name} ({minutes:.0f} min)")
+                if record is not None:
+                    if name == "rm-train":
+                        log(record.rm_build())
+                    record.keep(job, cpu_line)
             else:
                 failed.add(name)
                 log(f"FAILED {name}: exit {code} after {minutes:.0f} min (log: {OUT / 'logs' / name}.log)")
@@ -336,6 +513,8 @@ def run(queue: list[Job], workers: int) -> int:
                 job.action()
                 finished.add(job.name)
                 log(f"done {job.name}")
+                if record is not None:
+                    record.keep(job, None)
             except Exception as error:  # noqa: BLE001 - reported and the queue goes on without its dependants
                 failed.add(job.name)
                 log(f"FAILED {job.name}: {type(error).__name__}: {error}")
@@ -344,6 +523,8 @@ def run(queue: list[Job], workers: int) -> int:
         for job in ready:
             if len(running) >= workers:
                 break
+            if not fits(job):
+                continue
             args = job.command()
             handle = open(OUT / "logs" / f"{job.name}.log", "a")
             handle.write(f"$ {' '.join(args)}\n")
@@ -356,8 +537,11 @@ def run(queue: list[Job], workers: int) -> int:
         if not running:
             left = [j.name for j in queue if j.name not in finished]
             log(f"queue ended: {len(finished)} done, {len(failed)} failed, {len(left)} not run"
-                + (f" (failed: {', '.join(sorted(failed))})" if failed else ""))
-            return 1 if failed else 0
+                + (f" (failed: {', '.join(sorted(failed))})" if failed else "")
+                + (" (the rest would end after --until)" if ready and until else ""))
+            if record is not None:
+                record.save("queue ended")
+            return 1 if failed else (3 if left else 0)
         if time.time() - last_beat > HEARTBEAT_S:
             last_beat = time.time()
             log(f"running {', '.join(f'{n} ({(time.time() - t) / 60:.0f} min)' for n, (_, t) in running.items())}; "
@@ -369,12 +553,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="list the queue and what is done; parse every config")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--record", type=Path, help="a folder of the repository for the finished jobs' small outputs")
+    parser.add_argument("--commit", action="store_true", help="commit the record's folder after each finished job")
+    parser.add_argument("--until", help="UTC, YYYY-MM-DDTHH:MM: start no job that would end after it")
     args = parser.parse_args()
     queue = jobs()
+    record = Record(args.record.resolve(), args.commit) if args.record else None
     if args.check:
-        check(queue)
+        check(queue, record)
         return
-    code = run(queue, args.workers)
+    until = datetime.strptime(args.until, "%Y-%m-%dT%H:%M").replace(tzinfo=timezone.utc) if args.until else None
+    code = run(queue, args.workers, record, until)
     if code == 0:
         (OUT / "done" / "all").write_text("")
     sys.exit(code)
