@@ -324,8 +324,9 @@ class Record:
             (self.folder / path).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, self.folder / path)
         if cpu_line is not None:
-            with open(self.folder / "cpu.jsonl", "a") as handle:
+            with open(self.folder / OUT / "cpu.jsonl", "a") as handle:  # beside the outputs: analyze.py reads it
                 handle.write(json.dumps(cpu_line) + "\n")
+        (self.folder / OUT).mkdir(parents=True, exist_ok=True)
         (self.folder / "done" / job.name).write_text(json.dumps([str(path) for path in files]) + "\n")
         self.save(f"done {job.name}")
 
@@ -345,7 +346,8 @@ class Record:
     def save(self, message: str) -> None:
         """Copies run.log in; with --commit, commits the record's folder alone (other changes stay as they are)."""
         if (OUT / "run.log").is_file():
-            shutil.copy2(OUT / "run.log", self.folder / "run.log")
+            (self.folder / OUT).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(OUT / "run.log", self.folder / OUT / "run.log")
         if not self.commit_each:
             return
         for attempt in range(5):  # another git command holding the index lock: try again
@@ -448,7 +450,7 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
 
     def walls() -> dict[str, float]:
         measured: dict[str, float] = {}
-        for path in [OUT / "cpu.jsonl"] + ([record.folder / "cpu.jsonl"] if record is not None else []):
+        for path in [OUT / "cpu.jsonl"] + ([record.folder / OUT / "cpu.jsonl"] if record is not None else []):
             for line in path.read_text().splitlines() if path.is_file() else []:
                 row = json.loads(line)
                 if row["exit"] == 0:
