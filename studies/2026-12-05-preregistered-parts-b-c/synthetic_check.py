@@ -1,6 +1,7 @@
 """Runs run.py's decisions (the learning-rate pick, the frozen RM's matched checkpoints) and analyze.py end to end on
 a runs directory of random numbers in the shape run.py writes, so that a fault in either shows before the real
-results exist. Its numbers mean nothing.
+results exist. Its numbers mean nothing. Then the record (`--record`): every job kept, copied back on a fresh machine
+from it alone, which jobs count as done and which run again, and analyze.py on the record's copy.
 
     python studies/2026-12-05-preregistered-parts-b-c/synthetic_check.py [WORK_DIR]    # default: a temporary one
 """
@@ -80,7 +81,35 @@ def main() -> None:
     analysis = subprocess.run([sys.executable, str(HERE / "analyze.py"), str(OUT)], capture_output=True, text=True)
     print(analysis.stdout, analysis.stderr, sep="")
     assert analysis.returncode == 0 and "Holm p" in analysis.stdout and "PART C" in analysis.stdout
+    record_check(run, work)
     print(f"synthetic check passed ({work})")
+
+
+def record_check(run, work: Path) -> None:
+    """Keeps every job's outputs in a record, then, on a fresh machine holding the record alone, checks what counts
+    as done: all of it; with one evaluation missing, its training runs again (its weights are gone) and the RM's build
+    with it where that training reads it; the analysis reads the record's copy as it read the runs."""
+    queue = run.jobs()
+    record = run.Record(work / "record", commit=False)
+    cpu_lines = {line["job"]: line for line in map(json.loads, (OUT / "cpu.jsonl").read_text().splitlines())}
+    for job in queue:
+        record.keep(job, cpu_lines.get(job.name))
+    fresh = work / "fresh"
+    fresh.mkdir()
+    os.chdir(fresh)
+    assert run.finished_jobs(queue, record) == {job.name for job in queue}
+    (record.folder / "done" / "eval-best-cooper_rn-s2003").unlink()
+    finished = run.finished_jobs(queue, record)
+    assert {job.name for job in queue} - finished == {"eval-best-cooper_rn-s2003", "cooper_rn-s2003", "rm-train"}, \
+        sorted({job.name for job in queue} - finished)
+    record.restore(finished & record.recorded())
+    assert run.picked_rate() == json.loads((work / OUT / "pick.json").read_text())["picked"]
+    assert not (OUT / "cooper_rn-s2003" / "metrics.jsonl").exists()  # it runs again and writes its own
+    ours = subprocess.run([sys.executable, str(HERE / "analyze.py"), str(work / OUT)], capture_output=True, text=True)
+    kept = subprocess.run([sys.executable, str(HERE / "analyze.py"), str(record.folder / OUT)], capture_output=True,
+                          text=True)
+    assert kept.returncode == 0 and kept.stdout == ours.stdout.replace(str(work / OUT), str(record.folder / OUT))
+    os.chdir(work)
 
 
 if __name__ == "__main__":
