@@ -286,7 +286,9 @@ def test_the_loss_pass_gives_the_same_exact_kl_as_a_pass_of_its_own(tiny_policy,
         runs[name] = [r for r in _rows(run) if "kl/from_init" in r]
     assert all("time/kl_from_init_in_loss" in r for r in runs["loss_pass"])
     assert not any("time/kl_from_init_in_loss" in r for r in runs["own_pass"])
-    for key in ("kl/from_init", "kl/from_init_k3", "reward"):
-        assert [r[key] for r in runs["loss_pass"]] == pytest.approx([r[key] for r in runs["own_pass"]], rel=1e-4,
+    # the two passes round differently where a CPU's kernels differ with and without autograd (an AMD EPYC moved the
+    # step-3 KL of 0.545 by 1.3e-4); a KL from the wrong states (the policy's own, π_init's stale) is off by its size
+    for key, rel in (("kl/from_init", 2e-3), ("kl/from_init_k3", 2e-3), ("reward", 1e-4)):
+        assert [r[key] for r in runs["loss_pass"]] == pytest.approx([r[key] for r in runs["own_pass"]], rel=rel,
                                                                      abs=1e-7), key
     assert runs["loss_pass"][-1]["kl/from_init"] > 1e-4

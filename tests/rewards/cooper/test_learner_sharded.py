@@ -10,6 +10,7 @@ and a learner resumed from it and sharded again takes a next step equal to the r
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -117,7 +118,21 @@ def test_sharded_learner_equals_replicated_and_resumes(engine, offloads, tiny_rm
         check_learner(engine, offload, tiny_rm_path, tmp_path / f"offload-{int(offload)}")
 
 
+def assert_same_to_rounding(saved: dict, expected: dict, what) -> None:
+    """Every weight within 1e-4 (0.5% of one step's size, lr) but at most 0.1% of them: AdamW divides by √v, so where
+    a gradient is tiny a rounding difference of the reduction order moves a weight by up to a step's size (how much
+    depends on the CPU's kernels: an AMD EPYC moved one q_proj weight of this RM by just over 1e-4)."""
+    off = sum(int(((saved[key] - expected[key]).abs() > 1e-4).sum()) for key in expected)
+    total = sum(tensor.numel() for tensor in expected.values())
+    assert off <= 1e-3 * total, (what, f"{off} of {total} weights off by more than 1e-4")
+
+
+def distance(first: dict, second: dict) -> float:
+    return sum(float((first[key] - second[key]).double().pow(2).sum()) for key in second) ** 0.5
+
+
 def check_learner(engine: str, offload: bool, tiny_rm_path: Path, out: Path) -> None:
+    from coreward.rewards.cooper.learner import RMLearner
     from coreward.rm.model import VerifyRM
 
     result = json.loads((out / "result.json").read_text())
@@ -138,14 +153,15 @@ def check_learner(engine: str, offload: bool, tiny_rm_path: Path, out: Path) -> 
     initial = VerifyRM.from_pretrained(tiny_rm_path, device="cpu").model.state_dict()
     for checkpoint, expected in (("first", learner.rm.model.state_dict()), ("second", None)):
         if expected is None:  # one more update on both sides: equal only if the optimizer's moments came back
+            from_fresh_moments = RMLearner(copy.deepcopy(learner.rm), **SETTINGS, optimizer_offload=offload)
+            from_fresh_moments.update(pairs())
             learner.update(pairs())
             expected = learner.rm.model.state_dict()
         saved = VerifyRM.from_pretrained(out / checkpoint / "rm", device="cpu").model.state_dict()
         assert sorted(saved) == sorted(expected)
-        for key in expected:
-            # AdamW divides by √v: where a gradient is tiny, a rounding difference of the reduction order
-            # moves the update by more than ε; 1e-4 is 0.5% of one step's size (lr), far below what learning moved
-            assert torch.allclose(saved[key], expected[key], atol=1e-4, rtol=0), (offload, checkpoint, key)
+        assert_same_to_rounding(saved, expected, (offload, checkpoint))
+    # the resumed step is the replicated learner's next step, far nearer to it than a step from fresh moments is
+    assert distance(saved, expected) < 0.1 * distance(from_fresh_moments.rm.model.state_dict(), expected)
     assert any(not torch.equal(saved[k], initial[k]) for k in initial)  # the RM learned
     # the checkpoint names the model's own class (FSDP2 renames it to FSDP<class> while sharded)
     architectures = json.loads((out / "first" / "rm" / "config.json").read_text())["architectures"]
