@@ -318,15 +318,15 @@ class Record:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(self.folder / relative, target)
 
-    def keep(self, job: Job, cpu_line: dict | None) -> None:
+    def keep(self, job: Job, cpu_lines: list[dict]) -> None:
         files = [path for path in job.keep() if path.is_file()]
         for path in files:
             (self.folder / path).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, self.folder / path)
-        if cpu_line is not None:
-            with open(self.folder / OUT / "cpu.jsonl", "a") as handle:  # beside the outputs: analyze.py reads it
-                handle.write(json.dumps(cpu_line) + "\n")
         (self.folder / OUT).mkdir(parents=True, exist_ok=True)
+        for line in cpu_lines:
+            with open(self.folder / OUT / "cpu.jsonl", "a") as handle:  # beside the outputs: analyze.py reads it
+                handle.write(json.dumps(line) + "\n")
         (self.folder / "done" / job.name).write_text(json.dumps([str(path) for path in files]) + "\n")
         self.save(f"done {job.name}")
 
@@ -444,6 +444,11 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
     finished = finished_jobs(queue, record)
     if record is not None:
         record.restore(finished & record.recorded())
+        attempts = [json.loads(line) for line in (OUT / "cpu.jsonl").read_text().splitlines()] \
+            if (OUT / "cpu.jsonl").is_file() else []
+        for job in queue:  # done here but not kept (the queue stopped between the two): kept now
+            if job.name in finished - record.recorded():
+                record.keep(job, [line for line in attempts if line["job"] == job.name])
     log(f"parts B and C at {commit}: {len(finished)} of {len(queue)} jobs done"
         + (f" ({len(record.recorded() - finished)} recorded ones to run again)" if record is not None else "")
         + (f"; starting no job that would end after {until:%Y-%m-%d %H:%M} UTC" if until else ""))
@@ -496,7 +501,7 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
                 if record is not None:
                     if name == "rm-train":
                         log(record.rm_build())
-                    record.keep(job, cpu_line)
+                    record.keep(job, [cpu_line])
             else:
                 failed.add(name)
                 log(f"FAILED {name}: exit {code} after {minutes:.0f} min (log: {OUT / 'logs' / name}.log)")
@@ -516,7 +521,7 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
                 finished.add(job.name)
                 log(f"done {job.name}")
                 if record is not None:
-                    record.keep(job, None)
+                    record.keep(job, [])
             except Exception as error:  # noqa: BLE001 - reported and the queue goes on without its dependants
                 failed.add(job.name)
                 log(f"FAILED {job.name}: {type(error).__name__}: {error}")

@@ -93,7 +93,7 @@ def record_check(run, work: Path) -> None:
     record = run.Record(work / "record", commit=False)
     cpu_lines = {line["job"]: line for line in map(json.loads, (OUT / "cpu.jsonl").read_text().splitlines())}
     for job in queue:
-        record.keep(job, cpu_lines.get(job.name))
+        record.keep(job, [cpu_lines[job.name]] if job.name in cpu_lines else [])
     fresh = work / "fresh"
     fresh.mkdir()
     os.chdir(fresh)
