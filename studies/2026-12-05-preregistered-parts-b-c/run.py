@@ -331,12 +331,20 @@ class Record:
         self.save(f"done {job.name}")
 
     def rm_build(self) -> str:
-        """The sha256 of the RM's weights, written as rm-train-<UTC>.json; the line says how it compares."""
+        """The sha256 of the RM's weights, with the CPU that built it and its held-out rows of metrics.jsonl, written as
+        rm-train-<UTC>.json; the line says how it compares with the first build."""
         digests = {str(path): hashlib.sha256(path.read_bytes()).hexdigest()
                    for path in sorted(RM_DIR.rglob("*.safetensors")) if "checkpoint-" not in str(path)}
         earlier = sorted(self.folder.glob("rm-train-*.json"))
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        (self.folder / f"rm-train-{stamp}.json").write_text(json.dumps({"sha256": digests}, indent=1) + "\n")
+        from coreward.runtime.metrics import read_metrics
+
+        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), "unknown") if Path("/proc/cpuinfo").is_file() else "unknown"
+        held_out = [row for row in read_metrics(RM_DIR / "metrics.jsonl") if any(k.startswith("eval") for k in row)] \
+            if (RM_DIR / "metrics.jsonl").is_file() else []
+        (self.folder / f"rm-train-{stamp}.json").write_text(json.dumps(
+            {"sha256": digests, "cpu": cpu, "held_out": held_out}, indent=1) + "\n")
         if not earlier:
             return "the RM's first build: its weights' sha256 recorded"
         first = json.loads(earlier[0].read_text())["sha256"]
