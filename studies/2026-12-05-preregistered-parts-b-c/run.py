@@ -20,7 +20,8 @@ decisions' files, cpu.jsonl and run.log) are copied into DIR, a folder of the re
 same command and seed. The RM is therefore built again in each session that trains against it; the sha256 of its
 weights goes into DIR (rm-train-*.json) so that every build can be compared with the first. `--until` (UTC) starts
 no training whose own estimate plus its evaluations' would end after it, and no evaluation that would end after it;
-the estimates are the longest wall time recorded for the same kind of job, else the defaults below.
+the estimates are the longest recorded time of the same kind of job (its wall time, or 1.15 times its
+CPU time where that is less: a stopped job's wall time runs on), else the defaults below.
 
 Part B's steps (the registration's wording where it leaves a choice, fixed here before any run):
 - the base model at n = 24 (eval-base); the RM rebuilt on the new split by the tutorial's commands: 160 train problems
@@ -391,7 +392,7 @@ def kind(name: str) -> str:
 
 
 def estimate_s(job: Job, walls: dict[str, float]) -> float:
-    """The longest recorded wall time of its kind, else the default."""
+    """The longest recorded time of its kind (walls()), else the default."""
     if kind(job.name) in walls:
         return walls[kind(job.name)]
     if job.name.startswith("eval-"):
@@ -466,8 +467,9 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
         for path in [OUT / "cpu.jsonl"] + ([record.folder / OUT / "cpu.jsonl"] if record is not None else []):
             for line in path.read_text().splitlines() if path.is_file() else []:
                 row = json.loads(line)
-                if row["exit"] == 0:
-                    measured[kind(row["job"])] = max(measured.get(kind(row["job"]), 0.0), row["wall_s"])
+                if row["exit"] == 0:  # a stop (SIGSTOP) lengthens the wall time, not the CPU time of one thread
+                    seconds = min(row["wall_s"], 1.15 * row["cpu_s"])
+                    measured[kind(row["job"])] = max(measured.get(kind(row["job"]), 0.0), seconds)
         return measured
 
     def fits(job: Job) -> bool:
