@@ -12,12 +12,12 @@ a file a step writes, is done and skipped; a training stopped midway continues f
 (`--resume-if-any`) and an evaluation from its finished batches (`partial/`). Ctrl-C (or SIGTERM) passes the stop to
 the running jobs (a training checkpoints the step in progress) and exits.
 
-Across machines (`--record DIR`, with `--until`): a work session may start on a fresh machine that holds only what
-git holds, so each finished job's small outputs (results.json, metrics.jsonl, config.yaml, the RM's rows, the
+Across machines (`--record DIR`, with `--until`): the queue may go on on a fresh machine that holds only what git
+holds, so each finished job's small outputs (results.json, metrics.jsonl, config.yaml, the RM's rows, the
 decisions' files, cpu.jsonl and run.log) are copied into DIR, a folder of the repository, and committed there
 (`--commit`). On start they are copied back, and a recorded job counts as done unless it is a job whose large outputs
 (a policy's or the RM's weights, the base model's samples) a job still to run needs: that one runs again, with the
-same command and seed. The RM is therefore built again in each session that trains against it; the sha256 of its
+same command and seed. The RM is therefore built again on each machine that trains against it; the sha256 of its
 weights goes into DIR (rm-train-*.json) so that every build can be compared with the first. `--until` (UTC) starts
 no training whose own estimate plus its evaluations' would end after it, and no evaluation that would end after it;
 the estimates are the longest recorded time of the same kind of job (its wall time, or 1.15 times its
