@@ -18,7 +18,8 @@ decisions' files, cpu.jsonl and run.log) are copied into DIR, a folder of the re
 (`--commit`). On start they are copied back, and a recorded job counts as done unless it is a job whose large outputs
 (a policy's or the RM's weights, the base model's samples) a job still to run needs: that one runs again, with the
 same command and seed. The RM is therefore built again on each machine that trains against it; the sha256 of its
-weights goes into DIR (rm-train-*.json) so that every build can be compared with the first. `--until` (UTC) starts
+weights goes into DIR (rm-train-*.json) so that every build can be compared with the first, and DIR/rm-build-of/JOB
+names the build each training on the RM used. The record's run.log goes on across machines. `--until` (UTC) starts
 no training whose own estimate plus its evaluations' would end after it, and no evaluation that would end after it;
 the estimates are the longest recorded time of the same kind of job (its wall time, or 1.15 times its
 CPU time where that is less: a stopped job's wall time runs on), else the defaults below.
@@ -305,13 +306,18 @@ class Record:
 
     def __init__(self, folder: Path, commit: bool) -> None:
         self.folder, self.commit_each = folder, commit
+        self.rm_build_file: str | None = None  # this machine's RM build, once made
         (folder / "done").mkdir(parents=True, exist_ok=True)
 
     def recorded(self) -> set[str]:
         return {path.name for path in (self.folder / "done").iterdir()}
 
     def restore(self, names: set[str]) -> None:
-        """Copies the recorded files of these jobs back where the queue's jobs read them (files present are kept)."""
+        """Copies the recorded files of these jobs back where the queue's jobs read them (files present are kept), and
+        the record's run.log, which the queue then goes on appending to."""
+        if (self.folder / OUT / "run.log").is_file() and not (OUT / "run.log").is_file():
+            OUT.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(self.folder / OUT / "run.log", OUT / "run.log")
         for name in sorted(names):
             for relative in json.loads((self.folder / "done" / name).read_text()):
                 target = Path(relative)
@@ -328,6 +334,11 @@ class Record:
         for line in cpu_lines:
             with open(self.folder / OUT / "cpu.jsonl", "a") as handle:  # beside the outputs: analyze.py reads it
                 handle.write(json.dumps(line) + "\n")
+        if "rm-train" in job.reads:  # the RM build it trained on (each machine builds its own)
+            (self.folder / "rm-build-of").mkdir(exist_ok=True)
+            builds = sorted(self.folder.glob("rm-train-*.json"))  # the newest: this machine's, made before the queue restarted
+            used = self.rm_build_file or (builds[-1].name if builds else "unknown")
+            (self.folder / "rm-build-of" / job.name).write_text(f"{used}\n")
         (self.folder / "done" / job.name).write_text(json.dumps([str(path) for path in files]) + "\n")
         self.save(f"done {job.name}")
 
@@ -344,7 +355,8 @@ class Record:
                     if line.startswith("model name")), "unknown") if Path("/proc/cpuinfo").is_file() else "unknown"
         held_out = [row for row in read_metrics(RM_DIR / "metrics.jsonl") if any(k.startswith("eval") for k in row)] \
             if (RM_DIR / "metrics.jsonl").is_file() else []
-        (self.folder / f"rm-train-{stamp}.json").write_text(json.dumps(
+        self.rm_build_file = f"rm-train-{stamp}.json"
+        (self.folder / self.rm_build_file).write_text(json.dumps(
             {"sha256": digests, "cpu": cpu, "held_out": held_out}, indent=1) + "\n")
         if not earlier:
             return "the RM's first build: its weights' sha256 recorded"
