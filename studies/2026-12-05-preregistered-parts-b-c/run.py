@@ -71,9 +71,10 @@ ARMS_B = {"rule": "configs/smol/rule.yaml", "cooper": "configs/smol/cooper.yaml"
           "cooper_rn": "configs/smol/cooper_rollout_negative.yaml", "model": "configs/smol/model.yaml"}
 HEARTBEAT_S = 600
 # wall seconds of one job of a kind on one core with the other core busy, until the record holds a measured one
+# (the first start's measured costs, 1.2 times: a rollout-negative Cooper run about 1,740 CPU-s, a rule run 690)
 DEFAULT_WALL_S = {"base-eval": 3600, "rm-rows": 1200, "rm-heldout": 300, "rm-pairs": 300, "rm-train": 900,
-                  "rule": 1200, "cooper": 2400, "cooper_rn": 2400, "pick-lr": 2400, "model": 5400,
-                  "eval-24": 900, "eval-8": 450}
+                  "rule": 1200, "cooper": 2100, "cooper_rn": 2100, "pick-lr": 2100, "model": 5400,
+                  "eval-24": 900, "eval-8": 300}
 DEFAULT_WALL_C = 2400  # a part C training
 
 
