@@ -331,10 +331,8 @@ class Record:
         for path in files:
             (self.folder / path).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, self.folder / path)
-        (self.folder / OUT).mkdir(parents=True, exist_ok=True)
         for line in cpu_lines:
-            with open(self.folder / OUT / "cpu.jsonl", "a") as handle:  # beside the outputs: analyze.py reads it
-                handle.write(json.dumps(line) + "\n")
+            self.attempt(line)
         if "rm-train" in job.reads:  # the RM build it trained on (each machine builds its own)
             (self.folder / "rm-build-of").mkdir(exist_ok=True)
             builds = sorted(self.folder.glob("rm-train-*.json"))  # the newest: this machine's, made before the queue restarted
@@ -342,6 +340,11 @@ class Record:
             (self.folder / "rm-build-of" / job.name).write_text(f"{used}\n")
         (self.folder / "done" / job.name).write_text(json.dumps([str(path) for path in files]) + "\n")
         self.save(f"done {job.name}")
+
+    def attempt(self, cpu_line: dict) -> None:
+        (self.folder / OUT).mkdir(parents=True, exist_ok=True)
+        with open(self.folder / OUT / "cpu.jsonl", "a") as handle:  # beside the outputs: analyze.py reads it
+            handle.write(json.dumps(cpu_line) + "\n")
 
     def rm_build(self) -> str:
         """The sha256 of the RM's weights, with the CPU that built it and its held-out rows of metrics.jsonl, written as
@@ -470,7 +473,7 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
             if (OUT / "cpu.jsonl").is_file() else []
         for job in queue:  # done here but not kept (the queue stopped between the two): kept now
             if job.name in finished - record.recorded():
-                record.keep(job, [line for line in attempts if line["job"] == job.name])
+                record.keep(job, [line for line in attempts if line["job"] == job.name and line["exit"] == 0])
     log(f"parts B and C at {commit}: {len(finished)} of {len(queue)} jobs done"
         + (f" ({len(record.recorded() - finished)} recorded ones to run again)" if record is not None else "")
         + (f"; starting no job that would end after {until:%Y-%m-%d %H:%M} UTC" if until else ""))
@@ -528,6 +531,8 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
             else:
                 failed.add(name)
                 log(f"FAILED {name}: exit {code} after {minutes:.0f} min (log: {OUT / 'logs' / name}.log)")
+                if record is not None:  # every attempt's cost, a stopped one's too
+                    record.attempt(cpu_line)
         if stopping:
             if not running:
                 log("stopped: run this again to resume")
