@@ -542,6 +542,8 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
         blocked = failed | {j.name for j in queue if any(n in failed for n in j.needs)}
         ready = [j for j in queue if j.name not in finished | blocked | set(running)
                  and all(n in finished for n in j.needs)]
+        # the jobs that read a finished training's weights first: a machine that ends with them undone loses it
+        ready.sort(key=lambda job: not job.reads or job.reads == ("rm-train",))
         decisions = [job for job in ready if job.action is not None]
         for job in decisions:  # a decision in this process (seconds): it may make more jobs ready
             try:
