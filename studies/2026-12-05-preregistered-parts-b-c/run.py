@@ -488,8 +488,8 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
                     measured[kind(row["job"])] = max(measured.get(kind(row["job"]), 0.0), seconds)
         return measured
 
-    def fits(job: Job) -> bool:
-        return until is None or time.time() + chain_s(job, queue, walls(), finished) <= until.timestamp()
+    def fits(job: Job, measured: dict[str, float]) -> bool:
+        return until is None or time.time() + chain_s(job, queue, measured, finished) <= until.timestamp()
     failed: set[str] = set()
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     stopping = False
@@ -557,10 +557,11 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
                 log(f"FAILED {job.name}: {type(error).__name__}: {error}")
         if decisions:
             continue
+        measured = walls() if ready and len(running) < workers else {}  # read once a pass, only when a core is free
         for job in ready:
             if len(running) >= workers:
                 break
-            if not fits(job):
+            if not fits(job, measured):
                 continue
             args = job.command()
             handle = open(OUT / "logs" / f"{job.name}.log", "a")
