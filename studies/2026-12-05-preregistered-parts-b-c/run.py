@@ -10,7 +10,9 @@ done, in the order below, so the second core trains the rule arm and part C whil
 blocks the reward model. Run it again to resume: a training with a complete final/, an evaluation with results.json,
 a file a step writes, is done and skipped; a training stopped midway continues from its last checkpoint
 (`--resume-if-any`) and an evaluation from its finished batches (`partial/`). Ctrl-C (or SIGTERM) passes the stop to
-the running jobs (a training checkpoints the step in progress) and exits.
+the running jobs (a training checkpoints the step in progress) and exits. Once every job that reads a finished
+training's weights is done, its checkpoints and its reward sources' weights (a Cooper RM with its optimizer) are
+removed, its policy kept (free_weights): kept whole, the queue's runs fill a 100 GB disk.
 
 Across machines (`--record DIR`, with `--until`): the queue may go on on a fresh machine that holds only what git
 holds, so each finished job's small outputs (results.json, metrics.jsonl, config.yaml, the RM's rows, the
@@ -119,6 +121,22 @@ def small_files(folder: Path) -> Callable[[], list[Path]]:
     """A training's or an evaluation's outputs the analysis and the decisions read."""
     return lambda: [folder / name for name in ("results.json", "metrics.jsonl", "config.yaml")
                     if (folder / name).is_file()]
+
+
+def free_weights(queue: list[Job], finished: set[str]) -> list[Path]:
+    """Removes what no job still to run reads of each finished training whose readers are all done: its checkpoint-*
+    folders and the reward sources' weights in final/ and best/ (the policy adapter stays). Returns what it removed."""
+    removed = []
+    for job in queue:
+        run = OUT / job.name
+        readers = [other.name for other in queue if job.name in other.reads]
+        if not readers or job.name not in finished or not trained(run) or any(r not in finished for r in readers):
+            continue
+        for path in [*run.glob("checkpoint-*"), run / "final" / "reward_sources", run / "best" / "reward_sources"]:
+            if path.is_dir():
+                shutil.rmtree(path)
+                removed.append(path)
+    return removed
 
 
 # ------------------------------------------------------------------------------------------------ decisions
@@ -528,6 +546,10 @@ def run(queue: list[Job], workers: int, record: Record | None, until: datetime |
                     if name == "rm-train":
                         log(record.rm_build())
                     record.keep(job, [cpu_line])
+                freed = free_weights(queue, finished)
+                if freed:
+                    log(f"removed {len(freed)} folders of weights no job still to run reads "
+                        f"({', '.join(sorted({p.relative_to(OUT).parts[0] for p in freed}))})")
             else:
                 failed.add(name)
                 log(f"FAILED {name}: exit {code} after {minutes:.0f} min (log: {OUT / 'logs' / name}.log)")

@@ -81,8 +81,32 @@ def main() -> None:
     analysis = subprocess.run([sys.executable, str(HERE / "analyze.py"), str(OUT)], capture_output=True, text=True)
     print(analysis.stdout, analysis.stderr, sep="")
     assert analysis.returncode == 0 and "Holm p" in analysis.stdout and "PART C" in analysis.stdout
+    weights_check(run)
     record_check(run, work)
     print(f"synthetic check passed ({work})")
+
+
+def weights_check(run) -> None:
+    """free_weights removes a training's checkpoints and RM weights only once every job reading them is done, and
+    keeps its policy and its small outputs."""
+    queue = run.jobs()
+    trainings = ("cooper-s2000", "model-s2001", "co_rewarding_2-s2000")
+    for name in trainings:
+        for folder in ("checkpoint-5", "checkpoint-10", "final/reward_sources", "best/reward_sources"):
+            (OUT / name / folder).mkdir(parents=True, exist_ok=True)
+            (OUT / name / folder / "weights.bin").write_bytes(b"0")
+        (OUT / name / "final" / "COREWARD_COMPLETE").write_text("")
+        (OUT / name / "final" / "adapter_model.safetensors").write_bytes(b"0")
+    finished = {job.name for job in queue} - {"eval-model_best-s2001", "eval-best-cooper-s2000"}
+    assert run.free_weights(queue, finished - {"co_rewarding_2-s2000"}) == []  # its training itself not done
+    removed = run.free_weights(queue, finished)
+    assert {path.relative_to(OUT).parts[0] for path in removed} == {"co_rewarding_2-s2000"}, removed
+    assert (OUT / "model-s2001" / "checkpoint-5").is_dir()
+    assert (OUT / "cooper-s2000" / "final" / "reward_sources").is_dir()
+    removed = run.free_weights(queue, finished | {"eval-model_best-s2001", "eval-best-cooper-s2000"})
+    assert len(removed) == 8 and not any((OUT / name / "checkpoint-5").exists() for name in trainings), removed
+    assert all((OUT / name / "final" / "adapter_model.safetensors").is_file() for name in trainings)
+    assert all((OUT / name / "metrics.jsonl").is_file() for name in trainings)
 
 
 def record_check(run, work: Path) -> None:
