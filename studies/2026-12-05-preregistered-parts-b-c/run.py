@@ -123,14 +123,19 @@ def small_files(folder: Path) -> Callable[[], list[Path]]:
                     if (folder / name).is_file()]
 
 
+def pending_readers(job: Job, queue: list[Job], finished: set[str]) -> list[Job]:
+    """The jobs not yet finished that read the job's outputs."""
+    return [other for other in queue if job.name in other.reads and other.name not in finished]
+
+
 def free_weights(queue: list[Job], finished: set[str]) -> list[Path]:
     """Removes what no job still to run reads of each finished training whose readers are all done: its checkpoint-*
     folders and the reward sources' weights in final/ and best/ (the policy adapter stays). Returns what it removed."""
     removed = []
     for job in queue:
         run = OUT / job.name
-        readers = [other.name for other in queue if job.name in other.reads]
-        if not readers or job.name not in finished or not trained(run) or any(r not in finished for r in readers):
+        if not any(job.name in other.reads for other in queue) or job.name not in finished or not trained(run) \
+                or pending_readers(job, queue, finished):
             continue
         for path in [*run.glob("checkpoint-*"), run / "final" / "reward_sources", run / "best" / "reward_sources"]:
             if path.is_dir():
@@ -412,8 +417,7 @@ def finished_jobs(queue: list[Job], record: Record | None) -> set[str]:
     while changed:
         changed = False
         for job in queue:
-            if job.name in finished and job.name not in local and job.heavy and any(
-                    job.name in other.reads and other.name not in finished for other in queue):
+            if job.name in finished and job.name not in local and job.heavy and pending_readers(job, queue, finished):
                 finished.discard(job.name)
                 changed = True
     return finished
@@ -437,7 +441,7 @@ def estimate_s(job: Job, walls: dict[str, float]) -> float:
 def chain_s(job: Job, queue: list[Job], walls: dict[str, float], finished: set[str]) -> float:
     """A job with the jobs still to run that read its outputs, for as long as those are needed: a training with its
     evaluations, the base evaluation with the RM's held-out rows, the RM's build with the cheapest training on it."""
-    readers = [other for other in queue if job.name in other.reads and other.name not in finished]
+    readers = pending_readers(job, queue, finished)
     if job.name == "rm-train":
         return estimate_s(job, walls) + min((chain_s(r, queue, walls, finished) for r in readers), default=0.0)
     return estimate_s(job, walls) + sum(estimate_s(reader, walls) for reader in readers)
