@@ -19,6 +19,7 @@ import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+from coreward.runtime.distributed import exit_now, leave_process_group
 from coreward.runtime.generation import generate_from_ids
 
 
@@ -43,9 +44,11 @@ def main(model_dir: str, out_dir: str) -> None:
         rows = generate_from_ids(model, prompts, tokenizer.pad_token_id, repeat=2, generation_config=config)
         cut = [next((k + 1 for k, t in enumerate(row) if t in ends), len(row)) for row in rows]
         Path(out_dir, f"rank{rank}-{'sampled' if sample else 'greedy'}.json").write_text(json.dumps(cut))
-    dist.barrier()
-    dist.destroy_process_group()
+    leave_process_group()
 
 
 if __name__ == "__main__":
     main(*sys.argv[1:3])
+    # the interpreter's teardown of gloo's threads aborts a finished rank now and then (exit -6): end as `coreward
+    # train` does, every file written; an exception in main still exits 1 through the interpreter
+    exit_now(0)
