@@ -123,9 +123,14 @@ def small_files(folder: Path) -> Callable[[], list[Path]]:
                     if (folder / name).is_file()]
 
 
+def readers(job: Job, queue: list[Job]) -> list[Job]:
+    """The jobs that read the job's outputs."""
+    return [other for other in queue if job.name in other.reads]
+
+
 def pending_readers(job: Job, queue: list[Job], finished: set[str]) -> list[Job]:
     """The jobs not yet finished that read the job's outputs."""
-    return [other for other in queue if job.name in other.reads and other.name not in finished]
+    return [other for other in readers(job, queue) if other.name not in finished]
 
 
 def free_weights(queue: list[Job], finished: set[str]) -> list[Path]:
@@ -134,8 +139,7 @@ def free_weights(queue: list[Job], finished: set[str]) -> list[Path]:
     removed = []
     for job in queue:
         run = OUT / job.name
-        if not any(job.name in other.reads for other in queue) or job.name not in finished or not trained(run) \
-                or pending_readers(job, queue, finished):
+        if not readers(job, queue) or job.name not in finished or not trained(run) or pending_readers(job, queue, finished):
             continue
         for path in [*run.glob("checkpoint-*"), run / "final" / "reward_sources", run / "best" / "reward_sources"]:
             if path.is_dir():
