@@ -65,16 +65,18 @@ def run_coreward(*args: str, env: dict[str, str] | None = None, timeout: int = 9
 def keep_plain_weights(stale_output_layer: bool = False) -> None:
     """Replace vLLM's CPU GEMM dispatch with plain `F.linear` on the layer's own (syncable) weight.
 
-    `stale_output_layer` keeps vLLM's packed copy for the embedding/output layer (its weight is loaded, but the
-    forward pass reads the copy made at start-up): the broken sync the log-probability check must catch."""
+    `stale_output_layer` makes the vocabulary layers compute with a copy of their weight made at start-up (the weight
+    itself is still loaded, the forward pass never reads it): the broken sync the log-probability check must catch.
+    The copy is made here, not left to vLLM's dispatch, which packs a copy on some CPUs and reads the weight itself
+    on others (on an AVX2-only CPU the layer stayed in sync and the control could not fail the check)."""
     import torch.nn.functional as F
     from vllm.model_executor.layers import utils
 
-    original = utils.dispatch_cpu_unquantized_gemm
-
     def plain_linear(layer, remove_weight: bool) -> None:  # signature of utils.dispatch_cpu_unquantized_gemm
         if stale_output_layer and not remove_weight:  # only the vocabulary layers keep their weight
-            return original(layer, remove_weight)
+            frozen = layer.weight.detach().clone()
+            layer.cpu_linear = lambda x, weight, bias: F.linear(x, frozen, bias)
+            return
         layer.cpu_linear = lambda x, weight, bias: F.linear(x, weight, bias)
 
     utils.dispatch_cpu_unquantized_gemm = plain_linear
