@@ -42,7 +42,7 @@ def build_rm(dtype: torch.dtype = torch.float32, hidden: int = 256, layers: int 
 
 
 SHORT = (30, 60, 40, 50)  # the pairs of the tests that only compare results
-TINY = (22, 24, 23, 21)  # the optimizer step's test: its peak is the parameters', and bf16 passes are slow on a CPU without native bf16
+TINY = (22, 24, 23, 21)  # the optimizer step's test: its bf16 passes are slow where the CPU lacks native bf16
 
 
 def pairs(lengths: tuple[int, ...] = (120, 250, 160, 220)) -> list[Pair]:
@@ -126,7 +126,7 @@ def run_variants(variants: list[str], tmp_path) -> dict[str, dict]:
         with forkserver.main_module_hidden():
             process = ctx.Process(target=one_update, args=(variant, out))
             process.start()
-        process.join(600)  # a hang guard: one variant takes about a minute alone, two or more beside other tests
+        process.join(600)  # a hang guard, wide enough for bf16 passes on a CPU without native bf16 beside other tests
         running = process.exitcode is None
         if running:
             process.kill()
